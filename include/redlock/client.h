@@ -1,0 +1,186 @@
+// The Redlock client and the lock handle it hands out.
+//
+// Thread-safety: every client member function may be called from any thread at
+// once. A lock handle is like std::unique_ptr: one thread uses it at a time, except
+// owns_lock(), lost(), remaining_validity() and loss_token, which any thread may read.
+//
+// Callbacks: every *_async callback runs exactly once, on the client's loop thread,
+// including at shutdown (then with errc::cancelled). Its arguments are valid during
+// the call (they are moved in and may be moved out). No internal mutex is held
+// while a user callback runs. A callback must not block the loop.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "redlock/error.h"
+#include "redlock/options.h"
+#include "redlock/report.h"
+#include "redlock/version.h"
+
+struct uv_loop_s;
+
+namespace redlock {
+
+namespace detail {
+class core;
+struct held;
+}  // namespace detail
+
+// Thrown by client's constructors for an invalid configuration. what() names the
+// offending URI (password redacted) or option and the problem; code() is
+// errc::invalid_argument.
+class REDLOCK_EXPORT config_error : public std::system_error {
+ public:
+  explicit config_error(const std::string& what);
+};
+
+// Tells long work whether its lock is lost. Cheap to copy; safe on any thread.
+class REDLOCK_EXPORT loss_token {
+ public:
+  loss_token() = default;
+  // True once the lock was lost (watchdog failure, extend too late) or released.
+  bool stop_requested() const noexcept;
+
+ private:
+  friend class lock;
+  std::shared_ptr<const detail::held> state_;
+};
+
+// A held lock. Move-only. Destruction releases it best-effort without blocking:
+// the release runs on the loop; a failure goes to client_options::on_release_failure
+// and client::stats(). Never throws.
+class REDLOCK_EXPORT lock {
+ public:
+  lock() noexcept;
+  lock(lock&&) noexcept;
+  lock& operator=(lock&&) noexcept;  // releases the lock held before, if any
+  lock(const lock&) = delete;
+  lock& operator=(const lock&) = delete;
+  ~lock();
+
+  // True while this handle holds the lock (not released, detached, or lost).
+  bool owns_lock() const noexcept;
+  explicit operator bool() const noexcept { return owns_lock(); }
+
+  // A snapshot of the lease: resource, token, current validity end, fence.
+  lease info() const;
+  // Validity left on the client's clock; zero once expired or lost.
+  std::chrono::milliseconds remaining_validity() const noexcept;
+  // True once the watchdog declared the lock lost or an extend found it expired.
+  bool lost() const noexcept;
+  // A token for long work to poll before each critical step.
+  loss_token token_for_work() const;
+  // The fencing token, if acquired with fencing.
+  std::optional<std::uint64_t> fence() const;
+
+  // Ownership-checked extension to `ttl` on all nodes; needs a quorum and positive
+  // new validity. errc::lock_lost if validity had already run out. Blocks; returns
+  // errc::would_deadlock on the loop thread.
+  [[nodiscard]] report extend(std::chrono::milliseconds ttl);
+  // Stops the watchdog, then releases on all nodes. After it, owns_lock() is false
+  // whatever the result. Blocks; errc::would_deadlock on the loop thread.
+  [[nodiscard]] report release();
+  // As release(), without blocking; the callback runs on the loop thread.
+  void release_async(std::function<void(report)> done);
+  // Stops the watchdog and gives up the handle without releasing; the keys expire
+  // by their TTL unless released with the returned lease.
+  lease detach() noexcept;
+
+ private:
+  friend class detail::core;
+  explicit lock(std::shared_ptr<detail::held> s) noexcept;
+  std::shared_ptr<detail::held> state_;
+};
+
+struct acquire_result {
+  redlock::report report;
+  redlock::lock lock;  // owns the lock on success
+  explicit operator bool() const noexcept { return static_cast<bool>(report); }
+};
+
+// What `inspect` saw on one node.
+struct node_view {
+  std::optional<std::string> token;  // value of the key, if it exists and is a string
+  std::chrono::milliseconds pttl{-2};  // PTTL: -2 absent, -1 no expiry
+};
+
+struct inspect_result {
+  redlock::report report;        // error: unavailable if fewer than a quorum answered
+  std::vector<node_view> nodes;  // configuration order; meaningful where status is ok
+  std::optional<std::string> holder;  // the token a quorum of nodes agrees on
+};
+
+// Counters since construction; read with client::stats().
+struct client_stats {
+  std::uint64_t acquires = 0;   // acquire calls completed
+  std::uint64_t acquired = 0;   // of which succeeded
+  std::uint64_t contended = 0;  // of which failed contended
+  std::uint64_t releases = 0;   // release rounds completed (explicit, destructor, rollback)
+  std::uint64_t release_failures = 0;  // releases nobody waited for that failed
+  std::uint64_t extends = 0;           // extend rounds completed (incl. watchdog)
+  std::uint64_t locks_lost = 0;        // watchdog or extend declared a lock lost
+  std::uint64_t reconnects = 0;        // connections (re)established after the first
+};
+
+class REDLOCK_EXPORT client {
+ public:
+  // Starts a loop thread and connects to every node in the background.
+  // Throws config_error for a bad configuration.
+  explicit client(client_options options);
+  // Completes in-flight work (bounded by command_timeout), fails what remains with
+  // errc::cancelled, closes connections and joins the loop thread. Never throws.
+  ~client();
+  client(const client&) = delete;
+  client& operator=(const client&) = delete;
+
+  // Acquire `resource` with the Redlock algorithm: fan out to all nodes in parallel,
+  // succeed when a quorum granted and validity is positive, otherwise roll back on
+  // every node and retry per options.retry. Errors: contended, unavailable,
+  // validity_exhausted, invalid_argument, auth_failed, wrong_type, cancelled,
+  // would_deadlock (called on the loop thread).
+  [[nodiscard]] acquire_result acquire(std::string_view resource, const acquire_options& options = {});
+  // Asynchronous acquire. Returns an id for cancel().
+  std::uint64_t acquire_async(std::string resource, acquire_options options,
+                              std::function<void(acquire_result)> done);
+  // Cancels a pending acquire: its callback gets errc::cancelled and anything it
+  // took is rolled back. No effect on completed operations.
+  void cancel(std::uint64_t operation_id);
+
+  // Ownership-checked extension of a lease to `ttl`. Errors: not_owner, lock_lost
+  // (lease.valid_until already passed), unavailable, invalid_argument, cancelled,
+  // would_deadlock. On success report.validity is the new validity.
+  [[nodiscard]] report extend(const lease& l, std::chrono::milliseconds ttl);
+  void extend_async(lease l, std::chrono::milliseconds ttl, std::function<void(report)> done);
+
+  // Ownership-checked release on all nodes. Succeeds when a quorum deleted the key.
+  // Errors: not_owner (a quorum did not hold this token: expired or someone
+  // else's), unavailable, invalid_argument, cancelled, would_deadlock.
+  [[nodiscard]] report release(const lease& l);
+  void release_async(lease l, std::function<void(report)> done);
+
+  // Reads the key on every node (value and PTTL) without changing anything.
+  [[nodiscard]] inspect_result inspect(std::string_view resource);
+
+  std::size_t node_count() const noexcept;
+  std::size_t quorum() const noexcept;
+  // The configured node URIs, passwords redacted.
+  std::vector<std::string> node_names() const;
+  client_stats stats() const noexcept;
+
+ private:
+  friend REDLOCK_EXPORT std::unique_ptr<client> make_client_on_loop(client_options, uv_loop_s*);
+  client(client_options options, uv_loop_s* loop);
+  std::shared_ptr<detail::core> core_;
+};
+
+}  // namespace redlock

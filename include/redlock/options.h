@@ -1,0 +1,95 @@
+// Configuration structs. Every field has a unit, a default and a comment.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "redlock/version.h"
+
+namespace redlock {
+
+struct lease;
+struct report;
+
+// The monotonic clock the client measures validity with. Inject one to control
+// time in tests; the default is std::chrono::steady_clock. Called on the loop thread
+// and on callers' threads: now() must be thread-safe and never go backwards.
+class clock {
+ public:
+  virtual ~clock() = default;
+  virtual std::chrono::steady_clock::time_point now() const noexcept = 0;
+};
+
+// Bounded, jittered retry of a failed acquire. Attempt k (k >= 2) waits a random
+// delay in [d/2, d] where d = min(max_delay, base_delay * 2^(k-2)). Only failures
+// that another attempt may fix are retried (contended, unavailable,
+// validity_exhausted); never invalid_argument, auth_failed, wrong_type, cancelled.
+struct retry_policy {
+  // Total attempts, including the first. >= 1.
+  int max_attempts = 3;
+  // Delay before the second attempt (upper bound of its jitter range).
+  std::chrono::milliseconds base_delay{100};
+  // Upper bound for any one delay.
+  std::chrono::milliseconds max_delay{1000};
+  // Total budget for all attempts and delays, measured from the call; 0 = bounded
+  // by max_attempts alone. An attempt is not started if its delay would end past
+  // the deadline.
+  std::chrono::milliseconds deadline{0};
+
+  // One attempt, no retry.
+  static retry_policy once() noexcept {
+    retry_policy p;
+    p.max_attempts = 1;
+    return p;
+  }
+};
+
+// Per-acquire options.
+struct acquire_options {
+  // Time to live of the lock keys. Must exceed the drift (ttl * drift + 2 ms).
+  std::chrono::milliseconds ttl{30000};
+  // What to do when an attempt fails.
+  retry_policy retry{};
+  // Ask for a quorum fencing token (one extra round trip); see docs/fencing.md.
+  bool fencing = false;
+  // Keep the lock alive by extending it every `extend_interval` until it is
+  // released or lost (the watchdog). One loop timer per lock, no thread.
+  bool auto_extend = false;
+  // Interval between watchdog extensions; 0 means ttl / 3.
+  std::chrono::milliseconds extend_interval{0};
+  // Called once, on the loop thread, when the watchdog can no longer guarantee the
+  // lock (validity ran out before a quorum extension). Must not block.
+  std::function<void(const lease&, const report&)> on_lost;
+};
+
+// Client-wide options.
+struct client_options {
+  // Node URIs: redis://[user[:password]@]host[:port][/db] or
+  // unix:///path/to.sock[?db=N]. At least one; the quorum is size/2 + 1. Each node
+  // must be an independent master.
+  std::vector<std::string> nodes;
+  // Prepended to every resource name to form the key ("" = the resource as given).
+  std::string key_prefix;
+  // Bound on TCP/unix connect plus the AUTH/SELECT/PING handshake, per attempt.
+  std::chrono::milliseconds connect_timeout{200};
+  // Bound on each command's round trip. A paused or black-holed node costs at most
+  // this much per operation. Keep it far below the TTL.
+  std::chrono::milliseconds command_timeout{50};
+  // Background reconnect backoff: starts at min, doubles per failure, capped at max.
+  std::chrono::milliseconds reconnect_min_backoff{10};
+  std::chrono::milliseconds reconnect_max_backoff{1000};
+  // Clock drift allowance: drift = ttl * clock_drift_factor + 2 ms. In [0, 0.5).
+  double clock_drift_factor = 0.01;
+  // Reported when a release that nobody waits for (a lock handle's destructor)
+  // fails. Runs on the loop thread; must not block. Unset = counted only
+  // (see client::stats()).
+  std::function<void(const lease&, const report&)> on_release_failure;
+  // Monotonic time source; null = std::chrono::steady_clock.
+  std::shared_ptr<redlock::clock> clock;
+};
+
+}  // namespace redlock

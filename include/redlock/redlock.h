@@ -1,0 +1,9 @@
+// Umbrella header: the whole public API except the opt-in redlock/uv.h.
+#pragma once
+
+#include "redlock/client.h"
+#include "redlock/error.h"
+#include "redlock/mutex.h"
+#include "redlock/options.h"
+#include "redlock/report.h"
+#include "redlock/version.h"

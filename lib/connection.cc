@@ -1,0 +1,546 @@
+#include "connection.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "core.h"
+
+namespace redlock::detail {
+namespace {
+
+constexpr std::size_t kReadBuf = 64 * 1024;
+
+std::string first_line(const char* s, std::size_t n) {
+  std::string out(s, std::min<std::size_t>(n, 200));
+  auto nl = out.find_first_of("\r\n");
+  if (nl != std::string::npos) out.resize(nl);
+  return out;
+}
+
+bool is_auth_error(std::string_view e) {
+  return e.rfind("NOAUTH", 0) == 0 || e.rfind("WRONGPASS", 0) == 0 || e.rfind("NOPERM", 0) == 0 ||
+         e.rfind("ERR invalid password", 0) == 0 || e.rfind("ERR invalid username-password", 0) == 0 ||
+         e.rfind("ERR AUTH", 0) == 0 || e.rfind("ERR Client sent AUTH", 0) == 0;
+}
+
+void append_argv(std::string& out, const std::vector<std::string_view>& argv) {
+  std::vector<const char*> ptrs;
+  std::vector<size_t> lens;
+  ptrs.reserve(argv.size());
+  lens.reserve(argv.size());
+  for (auto a : argv) {
+    ptrs.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  char* buf = nullptr;
+  int len = redisFormatCommandArgv(&buf, static_cast<int>(argv.size()), ptrs.data(), lens.data());
+  if (len > 0 && buf != nullptr) out.append(buf, static_cast<std::size_t>(len));
+  free(buf);
+}
+
+}  // namespace
+
+// The libuv stream of one connect attempt. Freed in its close callback; `owner`
+// is cleared when the connection abandons it.
+struct connection::stream_holder {
+  union {
+    uv_tcp_t tcp;
+    uv_pipe_t pipe;
+  } h;
+  uv_connect_t connect_req;
+  uv_getaddrinfo_t gai;
+  connection* owner = nullptr;
+  bool is_tcp = true;
+  bool resolving = false;
+  bool handle_inited = false;
+  bool closing = false;
+
+  uv_stream_t* stream() { return is_tcp ? reinterpret_cast<uv_stream_t*>(&h.tcp) : reinterpret_cast<uv_stream_t*>(&h.pipe); }
+  uv_handle_t* handle() { return reinterpret_cast<uv_handle_t*>(stream()); }
+
+  // Closes the handle (if any) and frees this holder when libuv is done with it.
+  void release(core& c) {
+    owner = nullptr;
+    if (closing) return;
+    closing = true;
+    if (handle_inited) {
+      handle()->data = this;
+      uv_close(handle(), [](uv_handle_t* hd) { delete static_cast<stream_holder*>(hd->data); });
+      (void)c;
+    } else if (!resolving) {
+      delete this;
+    }
+    // A pending getaddrinfo frees the holder from its callback.
+  }
+};
+
+namespace {
+struct write_req {
+  uv_write_t req;
+  std::string data;
+  connection::stream_holder* holder;
+};
+}  // namespace
+
+connection::connection(core& owner, std::size_t index, node_address address)
+    : core_(owner), index_(index), address_(std::move(address)), read_buf_(new char[kReadBuf]) {}
+
+connection::~connection() {
+  if (reader_ != nullptr) redisReaderFree(reader_);
+}
+
+void connection::start() { connect_now(); }
+
+void connection::connect_now() {
+  backoff_timer_ = 0;
+  if (state_ == state::closed) return;
+  if (reader_ != nullptr) redisReaderFree(reader_);
+  reader_ = redisReaderCreate();
+  scripts_loaded_ = 0;
+  auto* s = new stream_holder();
+  s->owner = this;
+  stream_ = s;
+  connect_timer_ = core_.schedule(core_.options().connect_timeout, [this] {
+    connect_timer_ = 0;
+    fail_connection(node_status::timeout,
+                    "connect/handshake took longer than " + std::to_string(core_.options().connect_timeout.count()) +
+                        " ms");
+  });
+  if (address_.type == node_address::kind::unix_socket) {
+    s->is_tcp = false;
+    uv_pipe_init(core_.loop(), &s->h.pipe, 0);
+    s->handle_inited = true;
+    state_ = state::connecting;
+    s->connect_req.data = s;
+    uv_pipe_connect(&s->connect_req, &s->h.pipe, address_.path.c_str(), [](uv_connect_t* req, int status) {
+      auto* holder = static_cast<stream_holder*>(req->data);
+      if (holder->owner != nullptr) holder->owner->on_connected(status);
+    });
+    return;
+  }
+  // Numeric addresses skip the resolver's thread pool.
+  struct sockaddr_storage ss {};
+  if (uv_ip4_addr(address_.host.c_str(), address_.port, reinterpret_cast<sockaddr_in*>(&ss)) == 0 ||
+      uv_ip6_addr(address_.host.c_str(), address_.port, reinterpret_cast<sockaddr_in6*>(&ss)) == 0) {
+    on_resolved(0, reinterpret_cast<sockaddr*>(&ss));
+    return;
+  }
+  state_ = state::resolving;
+  s->resolving = true;
+  s->gai.data = s;
+  struct addrinfo hints {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  std::string port = std::to_string(address_.port);
+  int rc = uv_getaddrinfo(
+      core_.loop(), &s->gai,
+      [](uv_getaddrinfo_t* req, int status, struct addrinfo* res) {
+        auto* holder = static_cast<stream_holder*>(req->data);
+        holder->resolving = false;
+        if (holder->owner != nullptr) {
+          holder->owner->on_resolved(status, status == 0 && res != nullptr ? res->ai_addr : nullptr);
+        } else if (!holder->handle_inited) {
+          delete holder;
+        }
+        uv_freeaddrinfo(res);
+      },
+      address_.host.c_str(), port.c_str(), &hints);
+  if (rc != 0) {
+    s->resolving = false;
+    fail_connection(node_status::connection_error, std::string("cannot resolve host: ") + uv_strerror(rc));
+  }
+}
+
+void connection::on_resolved(int status, const struct sockaddr* addr) {
+  if (status != 0 || addr == nullptr) {
+    fail_connection(node_status::connection_error,
+                    std::string("cannot resolve host: ") + (status != 0 ? uv_strerror(status) : "no address"));
+    return;
+  }
+  stream_holder* s = stream_;
+  uv_tcp_init(core_.loop(), &s->h.tcp);
+  s->handle_inited = true;
+  uv_tcp_nodelay(&s->h.tcp, 1);
+  state_ = state::connecting;
+  s->connect_req.data = s;
+  int rc = uv_tcp_connect(&s->connect_req, &s->h.tcp, addr, [](uv_connect_t* req, int st) {
+    auto* holder = static_cast<stream_holder*>(req->data);
+    if (holder->owner != nullptr) holder->owner->on_connected(st);
+  });
+  if (rc != 0) fail_connection(node_status::connection_error, std::string("connect: ") + uv_strerror(rc));
+}
+
+void connection::on_connected(int status) {
+  if (status != 0) {
+    fail_connection(node_status::connection_error, std::string("connect: ") + uv_strerror(status));
+    return;
+  }
+  stream_holder* s = stream_;
+  s->handle()->data = s;
+  uv_read_start(
+      s->stream(),
+      [](uv_handle_t* h, size_t, uv_buf_t* buf) {
+        auto* holder = static_cast<stream_holder*>(h->data);
+        if (holder->owner == nullptr) {
+          *buf = uv_buf_init(nullptr, 0);
+          return;
+        }
+        *buf = uv_buf_init(holder->owner->read_buf_.get(), kReadBuf);
+      },
+      [](uv_stream_t* st, ssize_t nread, const uv_buf_t* buf) {
+        auto* holder = static_cast<stream_holder*>(st->data);
+        connection* self = holder->owner;
+        if (self == nullptr) return;
+        if (nread > 0) {
+          self->on_read(buf->base, static_cast<std::size_t>(nread));
+        } else if (nread < 0) {
+          self->fail_connection(node_status::connection_error,
+                                nread == UV_EOF ? "connection closed by server"
+                                                : std::string("read: ") + uv_strerror(static_cast<int>(nread)));
+        }
+      });
+  state_ = state::handshake;
+  handshake_left_ = 0;
+  if (address_.has_password) {
+    if (address_.username.empty()) {
+      append_argv(out_, {"AUTH", address_.password});
+    } else {
+      append_argv(out_, {"AUTH", address_.username, address_.password});
+    }
+    ++handshake_left_;
+  }
+  if (address_.db != 0) {
+    std::string db = std::to_string(address_.db);
+    append_argv(out_, {"SELECT", db});
+    ++handshake_left_;
+  }
+  append_argv(out_, {"PING"});
+  ++handshake_left_;
+  core_.want_flush(this);
+}
+
+void connection::on_read(const char* data, std::size_t n) {
+  last_read_ms_ = uv_now(core_.loop());
+  if (redisReaderFeed(reader_, data, n) != REDIS_OK) {
+    fail_connection(node_status::protocol_error, "reply buffer error");
+    return;
+  }
+  stream_holder* s = stream_;
+  while (stream_ == s && s != nullptr && s->owner == this) {
+    void* reply = nullptr;
+    if (redisReaderGetReply(reader_, &reply) != REDIS_OK) {
+      fail_connection(node_status::protocol_error,
+                      std::string("not a Redis reply: ") + (reader_->errstr[0] ? reader_->errstr : "parse error"));
+      return;
+    }
+    if (reply == nullptr) break;
+    auto* r = static_cast<redisReply*>(reply);
+    if (state_ == state::handshake) {
+      on_handshake_reply(r);
+    } else if (state_ == state::ready) {
+      on_request_reply(r);
+    }
+    freeReplyObject(r);
+  }
+}
+
+void connection::on_handshake_reply(redisReply* r) {
+  --handshake_left_;
+  if (r->type == REDIS_REPLY_ERROR) {
+    std::string err = first_line(r->str, r->len);
+    if (is_auth_error(err)) {
+      fail_connection(node_status::auth_error, "authentication refused: " + err, true);
+    } else {
+      fail_connection(node_status::server_error, "handshake refused: " + err);
+    }
+    return;
+  }
+  if (handshake_left_ == 0) {
+    if (r->type != REDIS_REPLY_STATUS || std::string_view(r->str, r->len) != "PONG") {
+      fail_connection(node_status::protocol_error, "unexpected reply to PING (not a Redis server?)");
+      return;
+    }
+    become_ready();
+  }
+}
+
+void connection::become_ready() {
+  if (connect_timer_ != 0) core_.cancel_timer(connect_timer_);
+  connect_timer_ = 0;
+  state_ = state::ready;
+  if (ever_connected_) core_.stats().reconnects.fetch_add(1, std::memory_order_relaxed);
+  ever_connected_ = true;
+  failures_ = 0;
+  permanent_failure_ = false;
+  for (request& r : queue_) {
+    if (!r.sent && !r.expired) encode(r);
+  }
+  // Requests that expired while connecting were never sent: drop them.
+  queue_.erase(std::remove_if(queue_.begin(), queue_.end(), [](const request& r) { return !r.sent; }),
+               queue_.end());
+  core_.want_flush(this);
+}
+
+void connection::encode(request& r) {
+  const script& sc = get_script(r.cmd.script);
+  const unsigned bit = 1u << static_cast<unsigned>(r.cmd.script);
+  const bool use_sha = !r.cmd.force_eval && (scripts_loaded_ & bit) != 0;
+  std::string nkeys = std::to_string(sc.num_keys);
+  std::vector<std::string_view> argv;
+  argv.reserve(7);
+  argv.push_back(use_sha ? std::string_view("EVALSHA") : std::string_view("EVAL"));
+  argv.push_back(use_sha ? std::string_view(sc.sha()) : std::string_view(sc.body));
+  argv.push_back(nkeys);
+  argv.push_back(r.cmd.key);
+  if (sc.num_keys > 1) argv.push_back(r.cmd.key2);
+  if (r.cmd.script != script_id::inspect) argv.push_back(r.cmd.arg1);
+  if (!r.cmd.arg2.empty()) argv.push_back(r.cmd.arg2);
+  append_argv(out_, argv);
+  // Replies come in order: once EVAL is queued, later EVALSHAs on this connection
+  // find the script loaded.
+  scripts_loaded_ |= bit;
+  r.used_sha = use_sha;
+  r.sent = true;
+}
+
+void connection::submit(const command& cmd, std::shared_ptr<sink> s, std::uint32_t tag) {
+  if (state_ == state::backoff || state_ == state::closed || state_ == state::idle) {
+    reply_event ev;
+    ev.status = state_ == state::closed ? node_status::cancelled : down_status_;
+    ev.detail = state_ == state::closed ? std::string_view("client shut down") : std::string_view(down_detail_);
+    s->on_reply(index_, tag, ev);
+    return;
+  }
+  request r;
+  r.cmd = cmd;
+  r.target = std::move(s);
+  r.tag = tag;
+  r.submitted = core_.now();
+  r.deadline_ms = uv_now(core_.loop()) + static_cast<std::uint64_t>(core_.options().command_timeout.count());
+  queue_.push_back(std::move(r));
+  if (state_ == state::ready) {
+    encode(queue_.back());
+    core_.want_flush(this);
+  }
+  if (deadline_timer_ == 0) {
+    arm_deadline_timer();
+  } else if (queue_.back().deadline_ms < deadline_armed_at_) {
+    core_.cancel_timer(deadline_timer_);
+    deadline_timer_ = 0;
+    arm_deadline_timer();
+  }
+}
+
+
+void connection::flush() {
+  dirty_ = false;
+  if (out_.empty() || stream_ == nullptr || !stream_->handle_inited ||
+      (state_ != state::ready && state_ != state::handshake)) {
+    return;
+  }
+  uv_buf_t buf = uv_buf_init(out_.data(), static_cast<unsigned>(out_.size()));
+  int n = uv_try_write(stream_->stream(), &buf, 1);
+  if (n == static_cast<int>(out_.size())) {
+    out_.clear();
+    return;
+  }
+  if (n < 0 && n != UV_EAGAIN) {
+    fail_connection(node_status::connection_error, std::string("write: ") + uv_strerror(n));
+    return;
+  }
+  auto* w = new write_req();
+  w->data = out_.substr(n > 0 ? static_cast<std::size_t>(n) : 0);
+  out_.clear();
+  w->holder = stream_;
+  w->req.data = w;
+  uv_buf_t rest = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
+  int rc = uv_write(&w->req, stream_->stream(), &rest, 1, [](uv_write_t* req, int status) {
+    auto* wr = static_cast<write_req*>(req->data);
+    connection* owner = wr->holder->owner;
+    delete wr;
+    if (status < 0 && owner != nullptr && status != UV_ECANCELED) {
+      owner->fail_connection(node_status::connection_error, std::string("write: ") + uv_strerror(status));
+    }
+  });
+  if (rc != 0) {
+    delete w;
+    fail_connection(node_status::connection_error, std::string("write: ") + uv_strerror(rc));
+  }
+}
+
+void connection::complete(request& r, const reply_event& ev) {
+  std::shared_ptr<sink> target = std::move(r.target);
+  if (target) target->on_reply(index_, r.tag, ev);
+}
+
+void connection::on_request_reply(redisReply* reply) {
+  if (queue_.empty()) {
+    fail_connection(node_status::protocol_error, "reply without a request");
+    return;
+  }
+  request r = std::move(queue_.front());
+  queue_.pop_front();
+  if (r.expired) {
+    core_.note_quiet();
+    return;
+  }
+  if (reply->type == REDIS_REPLY_ERROR && std::string_view(reply->str, reply->len).rfind("NOSCRIPT", 0) == 0) {
+    // The script cache was flushed (SCRIPT FLUSH, restart): send the body again.
+    scripts_loaded_ &= ~(1u << static_cast<unsigned>(r.cmd.script));
+    if (r.used_sha) {
+      command again = r.cmd;
+      again.force_eval = true;
+      auto submitted = r.submitted;
+      submit(again, std::move(r.target), r.tag);
+      if (!queue_.empty() && queue_.back().tag == r.tag) queue_.back().submitted = submitted;
+      return;
+    }
+  }
+  reply_event ev;
+  ev.reply = reply;
+  ev.latency = std::chrono::duration_cast<std::chrono::microseconds>(core_.now() - r.submitted);
+  if (reply->type == REDIS_REPLY_ERROR) {
+    std::string_view e(reply->str, reply->len);
+    if (is_auth_error(e)) {
+      ev.status = node_status::auth_error;
+      ev.reply = nullptr;
+      std::string d = first_line(reply->str, reply->len);
+      ev.detail = d;
+      complete(r, ev);
+      core_.note_quiet();
+      return;
+    }
+  }
+  complete(r, ev);
+  core_.note_quiet();
+}
+
+void connection::arm_deadline_timer() {
+  std::uint64_t next = 0;
+  for (const request& r : queue_) {
+    if (!r.expired && (next == 0 || r.deadline_ms < next)) next = r.deadline_ms;
+  }
+  // A connection whose oldest request has had no reply for 4 x command_timeout is
+  // considered stalled (paused server, black hole): check for that too.
+  const std::uint64_t cmd_ms = static_cast<std::uint64_t>(core_.options().command_timeout.count());
+  for (const request& r : queue_) {
+    if (r.sent) {
+      std::uint64_t stall = r.deadline_ms + 3 * cmd_ms;
+      if (next == 0 || stall < next) next = stall;
+      break;
+    }
+  }
+  if (next == 0) return;
+  const std::uint64_t now = uv_now(core_.loop());
+  deadline_armed_at_ = next;
+  deadline_timer_ = core_.schedule(std::chrono::milliseconds(next > now ? next - now : 0), [this] {
+    deadline_timer_ = 0;
+    on_deadline_timer();
+  });
+}
+
+void connection::on_deadline_timer() {
+  const std::uint64_t now = uv_now(core_.loop());
+  const std::uint64_t cmd_ms = static_cast<std::uint64_t>(core_.options().command_timeout.count());
+  std::vector<std::pair<std::shared_ptr<sink>, std::pair<std::uint32_t, std::chrono::microseconds>>> expired;
+  bool stalled = false;
+  for (request& r : queue_) {
+    if (!r.expired && r.deadline_ms <= now) {
+      r.expired = true;
+      expired.emplace_back(std::move(r.target),
+                           std::make_pair(r.tag, std::chrono::duration_cast<std::chrono::microseconds>(
+                                                     core_.now() - r.submitted)));
+    }
+  }
+  for (const request& r : queue_) {
+    if (r.sent) {
+      stalled = r.deadline_ms + 3 * cmd_ms <= now && last_read_ms_ + 3 * cmd_ms <= now;
+      break;
+    }
+  }
+  std::string detail = "no reply within " + std::to_string(cmd_ms) + " ms";
+  for (auto& e : expired) {
+    reply_event ev;
+    ev.status = node_status::timeout;
+    ev.detail = detail;
+    (void)e.second.second;
+    if (e.first) e.first->on_reply(index_, e.second.first, ev);
+  }
+  if (stalled && state_ == state::ready) {
+    fail_connection(node_status::timeout, "node stalled: no reply for " + std::to_string(4 * cmd_ms) + " ms");
+    return;
+  }
+  if (deadline_timer_ == 0) arm_deadline_timer();
+  core_.note_quiet();
+}
+
+void connection::fail_connection(node_status status, std::string detail, bool permanent) {
+  if (state_ == state::closed || state_ == state::backoff) return;
+  if (connect_timer_ != 0) core_.cancel_timer(connect_timer_);
+  connect_timer_ = 0;
+  if (deadline_timer_ != 0) core_.cancel_timer(deadline_timer_);
+  deadline_timer_ = 0;
+  if (stream_ != nullptr) stream_->release(core_);
+  stream_ = nullptr;
+  out_.clear();
+  down_status_ = status == node_status::timeout && !ever_connected_ ? node_status::connection_error : status;
+  if (status == node_status::auth_error) down_status_ = node_status::auth_error;
+  down_detail_ = detail;
+  permanent_failure_ = permanent;
+  state_ = state::backoff;
+  ++failures_;
+  // Fail everything outstanding. Collect first: sinks may submit again.
+  std::deque<request> pending;
+  pending.swap(queue_);
+  for (request& r : pending) {
+    if (r.expired) continue;
+    reply_event ev;
+    ev.status = status;
+    ev.detail = detail;
+    complete(r, ev);
+  }
+  if (core_.closing()) {
+    state_ = state::closed;
+    core_.note_quiet();
+    return;
+  }
+  // Capped exponential backoff with jitter in [d/2, d].
+  const auto& o = core_.options();
+  std::int64_t d = std::max<std::int64_t>(1, o.reconnect_min_backoff.count());
+  for (int i = 1; i < failures_ && d < o.reconnect_max_backoff.count(); ++i) d *= 2;
+  d = std::min<std::int64_t>(d, std::max<std::int64_t>(1, o.reconnect_max_backoff.count()));
+  if (permanent) d = std::max<std::int64_t>(d, o.reconnect_max_backoff.count());
+  const std::int64_t delay = d / 2 + static_cast<std::int64_t>(core_.jitter() % static_cast<std::uint64_t>(d / 2 + 1));
+  backoff_timer_ = core_.schedule(std::chrono::milliseconds(delay), [this] { connect_now(); });
+  core_.note_quiet();
+}
+
+bool connection::quiet() const noexcept {
+  for (const request& r : queue_) {
+    if (!r.expired) return false;
+  }
+  return true;
+}
+
+void connection::shutdown() {
+  if (connect_timer_ != 0) core_.cancel_timer(connect_timer_);
+  if (backoff_timer_ != 0) core_.cancel_timer(backoff_timer_);
+  if (deadline_timer_ != 0) core_.cancel_timer(deadline_timer_);
+  connect_timer_ = backoff_timer_ = deadline_timer_ = 0;
+  state_ = state::closed;
+  if (stream_ != nullptr) stream_->release(core_);
+  stream_ = nullptr;
+  std::deque<request> pending;
+  pending.swap(queue_);
+  for (request& r : pending) {
+    if (r.expired) continue;
+    reply_event ev;
+    ev.status = node_status::cancelled;
+    ev.detail = "client shut down";
+    complete(r, ev);
+  }
+}
+
+}  // namespace redlock::detail

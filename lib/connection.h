@@ -1,0 +1,128 @@
+// One node's transport: a libuv stream carrying pipelined RESP, with deadlines,
+// background reconnects and a handshake (AUTH, SELECT, PING) on every connect.
+// hiredis is used for the protocol only (redisFormatCommandArgv, redisReader).
+//
+// Loop thread only. Every submitted request gets exactly one sink call: a reply,
+// or timeout / connection_error / auth_error / cancelled.
+#pragma once
+
+#include <hiredis/hiredis.h>
+#include <uv.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "redlock/report.h"
+#include "scripts.h"
+#include "uri.h"
+
+namespace redlock::detail {
+
+class core;
+
+// A script call to one node.
+struct command {
+  script_id script = script_id::release;
+  std::string key;
+  std::string key2;  // second key for scripts with two keys
+  std::string arg1;
+  std::string arg2;
+  bool force_eval = false;  // send the script body (EVAL), not EVALSHA
+};
+
+// What a sink gets for one request.
+struct reply_event {
+  node_status status = node_status::pending;  // pending means: a reply arrived, see `reply`
+  const redisReply* reply = nullptr;            // valid during the call only
+  std::string_view detail;
+  std::chrono::microseconds latency{0};
+};
+
+class sink {
+ public:
+  virtual ~sink() = default;
+  virtual void on_reply(std::size_t node, std::uint32_t tag, const reply_event& ev) = 0;
+};
+
+class connection {
+ public:
+  connection(core& owner, std::size_t index, node_address address);
+  ~connection();
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+
+  const std::string& name() const noexcept { return address_.display; }
+  std::size_t index() const noexcept { return index_; }
+
+  void start();
+  // Queue a request. Fails at once (synchronously, through the sink) when the node
+  // is known down (backing off) or closed.
+  void submit(const command& cmd, std::shared_ptr<sink> s, std::uint32_t tag);
+  // Writes what submit() buffered. Called by the core once per loop iteration.
+  void flush();
+  // True when no request awaits an answer within its deadline.
+  bool quiet() const noexcept;
+  // Fails everything still queued with `cancelled` and closes the handles.
+  void shutdown();
+  bool ready() const noexcept { return state_ == state::ready; }
+
+ private:
+  enum class state { idle, resolving, connecting, handshake, ready, backoff, closed };
+  struct request {
+    command cmd;
+    std::shared_ptr<sink> target;
+    std::uint32_t tag = 0;
+    std::chrono::steady_clock::time_point submitted;
+    std::uint64_t deadline_ms = 0;  // on uv_now()
+    bool sent = false;
+    bool used_sha = false;
+    bool expired = false;  // the sink was told "timeout"; a late reply is dropped
+  };
+
+ public:
+  struct stream_holder;  // the libuv stream of one connect attempt (connection.cc)
+
+ private:
+  void connect_now();
+  void on_resolved(int status, const struct sockaddr* addr);
+  void on_connected(int status);
+  void on_read(const char* data, std::size_t n);
+  void on_handshake_reply(redisReply* r);
+  void on_request_reply(redisReply* r);
+  void fail_connection(node_status status, std::string detail, bool permanent = false);
+  void become_ready();
+  void encode(request& r);
+  void arm_deadline_timer();
+  void on_deadline_timer();
+  void complete(request& r, const reply_event& ev);
+
+  core& core_;
+  std::size_t index_;
+  node_address address_;
+  state state_ = state::idle;
+  stream_holder* stream_ = nullptr;
+  redisReader* reader_ = nullptr;
+  std::deque<request> queue_;  // in write order; replies match the front
+  std::string out_;            // encoded, not yet written
+  bool dirty_ = false;
+  int handshake_left_ = 0;
+  std::uint64_t connect_timer_ = 0;
+  std::uint64_t backoff_timer_ = 0;
+  std::uint64_t deadline_timer_ = 0;
+  std::uint64_t deadline_armed_at_ = 0;
+  int failures_ = 0;
+  bool ever_connected_ = false;
+  bool permanent_failure_ = false;
+  node_status down_status_ = node_status::connection_error;
+  std::string down_detail_ = "not connected yet";
+  std::uint64_t last_read_ms_ = 0;
+  unsigned scripts_loaded_ = 0;  // bit per script_id: body sent on this connection
+  std::unique_ptr<char[]> read_buf_;
+  friend class core;
+};
+
+}  // namespace redlock::detail

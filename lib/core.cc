@@ -1,0 +1,233 @@
+// The loop, the cross-thread task queue, the timer queue and the shutdown drain.
+// Operations live in operations.cc.
+#include "core.h"
+
+#include <cstdio>
+#include <future>
+
+#include "token.h"
+
+namespace redlock::detail {
+
+namespace {
+std::uint64_t seed() {
+  std::uint64_t s = 0;
+  random_bytes(&s, sizeof s);
+  return s;
+}
+}  // namespace
+
+lease held::snapshot() const {
+  lease l;
+  l.resource = resource;
+  l.token = token;
+  l.fence = fence;
+  l.valid_until = std::chrono::steady_clock::time_point(
+      std::chrono::nanoseconds(valid_until_ns.load(std::memory_order_acquire)));
+  return l;
+}
+
+core::core(client_options options, std::vector<node_address> nodes, uv_loop_t* external_loop)
+    : options_(std::move(options)),
+      nodes_(std::move(nodes)),
+      loop_(external_loop != nullptr ? external_loop : &own_loop_),
+      owns_loop_(external_loop == nullptr),
+      rng_(seed()) {
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    conns_.push_back(std::make_unique<connection>(*this, i, nodes_[i]));
+  }
+}
+
+core::~core() {
+  // Handles are closed by finish_stop(); the own loop is closed by its thread.
+}
+
+std::chrono::steady_clock::time_point core::now() const noexcept {
+  return options_.clock ? options_.clock->now() : std::chrono::steady_clock::now();
+}
+
+bool core::on_loop_thread() const noexcept { return std::this_thread::get_id() == loop_thread_id_; }
+
+void core::start() {
+  if (owns_loop_) uv_loop_init(&own_loop_);
+  uv_async_init(loop_, &async_, [](uv_async_t* a) { static_cast<core*>(a->data)->run_tasks(); });
+  async_.data = this;
+  uv_idle_init(loop_, &idle_);
+  idle_.data = this;
+  uv_timer_init(loop_, &timer_);
+  timer_.data = this;
+  handles_open_ = 3;
+  self_ = shared_from_this();
+  auto begin = [this] {
+    for (auto& c : conns_) c->start();
+  };
+  if (owns_loop_) {
+    std::promise<void> started;
+    auto fut = started.get_future();
+    thread_ = std::thread([this, begin, &started] {
+      loop_thread_id_ = std::this_thread::get_id();
+      begin();
+      started.set_value();
+      uv_run(loop_, UV_RUN_DEFAULT);
+      // Every handle is closed here; run once more for stray close callbacks.
+      uv_run(loop_, UV_RUN_NOWAIT);
+      uv_loop_close(loop_);
+      // Last use of `this` on this thread; may destroy the core if the client
+      // detached the thread (destroyed from its own callback).
+      std::shared_ptr<core> keep = std::move(self_);
+    });
+    fut.wait();
+  } else {
+    loop_thread_id_ = std::this_thread::get_id();
+    begin();
+  }
+}
+
+bool core::post(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> g(tasks_mu_);
+    if (stopped_) return false;
+    tasks_.push_back(std::move(fn));
+    // Sent under the lock: finish_stop() sets stopped_ under it before closing async_.
+    uv_async_send(&async_);
+  }
+  return true;
+}
+
+void core::run_tasks() {
+  {
+    std::lock_guard<std::mutex> g(tasks_mu_);
+    local_.swap(tasks_);
+  }
+  for (auto& fn : local_) fn();
+  local_.clear();
+}
+
+void core::want_flush(connection* c) {
+  if (c->dirty_) return;
+  c->dirty_ = true;
+  dirty_.push_back(c);
+  if (dirty_.size() == 1 && !finished_) {
+    uv_idle_start(&idle_, [](uv_idle_t* h) { static_cast<core*>(h->data)->on_idle(); });
+  }
+}
+
+void core::on_idle() {
+  std::vector<connection*> d;
+  d.swap(dirty_);
+  for (connection* c : d) c->flush();
+  if (dirty_.empty()) uv_idle_stop(&idle_);
+}
+
+std::uint64_t core::schedule(std::chrono::milliseconds delay, std::function<void()> fn) {
+  const std::uint64_t due = uv_now(loop_) + static_cast<std::uint64_t>(std::max<std::int64_t>(0, delay.count()));
+  const std::uint64_t id = ++timer_ids_;
+  timers_.emplace(std::make_pair(due, id), std::move(fn));
+  timer_due_.emplace(id, due);
+  if (timer_armed_for_ == 0 || due < timer_armed_for_) arm_timer();
+  return id;
+}
+
+void core::cancel_timer(std::uint64_t id) noexcept {
+  auto it = timer_due_.find(id);
+  if (it == timer_due_.end()) return;
+  timers_.erase(std::make_pair(it->second, id));
+  timer_due_.erase(it);
+}
+
+void core::arm_timer() {
+  if (finished_) return;
+  if (timers_.empty()) {
+    uv_timer_stop(&timer_);
+    timer_armed_for_ = 0;
+    return;
+  }
+  const std::uint64_t due = timers_.begin()->first.first;
+  const std::uint64_t now = uv_now(loop_);
+  timer_armed_for_ = due;
+  uv_timer_start(
+      &timer_, [](uv_timer_t* t) { static_cast<core*>(t->data)->on_timer(); }, due > now ? due - now : 0, 0);
+}
+
+void core::on_timer() {
+  timer_armed_for_ = 0;
+  uv_update_time(loop_);
+  const std::uint64_t now = uv_now(loop_);
+  // Bounded: only timers due now; new ones scheduled by callbacks wait for the next turn.
+  std::vector<std::function<void()>> due;
+  while (!timers_.empty() && timers_.begin()->first.first <= now) {
+    auto it = timers_.begin();
+    timer_due_.erase(it->first.second);
+    due.push_back(std::move(it->second));
+    timers_.erase(it);
+  }
+  for (auto& fn : due) fn();
+  if (timer_armed_for_ == 0) arm_timer();
+}
+
+void core::stop() {
+  if (owns_loop_) {
+    if (!thread_.joinable()) return;
+    if (on_loop_thread()) {
+      // Destroyed from its own callback: cannot join ourselves. Detach; the loop
+      // finishes the drain and exits on its own.
+      post([this] { begin_stop(); });
+      thread_.detach();
+      return;
+    }
+    post([this] { begin_stop(); });
+    thread_.join();
+  } else {
+    begin_stop();
+  }
+}
+
+void core::begin_stop() {
+  if (closing_) return;
+  closing_ = true;
+  // Pending acquires (in flight or waiting to retry) end with "cancelled".
+  std::vector<std::shared_ptr<acquire_op>> ops;
+  for (auto& [id, w] : ops_) {
+    if (auto op = w.lock()) ops.push_back(op);
+  }
+  for (auto& op : ops) cancel_op(*op);
+  // Drain: in-flight requests finish or time out; bounded by two command timeouts.
+  schedule(options_.command_timeout * 2 + std::chrono::milliseconds(5), [this] { finish_stop(); });
+  note_quiet();
+}
+
+void core::note_quiet() {
+  if (!closing_ || finished_) return;
+  for (auto& c : conns_) {
+    if (!c->quiet()) return;
+  }
+  // Finish from a fresh stack frame: we may be inside a connection's callback.
+  schedule(std::chrono::milliseconds(0), [this] { finish_stop(); });
+}
+
+void core::finish_stop() {
+  if (finished_) return;
+  for (auto& c : conns_) c->flush();
+  for (auto& c : conns_) c->shutdown();
+  finished_ = true;
+  {
+    std::lock_guard<std::mutex> g(tasks_mu_);
+    stopped_ = true;
+  }
+  // Tasks posted before the stop still run (their operations see "cancelled").
+  run_tasks();
+  timers_.clear();
+  timer_due_.clear();
+  auto closed = [](uv_handle_t* h) {
+    auto* self = static_cast<core*>(h->data);
+    if (--self->handles_open_ == 0 && !self->owns_loop_) {
+      // External loop: `keep` may be the last reference; the core is destroyed here.
+      std::shared_ptr<core> keep = std::move(self->self_);
+    }
+  };
+  uv_close(reinterpret_cast<uv_handle_t*>(&async_), closed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&idle_), closed);
+  uv_close(reinterpret_cast<uv_handle_t*>(&timer_), closed);
+}
+
+}  // namespace redlock::detail

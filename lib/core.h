@@ -1,0 +1,146 @@
+// The client's engine: one libuv loop, one connection per node, a timer queue,
+// and the operations (acquire, extend, release, inspect) that run on it.
+//
+// Everything here runs on the loop thread except post(), on_loop_thread(), now()
+// and the stats counters, which any thread may use.
+#pragma once
+
+#include <uv.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "connection.h"
+#include "redlock/client.h"
+#include "retry.h"
+#include "uri.h"
+
+namespace redlock::detail {
+
+class acquire_op;
+void cancel_op(acquire_op& op);
+
+// State shared by a lock handle and the loop (the watchdog).
+struct held {
+  std::shared_ptr<core> owner;
+  std::string resource;
+  std::string token;
+  std::optional<std::uint64_t> fence;
+  std::atomic<std::int64_t> valid_until_ns{0};  // steady-clock ns since its epoch
+  std::atomic<bool> lost{false};
+  std::atomic<bool> finished{false};  // released or detached: the watchdog stops
+  // Loop thread only:
+  bool watchdog = false;
+  std::chrono::milliseconds ttl{0};
+  std::chrono::milliseconds interval{0};
+  std::function<void(const lease&, const report&)> on_lost;
+  std::uint64_t timer = 0;
+  bool extending = false;
+
+  lease snapshot() const;
+};
+
+struct stats_counters {
+  std::atomic<std::uint64_t> acquires{0}, acquired{0}, contended{0}, releases{0}, release_failures{0},
+      extends{0}, locks_lost{0}, reconnects{0};
+};
+
+class core : public std::enable_shared_from_this<core> {
+ public:
+  core(client_options options, std::vector<node_address> nodes, uv_loop_t* external_loop);
+  ~core();
+
+  // Starts: an own loop thread, or handles on the external loop (call on its thread).
+  void start();
+  // Shuts down: drains in-flight work (bounded), then closes everything. For an own
+  // loop, blocks until the loop thread has exited. Idempotent.
+  void stop();
+
+  // Runs fn on the loop thread, soon. Any thread. Returns false once stopped (fn not run).
+  bool post(std::function<void()> fn);
+  bool on_loop_thread() const noexcept;
+  std::chrono::steady_clock::time_point now() const noexcept;
+
+  // Loop thread only.
+  uv_loop_t* loop() const noexcept { return loop_; }
+  std::uint64_t schedule(std::chrono::milliseconds delay, std::function<void()> fn);
+  void cancel_timer(std::uint64_t id) noexcept;
+  void want_flush(connection* c);
+  std::uint64_t jitter() noexcept { return rng_.next(); }
+  bool closing() const noexcept { return closing_; }
+  void note_quiet();  // a connection may have become quiet; finishes a pending stop
+
+  // Operations (loop thread). Callbacks run on the loop thread, exactly once.
+  void acquire(std::uint64_t id, std::string resource, acquire_options o, std::function<void(acquire_result)> done);
+  void cancel(std::uint64_t id);
+  void extend(lease l, std::chrono::milliseconds ttl, std::function<void(report)> done);
+  void release(lease l, std::function<void(report)> done);
+  void inspect(std::string resource, std::function<void(inspect_result)> done);
+  // Lock-handle support.
+  void start_watchdog(const std::shared_ptr<held>& h);
+  void stop_watchdog(held& h);
+  void extend_held(const std::shared_ptr<held>& h, std::chrono::milliseconds ttl, std::function<void(report)> done);
+  void release_held(const std::shared_ptr<held>& h, std::function<void(report)> done);
+  lock make_lock(std::shared_ptr<held> h);
+  void declare_lost(const std::shared_ptr<held>& h, const report& why);
+
+  std::string key_for(const std::string& resource) const { return options_.key_prefix + resource; }
+  const client_options& options() const noexcept { return options_; }
+  std::size_t size() const noexcept { return nodes_.size(); }
+  const std::vector<node_address>& nodes() const noexcept { return nodes_; }
+  connection& conn(std::size_t i) { return *conns_[i]; }
+  stats_counters& stats() noexcept { return stats_; }
+  std::uint64_t next_id() noexcept { return ids_.fetch_add(1) + 1; }
+  void forget_op(std::uint64_t id) { ops_.erase(id); }
+
+ private:
+  void run_tasks();
+  void on_idle();
+  void on_timer();
+  void arm_timer();
+  void begin_stop();
+  void finish_stop();
+  void watchdog_tick(const std::shared_ptr<held>& h);
+
+  client_options options_;
+  std::vector<node_address> nodes_;
+  std::vector<std::unique_ptr<connection>> conns_;
+  uv_loop_t own_loop_{};
+  uv_loop_t* loop_;
+  bool owns_loop_;
+  std::thread thread_;
+  std::thread::id loop_thread_id_;
+
+  uv_async_t async_{};
+  uv_idle_t idle_{};
+  uv_timer_t timer_{};
+  std::mutex tasks_mu_;
+  std::vector<std::function<void()>> tasks_;  // guarded by tasks_mu_
+  bool stopped_ = false;                      // guarded by tasks_mu_; no more tasks
+  std::vector<std::function<void()>> local_;  // loop thread: tasks swapped out
+  std::vector<connection*> dirty_;
+
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::function<void()>> timers_;  // (due ms, id)
+  std::unordered_map<std::uint64_t, std::uint64_t> timer_due_;
+  std::uint64_t timer_ids_ = 0;
+  std::uint64_t timer_armed_for_ = 0;
+
+  std::unordered_map<std::uint64_t, std::weak_ptr<acquire_op>> ops_;
+  bool closing_ = false;
+  bool finished_ = false;
+  int handles_open_ = 0;
+  std::shared_ptr<core> self_;  // keeps the core alive until its handles closed
+  jitter_rng rng_;
+  stats_counters stats_;
+  std::atomic<std::uint64_t> ids_{0};
+};
+
+}  // namespace redlock::detail

@@ -1,0 +1,72 @@
+#include "redlock/mutex.h"
+
+#include <thread>
+
+#include "retry.h"
+#include "token.h"
+
+namespace redlock {
+
+mutex::mutex(client& c, std::string resource, acquire_options options)
+    : client_(c), resource_(std::move(resource)), options_(std::move(options)) {}
+
+mutex::~mutex() {
+  if (held_.owns_lock()) unlock();
+}
+
+bool mutex::attempt(const acquire_options& o) {
+  acquire_result r = client_.acquire(resource_, o);
+  {
+    std::lock_guard<std::mutex> g(report_mu_);
+    last_ = r.report;
+  }
+  if (!r) return false;
+  held_ = std::move(r.lock);
+  return true;
+}
+
+void mutex::lock() {
+  std::uint64_t seed = 0;
+  detail::random_bytes(&seed, sizeof seed);
+  detail::jitter_rng rng(seed);
+  for (int round = 1;; ++round) {
+    if (attempt(options_)) return;
+    report r = last_report();
+    if (r.error != errc::contended) throw std::system_error(r.error, r.message());
+    // Contended: wait a jittered delay (bounded growth) and try again.
+    retry_policy p = options_.retry;
+    std::this_thread::sleep_for(detail::retry_delay(p, std::min(round + 1, 8), rng.next()));
+  }
+}
+
+bool mutex::try_lock() {
+  acquire_options o = options_;
+  o.retry = retry_policy::once();
+  return attempt(o);
+}
+
+bool mutex::try_lock_for_ms(std::chrono::milliseconds d) {
+  if (d.count() <= 0) return try_lock();
+  acquire_options o = options_;
+  o.retry.deadline = std::max(d, std::chrono::milliseconds(0));
+  o.retry.max_attempts = 1 << 20;
+  return attempt(o);
+}
+
+void mutex::unlock() noexcept {
+  try {
+    if (!held_.owns_lock() && !held_.lost()) return;
+    report r = held_.release();
+    std::lock_guard<std::mutex> g(report_mu_);
+    last_ = std::move(r);
+  } catch (...) {
+    // Allocation failure while recording the report: the release itself ran.
+  }
+}
+
+report mutex::last_report() const {
+  std::lock_guard<std::mutex> g(report_mu_);
+  return last_;
+}
+
+}  // namespace redlock

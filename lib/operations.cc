@@ -1,0 +1,524 @@
+// The operations: acquire (with retries, rollback and fencing), extend, release,
+// inspect, and the watchdog. All of it runs on the loop thread.
+#include <algorithm>
+#include <utility>
+
+#include "core.h"
+#include "reply.h"
+#include "round.h"
+#include "token.h"
+
+namespace redlock::detail {
+
+using clock_tp = std::chrono::steady_clock::time_point;
+using std::chrono::duration_cast;
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+
+// ---------------------------------------------------------------- round
+
+round::round(core& c, op_kind kind, script_id script, bool wait_all)
+    : core_(c), kind_(kind), script_(script), wait_all_(wait_all) {
+  const std::size_t n = c.size();
+  votes.resize(n);
+  results.resize(n);
+  fences.resize(n);
+  values.resize(n);
+  pttls.assign(n, -2);
+  for (std::size_t i = 0; i < n; ++i) results[i].node = c.nodes()[i].display;
+}
+
+void round::send(const command& cmd, const std::vector<bool>& send_mask, const std::vector<bool>& force_eval,
+                 const char* skip_detail) {
+  started = core_.now();
+  sending_ = true;
+  auto self = shared_from_this();
+  for (std::size_t i = 0; i < core_.size(); ++i) {
+    if (!send_mask.empty() && !send_mask[i]) {
+      votes[i].status = node_status::excluded;
+      results[i].status = node_status::excluded;
+      results[i].detail = skip_detail;
+      continue;
+    }
+    if (!force_eval.empty() && force_eval[i] && !cmd.force_eval) {
+      command c = cmd;
+      c.force_eval = true;
+      core_.conn(i).submit(c, self, 0);
+    } else {
+      core_.conn(i).submit(cmd, self, 0);
+    }
+  }
+  sending_ = false;
+  evaluate();
+}
+
+void round::on_reply(std::size_t node, std::uint32_t, const reply_event& ev) {
+  vote& v = votes[node];
+  node_result& r = results[node];
+  if (ev.status != node_status::pending || ev.reply == nullptr) {
+    v.status = ev.status == node_status::pending ? node_status::protocol_error : ev.status;
+    if (v.status == node_status::auth_error) v.permanent = errc::auth_failed;
+    r.detail = std::string(ev.detail);
+  } else {
+    classified c = classify_reply(script_, ev.reply);
+    v = c.v;
+    r.detail = std::move(c.detail);
+    fences[node] = c.fence;
+    values[node] = std::move(c.value);
+    pttls[node] = c.pttl;
+  }
+  r.status = v.status;
+  r.latency = ev.latency;
+  if (outcome != verdict::undecided) {
+    if (on_late) on_late(*this, node);
+    return;
+  }
+  if (!sending_) evaluate();
+}
+
+void round::evaluate() {
+  if (outcome != verdict::undecided) return;
+  const tally t = count_votes(votes);
+  if (wait_all_) {
+    if (t.pending > 0) return;
+    outcome = t.yes >= quorum_of(t.n) ? verdict::quorum : verdict::no_quorum;
+  } else {
+    outcome = decide(t);
+    if (outcome == verdict::undecided) return;
+  }
+  auto fn = std::move(on_decided);
+  on_decided = nullptr;
+  if (fn) fn(*this);
+}
+
+namespace {
+
+report make_report(const round& r, std::error_code ec, clock_tp call_start, clock_tp now, int attempts) {
+  report rep;
+  rep.error = ec;
+  rep.nodes = r.results;
+  rep.attempts = attempts;
+  rep.elapsed = duration_cast<microseconds>(now - call_start);
+  return rep;
+}
+
+report bare_report(const core& c, std::error_code ec, const char* detail = "") {
+  report rep;
+  rep.error = ec;
+  rep.attempts = 1;
+  for (const auto& n : c.nodes()) rep.nodes.push_back(node_result{n.display, node_status::pending, detail, {}});
+  return rep;
+}
+
+std::int64_t to_ns(clock_tp t) { return duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count(); }
+
+command lock_command(script_id s, const std::string& key, const std::string& token, std::string arg2 = {}) {
+  command c;
+  c.script = s;
+  c.key = key;
+  c.arg1 = token;
+  c.arg2 = std::move(arg2);
+  return c;
+}
+
+// Fire-and-forget ownership-checked delete on every node; nodes that did not
+// answer the attempt (their state is unknown, their script cache too) get EVAL.
+void rollback(core& c, const std::string& key, const std::string& token, const std::vector<vote>& votes) {
+  auto r = std::make_shared<round>(c, op_kind::release, script_id::release, false);
+  std::vector<bool> force(votes.size());
+  for (std::size_t i = 0; i < votes.size(); ++i) {
+    force[i] = votes[i].status != node_status::ok && votes[i].status != node_status::held;
+  }
+  r->send(lock_command(script_id::release, key, token), {}, force);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- acquire
+
+class acquire_op : public std::enable_shared_from_this<acquire_op> {
+ public:
+  acquire_op(core& c, std::uint64_t id, std::string resource, acquire_options o,
+             std::function<void(acquire_result)> done)
+      : c_(c), id_(id), resource_(std::move(resource)), o_(std::move(o)), done_(std::move(done)) {
+    key_ = c_.key_for(resource_);
+    fence_key_ = key_ + ":fence";
+    call_start_ = c_.now();
+  }
+
+  void start_attempt() {
+    retry_timer_ = 0;
+    ++attempt_;
+    token_ = make_token();
+    auto r = std::make_shared<round>(c_, op_kind::acquire, o_.fencing ? script_id::acquire_fenced : script_id::acquire,
+                                     false);
+    current_ = r;
+    auto self = shared_from_this();
+    r->on_decided = [self](round& rd) { self->on_acquired(rd); };
+    r->on_late = [self, attempt = attempt_](round& rd, std::size_t node) { self->on_late(rd, node, attempt); };
+    command cmd = lock_command(o_.fencing ? script_id::acquire_fenced : script_id::acquire, key_, token_,
+                               std::to_string(o_.ttl.count()));
+    if (o_.fencing) cmd.key2 = fence_key_;
+    r->send(cmd);
+  }
+
+  void cancel() {
+    cancelled_ = true;
+    if (retry_timer_ != 0) {
+      c_.cancel_timer(retry_timer_);
+      retry_timer_ = 0;
+      finish_failure(last_, make_error_code(errc::cancelled));
+    }
+  }
+
+ private:
+  void on_acquired(round& r) {
+    const clock_tp now = c_.now();
+    if (r.outcome != verdict::quorum) {
+      fail_attempt(r, failure_reason(op_kind::acquire, r.votes));
+      return;
+    }
+    const microseconds validity = validity_of(o_.ttl, duration_cast<microseconds>(now - r.started), drift());
+    if (cancelled_) {
+      fail_attempt(r, make_error_code(errc::cancelled));
+    } else if (validity.count() <= 0) {
+      fail_attempt(r, make_error_code(errc::validity_exhausted));
+    } else if (o_.fencing) {
+      commit_fence(r);
+    } else {
+      succeed(r, std::nullopt);
+    }
+  }
+
+  void on_late(round& r, std::size_t node, int attempt) {
+    // A grant that arrives after a fenced success still gets the commit, so every
+    // node holding this owner's key carries its fence.
+    if (attempt == attempt_ && fence_ && r.votes[node].status == node_status::ok && !failed_attempt_) {
+      auto cr = std::make_shared<round>(c_, op_kind::fence_commit, script_id::fence_commit, false);
+      std::vector<bool> mask(c_.size(), false);
+      mask[node] = true;
+      command cmd = lock_command(script_id::fence_commit, key_, token_, std::to_string(*fence_));
+      cmd.key2 = fence_key_;
+      cr->send(cmd, mask, {}, "");
+    }
+  }
+
+  double drift() const { return c_.options().clock_drift_factor; }
+
+  void commit_fence(round& r) {
+    std::uint64_t max = 0;
+    for (std::size_t i = 0; i < r.votes.size(); ++i) {
+      if (r.votes[i].status == node_status::ok && r.fences[i]) max = std::max(max, *r.fences[i]);
+    }
+    fence_ = max + 1;
+    std::vector<bool> mask(c_.size());
+    for (std::size_t i = 0; i < mask.size(); ++i) mask[i] = r.votes[i].status == node_status::ok;
+    auto cr = std::make_shared<round>(c_, op_kind::fence_commit, script_id::fence_commit, false);
+    auto self = shared_from_this();
+    auto acquire_round = current_;
+    cr->on_decided = [self, acquire_round](round& commit) {
+      const clock_tp now = self->c_.now();
+      const microseconds validity = validity_of(self->o_.ttl, duration_cast<microseconds>(now - acquire_round->started),
+                                                self->drift());
+      if (commit.outcome != verdict::quorum) {
+        self->fail_attempt(*acquire_round, make_error_code(errc::unavailable));
+      } else if (self->cancelled_) {
+        self->fail_attempt(*acquire_round, make_error_code(errc::cancelled));
+      } else if (validity.count() <= 0) {
+        self->fail_attempt(*acquire_round, make_error_code(errc::validity_exhausted));
+      } else {
+        self->succeed(*acquire_round, self->fence_);
+      }
+    };
+    command cmd = lock_command(script_id::fence_commit, key_, token_, std::to_string(*fence_));
+    cmd.key2 = fence_key_;
+    cr->send(cmd, mask, {}, "did not grant the lock");
+  }
+
+  void succeed(round& r, std::optional<std::uint64_t> fence) {
+    const clock_tp now = c_.now();
+    const clock_tp valid_until =
+        r.started + duration_cast<clock_tp::duration>(microseconds(o_.ttl) - drift_of(o_.ttl, drift()));
+    auto h = std::make_shared<held>();
+    h->owner = c_.shared_from_this();
+    h->resource = resource_;
+    h->token = token_;
+    h->fence = fence;
+    h->valid_until_ns.store(to_ns(valid_until));
+    h->ttl = o_.ttl;
+    h->interval = o_.extend_interval.count() > 0 ? o_.extend_interval : o_.ttl / 3;
+    h->on_lost = std::move(o_.on_lost);
+    acquire_result res;
+    res.report = make_report(r, {}, call_start_, now, attempt_);
+    res.report.validity = duration_cast<milliseconds>(valid_until - now);
+    res.lock = c_.make_lock(h);
+    if (o_.auto_extend) c_.start_watchdog(h);
+    c_.stats().acquired.fetch_add(1, std::memory_order_relaxed);
+    finish(std::move(res));
+  }
+
+  void fail_attempt(round& r, std::error_code ec) {
+    failed_attempt_ = true;
+    rollback(c_, key_, token_, r.votes);
+    last_ = make_report(r, ec, call_start_, c_.now(), attempt_);
+    if (ec == errc::contended) c_.stats().contended.fetch_add(1, std::memory_order_relaxed);
+    if (retryable(ec) && !cancelled_ && !c_.closing() && attempt_ < o_.retry.max_attempts) {
+      const milliseconds delay = retry_delay(o_.retry, attempt_ + 1, c_.jitter());
+      const auto spent = duration_cast<milliseconds>(c_.now() - call_start_);
+      if (o_.retry.deadline.count() == 0 || spent + delay <= o_.retry.deadline) {
+        failed_attempt_ = false;
+        fence_.reset();
+        auto self = shared_from_this();
+        retry_timer_ = c_.schedule(delay, [self] { self->start_attempt(); });
+        return;
+      }
+    }
+    finish_failure(last_, cancelled_ ? make_error_code(errc::cancelled) : ec);
+  }
+
+  void finish_failure(report rep, std::error_code ec) {
+    rep.error = ec;
+    rep.attempts = attempt_;
+    rep.elapsed = duration_cast<microseconds>(c_.now() - call_start_);
+    if (rep.nodes.empty()) rep = bare_report(c_, ec), rep.attempts = attempt_;
+    acquire_result res;
+    res.report = std::move(rep);
+    finish(std::move(res));
+  }
+
+  void finish(acquire_result res) {
+    if (done_called_) return;
+    done_called_ = true;
+    c_.forget_op(id_);
+    c_.stats().acquires.fetch_add(1, std::memory_order_relaxed);
+    auto done = std::move(done_);
+    if (done) done(std::move(res));
+  }
+
+  core& c_;
+  std::uint64_t id_;
+  std::string resource_, key_, fence_key_;
+  acquire_options o_;
+  std::function<void(acquire_result)> done_;
+  clock_tp call_start_;
+  int attempt_ = 0;
+  bool cancelled_ = false;
+  bool done_called_ = false;
+  bool failed_attempt_ = false;
+  std::uint64_t retry_timer_ = 0;
+  std::string token_;
+  std::optional<std::uint64_t> fence_;
+  std::shared_ptr<round> current_;
+  report last_;
+};
+
+void cancel_op(acquire_op& op) { op.cancel(); }
+
+void core::acquire(std::uint64_t id, std::string resource, acquire_options o,
+                   std::function<void(acquire_result)> done) {
+  auto reject = [&](errc e, const char* why) {
+    acquire_result res;
+    res.report = bare_report(*this, make_error_code(e), why);
+    stats_.acquires.fetch_add(1, std::memory_order_relaxed);
+    done(std::move(res));
+  };
+  if (closing_) return reject(errc::cancelled, "client shut down");
+  auto op = std::make_shared<acquire_op>(*this, id, std::move(resource), std::move(o), std::move(done));
+  ops_[id] = op;
+  op->start_attempt();
+}
+
+void core::cancel(std::uint64_t id) {
+  auto it = ops_.find(id);
+  if (it == ops_.end()) return;
+  if (auto op = it->second.lock()) op->cancel();
+}
+
+// ---------------------------------------------------------------- extend / release / inspect
+
+namespace {
+
+// One ownership-checked extension round; done(report, new valid_until).
+void extend_round(core& c, const lease& l, milliseconds ttl, std::function<void(report, clock_tp)> done) {
+  const clock_tp start = c.now();
+  if (l.valid_until && start >= *l.valid_until) {
+    report rep = bare_report(c, make_error_code(errc::lock_lost), "");
+    done(std::move(rep), clock_tp{});
+    return;
+  }
+  auto r = std::make_shared<round>(c, op_kind::extend, script_id::extend, false);
+  core* cp = &c;
+  r->on_decided = [cp, ttl, start, done = std::move(done)](round& rd) {
+    const clock_tp now = cp->now();
+    const double f = cp->options().clock_drift_factor;
+    std::error_code ec;
+    clock_tp valid_until{};
+    if (rd.outcome == verdict::quorum) {
+      const microseconds validity = validity_of(ttl, duration_cast<microseconds>(now - rd.started), f);
+      if (validity.count() <= 0) {
+        ec = errc::lock_lost;
+      } else {
+        valid_until = rd.started + duration_cast<clock_tp::duration>(microseconds(ttl) - drift_of(ttl, f));
+      }
+    } else {
+      ec = failure_reason(op_kind::extend, rd.votes);
+    }
+    report rep = make_report(rd, ec, start, now, 1);
+    if (!ec) rep.validity = duration_cast<milliseconds>(valid_until - now);
+    cp->stats().extends.fetch_add(1, std::memory_order_relaxed);
+    done(std::move(rep), valid_until);
+  };
+  r->send(lock_command(script_id::extend, c.key_for(l.resource), l.token, std::to_string(ttl.count())));
+}
+
+void release_round(core& c, const lease& l, std::function<void(report)> done) {
+  const clock_tp start = c.now();
+  auto r = std::make_shared<round>(c, op_kind::release, script_id::release, false);
+  core* cp = &c;
+  r->on_decided = [cp, start, done = std::move(done)](round& rd) {
+    std::error_code ec;
+    if (rd.outcome != verdict::quorum) ec = failure_reason(op_kind::release, rd.votes);
+    cp->stats().releases.fetch_add(1, std::memory_order_relaxed);
+    done(make_report(rd, ec, start, cp->now(), 1));
+  };
+  r->send(lock_command(script_id::release, c.key_for(l.resource), l.token));
+}
+
+}  // namespace
+
+void core::extend(lease l, milliseconds ttl, std::function<void(report)> done) {
+  if (closing_) return done(bare_report(*this, make_error_code(errc::cancelled), "client shut down"));
+  extend_round(*this, l, ttl, [done = std::move(done)](report r, clock_tp) { done(std::move(r)); });
+}
+
+void core::release(lease l, std::function<void(report)> done) { release_round(*this, l, std::move(done)); }
+
+void core::inspect(std::string resource, std::function<void(inspect_result)> done) {
+  if (closing_) {
+    inspect_result res;
+    res.report = bare_report(*this, make_error_code(errc::cancelled), "client shut down");
+    res.nodes.resize(size());
+    return done(std::move(res));
+  }
+  const clock_tp start = now();
+  auto r = std::make_shared<round>(*this, op_kind::inspect, script_id::inspect, true);
+  core* cp = this;
+  r->on_decided = [cp, start, done = std::move(done)](round& rd) {
+    inspect_result res;
+    res.report = make_report(rd, {}, start, cp->now(), 1);
+    const std::size_t q = quorum_of(rd.votes.size());
+    std::size_t answered = 0;
+    res.nodes.resize(rd.votes.size());
+    for (std::size_t i = 0; i < rd.votes.size(); ++i) {
+      if (rd.votes[i].status != node_status::ok) continue;
+      ++answered;
+      res.nodes[i].token = rd.values[i];
+      res.nodes[i].pttl = milliseconds(rd.pttls[i]);
+    }
+    if (answered < q) {
+      res.report.error = failure_reason(op_kind::inspect, rd.votes);
+    }
+    for (std::size_t i = 0; i < res.nodes.size() && !res.holder; ++i) {
+      if (!res.nodes[i].token) continue;
+      std::size_t same = 0;
+      for (const auto& v : res.nodes) same += v.token == res.nodes[i].token ? 1 : 0;
+      if (same >= q) res.holder = res.nodes[i].token;
+    }
+    done(std::move(res));
+  };
+  command cmd;
+  cmd.script = script_id::inspect;
+  cmd.key = key_for(resource);
+  r->send(cmd);
+}
+
+// ---------------------------------------------------------------- lock handles, watchdog
+
+void core::declare_lost(const std::shared_ptr<held>& h, const report& why) {
+  if (h->lost.exchange(true)) return;
+  stats_.locks_lost.fetch_add(1, std::memory_order_relaxed);
+  stop_watchdog(*h);
+  if (h->on_lost) {
+    auto fn = h->on_lost;
+    fn(h->snapshot(), why);
+  }
+}
+
+void core::start_watchdog(const std::shared_ptr<held>& h) {
+  h->watchdog = true;
+  std::weak_ptr<held> w = h;
+  h->timer = schedule(h->interval, [this, w] {
+    if (auto hp = w.lock()) watchdog_tick(hp);
+  });
+}
+
+void core::stop_watchdog(held& h) {
+  h.watchdog = false;
+  if (h.timer != 0) cancel_timer(h.timer);
+  h.timer = 0;
+}
+
+void core::watchdog_tick(const std::shared_ptr<held>& h) {
+  h->timer = 0;
+  if (!h->watchdog || h->finished.load() || h->lost.load()) return;
+  const lease l = h->snapshot();
+  if (now() >= *l.valid_until) {
+    report why = bare_report(*this, make_error_code(errc::lock_lost), "");
+    return declare_lost(h, why);
+  }
+  h->extending = true;
+  std::weak_ptr<held> w = h;
+  extend_round(*this, l, h->ttl, [this, w](report r, clock_tp valid_until) {
+    auto hp = w.lock();
+    if (!hp) return;
+    hp->extending = false;
+    if (!hp->watchdog || hp->finished.load() || hp->lost.load()) return;
+    if (!r.error) {
+      hp->valid_until_ns.store(to_ns(valid_until), std::memory_order_release);
+      hp->timer = schedule(hp->interval, [this, w] {
+        if (auto p = w.lock()) watchdog_tick(p);
+      });
+      return;
+    }
+    if (r.error == errc::not_owner || r.error == errc::lock_lost || is_permanent(r.error)) {
+      if (r.error == errc::not_owner) r.error = errc::lock_lost;
+      return declare_lost(hp, r);
+    }
+    // Transient (unavailable): retry within the remaining validity; the tick
+    // declares the lock lost once validity has run out.
+    const clock_tp until = hp->snapshot().valid_until.value_or(now());
+    const auto remaining = duration_cast<milliseconds>(until - now());
+    milliseconds gap = std::max(milliseconds(10), hp->interval / 4);
+    if (remaining < gap) gap = std::max(milliseconds(0), remaining);
+    hp->timer = schedule(gap, [this, w] {
+      if (auto p = w.lock()) watchdog_tick(p);
+    });
+  });
+}
+
+void core::extend_held(const std::shared_ptr<held>& h, milliseconds ttl, std::function<void(report)> done) {
+  if (h->finished.load()) return done(bare_report(*this, make_error_code(errc::not_owner), "lock not held"));
+  if (h->lost.load()) return done(bare_report(*this, make_error_code(errc::lock_lost), ""));
+  if (closing_) return done(bare_report(*this, make_error_code(errc::cancelled), "client shut down"));
+  std::weak_ptr<held> w = h;
+  extend_round(*this, h->snapshot(), ttl, [this, w, done = std::move(done)](report r, clock_tp valid_until) {
+    auto hp = w.lock();
+    if (hp && !hp->finished.load()) {
+      if (!r.error) {
+        hp->valid_until_ns.store(to_ns(valid_until), std::memory_order_release);
+      } else if (r.error == errc::not_owner || r.error == errc::lock_lost) {
+        r.error = errc::lock_lost;
+        declare_lost(hp, r);
+      }
+    }
+    done(std::move(r));
+  });
+}
+
+void core::release_held(const std::shared_ptr<held>& h, std::function<void(report)> done) {
+  // The watchdog stops first: nothing extends after this point.
+  stop_watchdog(*h);
+  release_round(*this, h->snapshot(), std::move(done));
+}
+
+}  // namespace redlock::detail

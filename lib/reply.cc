@@ -1,0 +1,130 @@
+#include "reply.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "token.h"
+
+namespace redlock::detail {
+
+const std::string& script::sha() const {
+  // Computed once per script, thread-safe (static local init per index).
+  static const std::string shas[] = {sha1_hex(kAcquire), sha1_hex(kAcquireFenced), sha1_hex(kFenceCommit),
+                                     sha1_hex(kExtend), sha1_hex(kRelease), sha1_hex(kInspect)};
+  return shas[this - &get_script(script_id::acquire)];
+}
+
+const script& get_script(script_id id) {
+  static const script table[] = {{kAcquire, 1}, {kAcquireFenced, 2}, {kFenceCommit, 2},
+                                 {kExtend, 1},   {kRelease, 1},      {kInspect, 1}};
+  return table[static_cast<unsigned>(id)];
+}
+
+classified classify_error(std::string_view text) {
+  classified c;
+  std::string line(text.substr(0, std::min<std::size_t>(text.size(), 200)));
+  auto nl = line.find_first_of("\r\n");
+  if (nl != std::string::npos) line.resize(nl);
+  c.detail = line;
+  auto starts = [&](std::string_view p) { return text.substr(0, p.size()) == p; };
+  if (starts("NOAUTH") || starts("WRONGPASS") || starts("NOPERM")) {
+    c.v.status = node_status::auth_error;
+    c.v.permanent = errc::auth_failed;
+  } else if (starts("WRONGTYPE")) {
+    c.v.status = node_status::server_error;
+    c.v.permanent = errc::wrong_type;
+  } else {
+    c.v.status = node_status::server_error;
+  }
+  return c;
+}
+
+namespace {
+
+bool is_int(const redisReply* r, long long v) { return r->type == REDIS_REPLY_INTEGER && r->integer == v; }
+
+classified protocol(const char* what) {
+  classified c;
+  c.v.status = node_status::protocol_error;
+  c.detail = what;
+  return c;
+}
+
+bool parse_u64(const redisReply* r, std::uint64_t& out) {
+  if (r->type == REDIS_REPLY_INTEGER && r->integer >= 0) {
+    out = static_cast<std::uint64_t>(r->integer);
+    return true;
+  }
+  if (r->type != REDIS_REPLY_STRING || r->len == 0 || r->len > 20) return false;
+  std::uint64_t v = 0;
+  for (std::size_t i = 0; i < r->len; ++i) {
+    char ch = r->str[i];
+    if (ch < '0' || ch > '9') return false;
+    std::uint64_t next = v * 10 + static_cast<std::uint64_t>(ch - '0');
+    if (next / 10 != v) return false;
+    v = next;
+  }
+  out = v;
+  return true;
+}
+
+}  // namespace
+
+classified classify_reply(script_id script, const redisReply* r) {
+  if (r->type == REDIS_REPLY_ERROR) return classify_error(std::string_view(r->str, r->len));
+  classified c;
+  switch (script) {
+    case script_id::acquire:
+      if (is_int(r, 1)) {
+        c.v.status = node_status::ok;
+      } else if (is_int(r, 0)) {
+        c.v.status = node_status::held;
+      } else {
+        return protocol("unexpected reply to acquire");
+      }
+      return c;
+    case script_id::acquire_fenced: {
+      if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) return protocol("unexpected reply to fenced acquire");
+      if (is_int(r->element[0], 1)) {
+        std::uint64_t f = 0;
+        if (!parse_u64(r->element[1], f)) return protocol("fence counter is not a non-negative integer");
+        c.v.status = node_status::ok;
+        c.fence = f;
+      } else if (is_int(r->element[0], 0)) {
+        c.v.status = node_status::held;
+      } else {
+        return protocol("unexpected reply to fenced acquire");
+      }
+      return c;
+    }
+    case script_id::fence_commit:
+    case script_id::extend:
+    case script_id::release:
+      if (is_int(r, 1)) {
+        c.v.status = node_status::ok;
+      } else if (is_int(r, 0)) {
+        c.v.status = node_status::not_owner;
+      } else {
+        return protocol("unexpected reply to an ownership-checked script");
+      }
+      return c;
+    case script_id::inspect: {
+      if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[1]->type != REDIS_REPLY_INTEGER) {
+        return protocol("unexpected reply to inspect");
+      }
+      const redisReply* v = r->element[0];
+      if (v->type == REDIS_REPLY_STRING) {
+        c.value = std::string(v->str, v->len);
+      } else if (v->type != REDIS_REPLY_NIL) {
+        return protocol("unexpected value type in inspect");
+      }
+      c.pttl = r->element[1]->integer;
+      c.v.status = node_status::ok;
+      return c;
+    }
+    case script_id::count: break;
+  }
+  return protocol("unknown script");
+}
+
+}  // namespace redlock::detail

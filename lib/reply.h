@@ -1,0 +1,29 @@
+// Turning one node's reply into a vote. Pure: tested with hand-built replies.
+#pragma once
+
+#include <hiredis/hiredis.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "decision.h"
+#include "scripts.h"
+
+namespace redlock::detail {
+
+struct classified {
+  vote v;
+  std::string detail;                   // error text (first line, bounded)
+  std::optional<std::uint64_t> fence;   // acquire_fenced: the node's counter
+  std::optional<std::string> value;     // inspect: the key's value
+  std::int64_t pttl = -2;               // inspect: PTTL
+};
+
+// Classifies the reply of `script` (non-null; NOSCRIPT already handled).
+classified classify_reply(script_id script, const redisReply* r);
+
+// Classifies an error text: auth_error, server_error (+ wrong_type permanence).
+classified classify_error(std::string_view text);
+
+}  // namespace redlock::detail

@@ -1,0 +1,55 @@
+// One fan-out round: the same script sent to every node in parallel, the answers
+// turned into votes, and a decision taken as soon as it is known.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "connection.h"
+#include "decision.h"
+#include "redlock/report.h"
+
+namespace redlock::detail {
+
+class core;
+
+class round final : public sink, public std::enable_shared_from_this<round> {
+ public:
+  // wait_all: decide only when every node answered (inspect); otherwise decide at
+  // quorum or when quorum became impossible.
+  round(core& c, op_kind kind, script_id script, bool wait_all);
+
+  // Sends `cmd` to every node with send_mask[i] (all if empty); force_eval[i] sends
+  // the script body. Nodes not sent to vote `excluded` with `skip_detail`.
+  void send(const command& cmd, const std::vector<bool>& send_mask = {}, const std::vector<bool>& force_eval = {},
+            const char* skip_detail = "");
+
+  void on_reply(std::size_t node, std::uint32_t tag, const reply_event& ev) override;
+
+  // Called once when decided. May start other rounds; must not destroy the core.
+  std::function<void(round&)> on_decided;
+  // Called for each answer that arrives after the decision.
+  std::function<void(round&, std::size_t node)> on_late;
+
+  verdict outcome = verdict::undecided;
+  std::chrono::steady_clock::time_point started;  // just before the first send
+  std::vector<vote> votes;
+  std::vector<node_result> results;
+  std::vector<std::optional<std::uint64_t>> fences;
+  std::vector<std::optional<std::string>> values;
+  std::vector<std::int64_t> pttls;
+
+ private:
+  void evaluate();
+  core& core_;
+  op_kind kind_;
+  script_id script_;
+  bool wait_all_;
+  bool sending_ = false;
+};
+
+}  // namespace redlock::detail

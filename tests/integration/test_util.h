@@ -1,0 +1,52 @@
+// Small helpers shared by the integration tests.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "redis_node.h"
+#include "redlock/redlock.h"
+
+namespace redlock::test {
+
+using namespace std::chrono_literals;
+
+// Polls `pred` every 5 ms until it is true or `limit` passed; returns its last value.
+inline bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds limit = 3000ms) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return pred();
+}
+
+// Options for a client of `cluster`, with timeouts generous enough for a loaded
+// CI machine running sanitizers, yet far below the TTLs the tests use.
+inline client_options options_for(const std::vector<std::string>& uris) {
+  client_options o;
+  o.nodes = uris;
+  o.command_timeout = 150ms;
+  o.connect_timeout = 500ms;
+  o.reconnect_min_backoff = 5ms;
+  o.reconnect_max_backoff = 100ms;
+  return o;
+}
+
+// Waits until `expected` nodes (default: all) answer an inspect (bounded).
+inline bool wait_connected(client& c, int expected = -1) {
+  if (expected < 0) expected = static_cast<int>(c.node_count());
+  return eventually([&] { return c.inspect("warmup-probe").report.count(node_status::ok) == expected; });
+}
+
+inline acquire_options once(std::chrono::milliseconds ttl = 10000ms) {
+  acquire_options o;
+  o.ttl = ttl;
+  o.retry = retry_policy::once();
+  return o;
+}
+
+}  // namespace redlock::test

@@ -1,0 +1,172 @@
+// Test harness: real redis-server processes on 127.0.0.1, one per node.
+//
+// Every node is a child process of the test binary, started with fork/exec on a
+// free port, in its own temporary directory under /tmp/redlock-test-<pid>-XXXXXX/
+// (removed by the destructor; directories of crashed test processes are removed by
+// the next test process that starts a node).
+// Children are started from one long-lived internal thread with
+// prctl(PR_SET_PDEATHSIG, SIGKILL), so a crashing test never leaves servers behind,
+// and nodes may be (re)started from short-lived threads.
+//
+// Thread safety: the assertion helpers (get, pttl, exists, dbsize, command,
+// count_key, count_value) may be called from several threads at once. The
+// lifecycle calls (start, kill, restart, pause, resume) are serialised by an
+// internal mutex, so they are safe too, but concurrent lifecycle calls on one node
+// are rarely meaningful.
+//
+// The redis-server binary is looked up in PATH, unless REDLOCK_TEST_REDIS_SERVER
+// names one.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+struct redisContext;
+struct redisReply;
+
+namespace redlock::test {
+
+struct node_config {
+  // appendonly yes + appendfsync always: acknowledged writes survive a SIGKILL and
+  // restart(true).
+  bool aof = false;
+  // requirepass (empty = none). The helpers AUTH with it.
+  std::string password;
+  // Extra ACL users, one per entry, in config-file syntax, e.g.
+  // "user alice on >secret ~* +@all" (the leading "user" is optional).
+  std::vector<std::string> acl_users;
+  // Also listen on a unix socket (dir/redis.sock, perm 700).
+  bool unix_socket = false;
+  // Extra redis-server arguments, appended after the harness's own. Each entry is
+  // one argv token ({"--maxmemory", "10mb"}); an entry that starts with "--" and
+  // contains spaces ("--maxmemory 10mb") is split on whitespace.
+  std::vector<std::string> extra_args;
+};
+
+// A free TCP port on 127.0.0.1 (bind to port 0, read it back, close). Racy by
+// nature: redis_node retries its first start on a new port when the port was taken.
+// Throws std::runtime_error.
+int free_port();
+
+class redis_node {
+ public:
+  // Creates the node's directory and starts the server on a free port (up to 5
+  // attempts with fresh ports if the server fails to listen because the port was
+  // taken meanwhile; only on this first start).
+  // Throws std::runtime_error (with the tail of the server log) on failure.
+  explicit redis_node(node_config cfg = {});
+  // SIGCONT if paused, SIGKILL, waitpid, remove the directory. Never throws.
+  ~redis_node();
+
+  redis_node(const redis_node&) = delete;
+  redis_node& operator=(const redis_node&) = delete;
+
+  // The TCP port; fixed for the node's lifetime (restarts reuse it).
+  int port() const;
+  // The server's pid, or -1 when it is not running.
+  pid_t pid() const;
+  // True while the server process exists (also when paused). Reaps it if it died.
+  bool running() const;
+  // True between pause() and resume()/kill().
+  bool paused() const;
+  // "redis://127.0.0.1:PORT", or "redis://:PASSWORD@127.0.0.1:PORT" with a password
+  // (the password is not percent-encoded: use URL-safe passwords).
+  std::string uri() const;
+  // The unix socket path ("" unless cfg.unix_socket).
+  std::string unix_path() const;
+  // "unix:///path/redis.sock" ("" unless cfg.unix_socket). A password is not
+  // included (the library's unix URIs carry none).
+  std::string unix_uri() const;
+  // The node's temporary directory (data, redis.log, redis.stderr).
+  std::string dir() const;
+  const node_config& config() const { return cfg_; }
+  // The last lines of redis.log and of the server's stderr, for diagnostics.
+  std::string log_tail(std::size_t max_lines = 30) const;
+
+  // Starts the server on the same port and directory and waits (<= ~5 s) until it
+  // answers PING with PONG (after AUTH). No-op if it is already running. Throws
+  // std::runtime_error with the log tail on failure (the process is killed then).
+  void start();
+  // SIGKILL + waitpid. No-op if not running.
+  void kill();
+  // kill(); if !keep_data, delete everything in the directory but the logs
+  // (dump.rdb, appendonlydir, ...); start().
+  void restart(bool keep_data);
+  // SIGSTOP, and wait until the process is stopped. Connections to a paused node
+  // are accepted by the kernel but never answered.
+  void pause();
+  // SIGCONT. No-op if not paused.
+  void resume();
+
+  // Synchronous helpers for assertions. One cached connection per node (guarded by
+  // a mutex, re-opened when stale), 2 s connect/command timeouts, AUTH with the
+  // password if set. Throw std::runtime_error if the node cannot be reached, and
+  // (except command()) on an error reply.
+  std::optional<std::string> get(const std::string& key);
+  long long pttl(const std::string& key);
+  bool exists(const std::string& key);
+  long long dbsize();
+  // Any command; a readable rendering of the reply: status and string replies as
+  // their text, integers in decimal, nil as "(nil)", errors as "(error) ERR ...",
+  // arrays as "[a, b]" (nested arrays nest, the empty array is "[]").
+  std::string command(const std::vector<std::string>& argv);
+
+ private:
+  struct context_deleter {
+    void operator()(redisContext* c) const noexcept;
+  };
+  struct reply_deleter {
+    void operator()(redisReply* r) const noexcept;
+  };
+  using context_ptr = std::unique_ptr<redisContext, context_deleter>;
+  using reply_ptr = std::unique_ptr<redisReply, reply_deleter>;
+
+  void start_locked(bool first);
+  void kill_locked() noexcept;
+  bool reap_locked() const noexcept;
+  std::vector<std::string> server_args() const;
+  void drop_connection() noexcept;
+  // Runs argv on the cached connection (opened on demand, re-opened once if it was
+  // stale); never returns null, throws std::runtime_error on a connection failure.
+  reply_ptr run(const std::vector<std::string>& argv);
+
+  const node_config cfg_;
+  std::string dir_;
+  int port_ = 0;
+
+  mutable std::mutex state_mu_;  // guards pid_, paused_
+  mutable pid_t pid_ = -1;
+  bool paused_ = false;
+
+  std::mutex conn_mu_;  // guards conn_
+  context_ptr conn_;
+};
+
+// N independent masters (not a Redis Cluster), each a redis_node with the same
+// config (different ports and directories).
+class redis_cluster {
+ public:
+  explicit redis_cluster(int n, node_config cfg = {});
+
+  std::size_t size() const { return nodes_.size(); }
+  redis_node& operator[](std::size_t i) { return *nodes_.at(i); }
+  const redis_node& operator[](std::size_t i) const { return *nodes_.at(i); }
+  // uri() of every node, in order.
+  std::vector<std::string> uris() const;
+  // On how many running, non-paused nodes the key exists. A node that cannot be
+  // queried (e.g. killed concurrently) counts as not having it.
+  int count_key(const std::string& key);
+  // On how many running, non-paused nodes the key holds exactly `value`.
+  int count_value(const std::string& key, const std::string& value);
+
+ private:
+  std::vector<std::unique_ptr<redis_node>> nodes_;
+};
+
+}  // namespace redlock::test
