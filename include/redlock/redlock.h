@@ -3,6 +3,7 @@
 
 #include "redlock/client.h"
 #include "redlock/error.h"
+#include "redlock/fencing.h"
 #include "redlock/mutex.h"
 #include "redlock/options.h"
 #include "redlock/report.h"
