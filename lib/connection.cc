@@ -1,6 +1,7 @@
 #include "connection.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -202,22 +203,31 @@ void connection::on_connected(int status) {
         }
       });
   state_ = state::handshake;
-  handshake_left_ = 0;
+  handshake_steps_.clear();
   if (address_.has_password) {
     if (address_.username.empty()) {
       append_argv(out_, {"AUTH", address_.password});
     } else {
       append_argv(out_, {"AUTH", address_.username, address_.password});
     }
-    ++handshake_left_;
+    handshake_steps_.push_back('A');
   }
   if (address_.db != 0) {
     std::string db = std::to_string(address_.db);
     append_argv(out_, {"SELECT", db});
-    ++handshake_left_;
+    handshake_steps_.push_back('S');
   }
   append_argv(out_, {"PING"});
-  ++handshake_left_;
+  handshake_steps_.push_back('P');
+  if (core_.options().restart_quarantine.count() != 0) {
+    append_argv(out_, {"INFO", "server"});
+    handshake_steps_.push_back('I');
+  }
+  if (core_.options().clock_jump_threshold.count() > 0) {
+    append_argv(out_, {"TIME"});
+    handshake_steps_.push_back('T');
+    time_sent_ = core_.now();
+  }
   core_.want_flush(this);
 }
 
@@ -247,23 +257,85 @@ void connection::on_read(const char* data, std::size_t n) {
 }
 
 void connection::on_handshake_reply(redisReply* r) {
-  --handshake_left_;
+  const char step = handshake_steps_.empty() ? 'P' : handshake_steps_.front();
+  if (!handshake_steps_.empty()) handshake_steps_.pop_front();
   if (r->type == REDIS_REPLY_ERROR) {
     std::string err = first_line(r->str, r->len);
-    if (is_auth_error(err)) {
-      fail_connection(node_status::auth_error, "authentication refused: " + err, true);
+    if (step == 'I' || step == 'T') {
+      // No permission for INFO or TIME: the guards cannot watch this node.
+    } else if (is_auth_error(err)) {
+      return fail_connection(node_status::auth_error, "authentication refused: " + err, true);
     } else {
-      fail_connection(node_status::server_error, "handshake refused: " + err);
+      return fail_connection(node_status::server_error, "handshake refused: " + err);
     }
-    return;
+  } else if (step == 'P' &&
+             (r->type != REDIS_REPLY_STATUS || std::string_view(r->str, r->len) != "PONG")) {
+    return fail_connection(node_status::protocol_error, "unexpected reply to PING (not a Redis server?)");
+  } else if (step == 'I' && r->type == REDIS_REPLY_STRING) {
+    on_info(std::string_view(r->str, r->len));
+  } else if (step == 'T' && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+             r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING) {
+    const std::int64_t sec = std::atoll(r->element[0]->str), usec = std::atoll(r->element[1]->str);
+    const auto now = core_.now();
+    last_time_.reset();
+    observe_server_time(sec * 1000000 + usec, time_sent_ + (now - time_sent_) / 2);
   }
-  if (handshake_left_ == 0) {
-    if (r->type != REDIS_REPLY_STATUS || std::string_view(r->str, r->len) != "PONG") {
-      fail_connection(node_status::protocol_error, "unexpected reply to PING (not a Redis server?)");
-      return;
+  if (handshake_steps_.empty()) become_ready();
+}
+
+void connection::on_info(std::string_view info) {
+  auto field = [&](std::string_view name) -> std::string {
+    std::size_t at = info.find(name);
+    if (at == std::string_view::npos) return {};
+    at += name.size();
+    std::size_t end = info.find_first_of("\r\n", at);
+    return std::string(info.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at));
+  };
+  const std::string run_id = field("\nrun_id:");
+  const std::string uptime = field("\nuptime_in_seconds:");
+  if (run_id.empty() || uptime.empty()) return;
+  const auto now = core_.now();
+  const auto started = now - std::chrono::seconds(std::atoll(uptime.c_str()));
+  const bool first = run_id_.empty();
+  if ((!first && run_id != run_id_) || (first && core_.options().restart_guard_first_sight)) {
+    restarted_at_ = started;
+  }
+  run_id_ = run_id;
+}
+
+std::string connection::acquire_exclusion(std::chrono::steady_clock::time_point now,
+                                          std::chrono::milliseconds quarantine) const {
+  using std::chrono::duration_cast;
+  using std::chrono::milliseconds;
+  if (quarantine.count() <= 0) return {};
+  if (restarted_at_ && core_.options().restart_quarantine.count() != 0 && now - *restarted_at_ < quarantine) {
+    const auto left = duration_cast<milliseconds>(quarantine - (now - *restarted_at_)).count();
+    return "restarted: no acquire vote for " + std::to_string(left) + " ms more (restart guard)";
+  }
+  if (jumped_at_ && now - *jumped_at_ < quarantine) {
+    const auto left = duration_cast<milliseconds>(quarantine - (now - *jumped_at_)).count();
+    return "server clock jumped forward " + std::to_string(jump_ms_) + " ms: no acquire vote for " +
+           std::to_string(left) + " ms more (clock-jump guard)";
+  }
+  return {};
+}
+
+void connection::observe_server_time(std::int64_t server_us, std::chrono::steady_clock::time_point local_mid) {
+  const auto threshold = core_.options().clock_jump_threshold;
+  if (threshold.count() <= 0) return;
+  if (last_time_) {
+    const std::int64_t local_us =
+        std::chrono::duration_cast<std::chrono::microseconds>(local_mid - last_time_->first).count();
+    const std::int64_t server_delta = server_us - last_time_->second;
+    // Allowed: the threshold plus the configured drift rate over the interval.
+    const double allowed = static_cast<double>(threshold.count()) * 1000.0 +
+                           static_cast<double>(local_us) * core_.options().clock_drift_factor;
+    if (static_cast<double>(server_delta - local_us) > allowed) {
+      jumped_at_ = local_mid;
+      jump_ms_ = (server_delta - local_us) / 1000;
     }
-    become_ready();
   }
+  last_time_ = std::make_pair(local_mid, server_us);
 }
 
 void connection::become_ready() {

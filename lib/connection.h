@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -70,6 +71,13 @@ class connection {
   void shutdown();
   bool ready() const noexcept { return state_ == state::ready; }
 
+  // Safety guards (loop thread). Why this node must not vote on an acquire now,
+  // given the quarantine period; "" when it may.
+  std::string acquire_exclusion(std::chrono::steady_clock::time_point now, std::chrono::milliseconds quarantine) const;
+  // A server TIME sample taken at `local_mid` on the client's clock (the middle of
+  // the request's round trip). Flags a forward clock jump.
+  void observe_server_time(std::int64_t server_us, std::chrono::steady_clock::time_point local_mid);
+
  private:
   enum class state { idle, resolving, connecting, handshake, ready, backoff, closed };
   struct request {
@@ -92,6 +100,7 @@ class connection {
   void on_connected(int status);
   void on_read(const char* data, std::size_t n);
   void on_handshake_reply(redisReply* r);
+  void on_info(std::string_view info);
   void on_request_reply(redisReply* r);
   void fail_connection(node_status status, std::string detail, bool permanent = false);
   void become_ready();
@@ -109,7 +118,7 @@ class connection {
   std::deque<request> queue_;  // in write order; replies match the front
   std::string out_;            // encoded, not yet written
   bool dirty_ = false;
-  int handshake_left_ = 0;
+  std::deque<char> handshake_steps_;  // 'A'uth, 'S'elect, 'P'ing, 'I'nfo, 'T'ime
   std::uint64_t connect_timer_ = 0;
   std::uint64_t backoff_timer_ = 0;
   std::uint64_t deadline_timer_ = 0;
@@ -121,6 +130,17 @@ class connection {
   std::string down_detail_ = "not connected yet";
   std::uint64_t last_read_ms_ = 0;
   unsigned scripts_loaded_ = 0;  // bit per script_id: body sent on this connection
+  // Restart guard: the server's run_id, and its estimated start on our clock once
+  // a restart was seen (run_id changed, or first sight in strict mode).
+  std::string run_id_;
+  std::optional<std::chrono::steady_clock::time_point> restarted_at_;
+  std::int64_t pending_uptime_s_ = -1;
+  std::string pending_run_id_;
+  // Clock-jump guard: the last TIME sample, and when a jump was seen.
+  std::optional<std::pair<std::chrono::steady_clock::time_point, std::int64_t>> last_time_;
+  std::optional<std::chrono::steady_clock::time_point> jumped_at_;
+  std::int64_t jump_ms_ = 0;
+  std::chrono::steady_clock::time_point time_sent_;
   std::unique_ptr<char[]> read_buf_;
   friend class core;
 };

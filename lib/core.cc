@@ -182,6 +182,12 @@ void core::stop() {
   }
 }
 
+std::chrono::milliseconds core::quarantine_for(std::chrono::milliseconds ttl) {
+  max_ttl_used_ = std::max(max_ttl_used_, ttl);
+  const auto q = options_.restart_quarantine;
+  return q.count() < 0 ? max_ttl_used_ : q;
+}
+
 void core::begin_stop() {
   if (closing_) return;
   closing_ = true;

@@ -44,6 +44,15 @@ struct held {
   std::function<void(const lease&, const report&)> on_lost;
   std::uint64_t timer = 0;
   bool extending = false;
+  int max_extensions = 0;  // 0 = no cap
+  int extensions = 0;
+  std::chrono::milliseconds max_hold{0};  // 0 = no cap
+  std::chrono::steady_clock::time_point acquired_at;
+  bool capped = false;  // the extension cap was reached: the lock runs out
+
+  // The TTL an extension may ask for now under the cap; nullopt once it is reached.
+  std::optional<std::chrono::milliseconds> capped_ttl(std::chrono::milliseconds ttl,
+                                                      std::chrono::steady_clock::time_point now, double drift) const;
 
   lease snapshot() const;
 };
@@ -92,6 +101,8 @@ class core : public std::enable_shared_from_this<core> {
   lock make_lock(std::shared_ptr<held> h);
   void declare_lost(const std::shared_ptr<held>& h, const report& why);
 
+  // The restart / clock-jump quarantine for an acquire with `ttl` (see options.h).
+  std::chrono::milliseconds quarantine_for(std::chrono::milliseconds ttl);
   std::string key_for(const std::string& resource) const { return options_.key_prefix + resource; }
   const client_options& options() const noexcept { return options_; }
   std::size_t size() const noexcept { return nodes_.size(); }
@@ -136,6 +147,7 @@ class core : public std::enable_shared_from_this<core> {
   std::unordered_map<std::uint64_t, std::weak_ptr<acquire_op>> ops_;
   bool closing_ = false;
   bool finished_ = false;
+  std::chrono::milliseconds max_ttl_used_{0};
   int handles_open_ = 0;
   std::shared_ptr<core> self_;  // keeps the core alive until its handles closed
   jitter_rng rng_;

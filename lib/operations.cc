@@ -18,7 +18,8 @@ using std::chrono::milliseconds;
 // ---------------------------------------------------------------- round
 
 round::round(core& c, op_kind kind, script_id script, bool wait_all)
-    : core_(c), kind_(kind), script_(script), wait_all_(wait_all) {
+    : core_(c), script_(script), wait_all_(wait_all) {
+  (void)kind;
   const std::size_t n = c.size();
   votes.resize(n);
   results.resize(n);
@@ -28,16 +29,15 @@ round::round(core& c, op_kind kind, script_id script, bool wait_all)
   for (std::size_t i = 0; i < n; ++i) results[i].node = c.nodes()[i].display;
 }
 
-void round::send(const command& cmd, const std::vector<bool>& send_mask, const std::vector<bool>& force_eval,
-                 const char* skip_detail) {
+void round::send(const command& cmd, const std::vector<std::string>& skip, const std::vector<bool>& force_eval) {
   started = core_.now();
   sending_ = true;
   auto self = shared_from_this();
   for (std::size_t i = 0; i < core_.size(); ++i) {
-    if (!send_mask.empty() && !send_mask[i]) {
+    if (!skip.empty() && !skip[i].empty()) {
       votes[i].status = node_status::excluded;
       results[i].status = node_status::excluded;
-      results[i].detail = skip_detail;
+      results[i].detail = skip[i];
       continue;
     }
     if (!force_eval.empty() && force_eval[i] && !cmd.force_eval) {
@@ -66,6 +66,7 @@ void round::on_reply(std::size_t node, std::uint32_t, const reply_event& ev) {
     fences[node] = c.fence;
     values[node] = std::move(c.value);
     pttls[node] = c.pttl;
+    if (c.server_time_us) core_.conn(node).observe_server_time(*c.server_time_us, core_.now() - ev.latency / 2);
   }
   r.status = v.status;
   r.latency = ev.latency;
@@ -130,6 +131,7 @@ void rollback(core& c, const std::string& key, const std::string& token, const s
     force[i] = votes[i].status != node_status::ok && votes[i].status != node_status::held;
   }
   r->send(lock_command(script_id::release, key, token), {}, force);
+  (void)r;
 }
 
 }  // namespace
@@ -152,14 +154,24 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
     token_ = make_token();
     auto r = std::make_shared<round>(c_, op_kind::acquire, o_.fencing ? script_id::acquire_fenced : script_id::acquire,
                                      false);
-    current_ = r;
     auto self = shared_from_this();
     r->on_decided = [self](round& rd) { self->on_acquired(rd); };
+    // The round (kept alive by its in-flight requests) keeps the op alive for late
+    // answers; the op does not hold the round, so there is no cycle.
     r->on_late = [self, attempt = attempt_](round& rd, std::size_t node) { self->on_late(rd, node, attempt); };
     command cmd = lock_command(o_.fencing ? script_id::acquire_fenced : script_id::acquire, key_, token_,
                                std::to_string(o_.ttl.count()));
     if (o_.fencing) cmd.key2 = fence_key_;
-    r->send(cmd);
+    // Nodes that the restart or clock-jump guard quarantines get no vote.
+    const auto quarantine = c_.quarantine_for(o_.ttl);
+    const auto now = c_.now();
+    std::vector<std::string> skip(c_.size());
+    bool any = false;
+    for (std::size_t i = 0; i < skip.size(); ++i) {
+      skip[i] = c_.conn(i).acquire_exclusion(now, quarantine);
+      any = any || !skip[i].empty();
+    }
+    r->send(cmd, any ? skip : std::vector<std::string>{});
   }
 
   void cancel() {
@@ -195,11 +207,11 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
     // node holding this owner's key carries its fence.
     if (attempt == attempt_ && fence_ && r.votes[node].status == node_status::ok && !failed_attempt_) {
       auto cr = std::make_shared<round>(c_, op_kind::fence_commit, script_id::fence_commit, false);
-      std::vector<bool> mask(c_.size(), false);
-      mask[node] = true;
+      std::vector<std::string> skip(c_.size(), "not this node");
+      skip[node].clear();
       command cmd = lock_command(script_id::fence_commit, key_, token_, std::to_string(*fence_));
       cmd.key2 = fence_key_;
-      cr->send(cmd, mask, {}, "");
+      cr->send(cmd, skip);
     }
   }
 
@@ -211,11 +223,13 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
       if (r.votes[i].status == node_status::ok && r.fences[i]) max = std::max(max, *r.fences[i]);
     }
     fence_ = max + 1;
-    std::vector<bool> mask(c_.size());
-    for (std::size_t i = 0; i < mask.size(); ++i) mask[i] = r.votes[i].status == node_status::ok;
+    std::vector<std::string> skip(c_.size());
+    for (std::size_t i = 0; i < skip.size(); ++i) {
+      if (r.votes[i].status != node_status::ok) skip[i] = "did not grant the lock";
+    }
     auto cr = std::make_shared<round>(c_, op_kind::fence_commit, script_id::fence_commit, false);
     auto self = shared_from_this();
-    auto acquire_round = current_;
+    auto acquire_round = r.shared_from_this();
     cr->on_decided = [self, acquire_round](round& commit) {
       const clock_tp now = self->c_.now();
       const microseconds validity = validity_of(self->o_.ttl, duration_cast<microseconds>(now - acquire_round->started),
@@ -232,7 +246,7 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
     };
     command cmd = lock_command(script_id::fence_commit, key_, token_, std::to_string(*fence_));
     cmd.key2 = fence_key_;
-    cr->send(cmd, mask, {}, "did not grant the lock");
+    cr->send(cmd, skip);
   }
 
   void succeed(round& r, std::optional<std::uint64_t> fence) {
@@ -248,6 +262,9 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
     h->ttl = o_.ttl;
     h->interval = o_.extend_interval.count() > 0 ? o_.extend_interval : o_.ttl / 3;
     h->on_lost = std::move(o_.on_lost);
+    h->max_extensions = o_.max_extensions;
+    h->max_hold = o_.max_hold;
+    h->acquired_at = r.started;
     acquire_result res;
     res.report = make_report(r, {}, call_start_, now, attempt_);
     res.report.validity = duration_cast<milliseconds>(valid_until - now);
@@ -308,7 +325,6 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
   std::uint64_t retry_timer_ = 0;
   std::string token_;
   std::optional<std::uint64_t> fence_;
-  std::shared_ptr<round> current_;
   report last_;
 };
 
@@ -434,6 +450,16 @@ void core::inspect(std::string resource, std::function<void(inspect_result)> don
 
 // ---------------------------------------------------------------- lock handles, watchdog
 
+std::optional<milliseconds> held::capped_ttl(milliseconds want, clock_tp now, double drift) const {
+  if (max_extensions > 0 && extensions >= max_extensions) return std::nullopt;
+  if (max_hold.count() > 0) {
+    const auto left = duration_cast<milliseconds>(acquired_at + max_hold - now);
+    if (*check_ttl(left, drift) != '\0') return std::nullopt;
+    if (left < want) return left;
+  }
+  return want;
+}
+
 void core::declare_lost(const std::shared_ptr<held>& h, const report& why) {
   if (h->lost.exchange(true)) return;
   stats_.locks_lost.fetch_add(1, std::memory_order_relaxed);
@@ -462,18 +488,30 @@ void core::watchdog_tick(const std::shared_ptr<held>& h) {
   h->timer = 0;
   if (!h->watchdog || h->finished.load() || h->lost.load()) return;
   const lease l = h->snapshot();
-  if (now() >= *l.valid_until) {
-    report why = bare_report(*this, make_error_code(errc::lock_lost), "");
+  const clock_tp t = now();
+  if (t >= *l.valid_until) {
+    report why = bare_report(*this, make_error_code(h->capped ? errc::extension_limit : errc::lock_lost), "");
     return declare_lost(h, why);
+  }
+  const auto ttl = h->capped_ttl(h->ttl, t, options_.clock_drift_factor);
+  if (!ttl) {
+    // Extension cap reached: no more extensions; report the loss when it runs out.
+    h->capped = true;
+    std::weak_ptr<held> w = h;
+    h->timer = schedule(duration_cast<milliseconds>(*l.valid_until - t) + milliseconds(1), [this, w] {
+      if (auto p = w.lock()) watchdog_tick(p);
+    });
+    return;
   }
   h->extending = true;
   std::weak_ptr<held> w = h;
-  extend_round(*this, l, h->ttl, [this, w](report r, clock_tp valid_until) {
+  extend_round(*this, l, *ttl, [this, w](report r, clock_tp valid_until) {
     auto hp = w.lock();
     if (!hp) return;
     hp->extending = false;
     if (!hp->watchdog || hp->finished.load() || hp->lost.load()) return;
     if (!r.error) {
+      ++hp->extensions;
       hp->valid_until_ns.store(to_ns(valid_until), std::memory_order_release);
       hp->timer = schedule(hp->interval, [this, w] {
         if (auto p = w.lock()) watchdog_tick(p);
@@ -500,11 +538,14 @@ void core::extend_held(const std::shared_ptr<held>& h, milliseconds ttl, std::fu
   if (h->finished.load()) return done(bare_report(*this, make_error_code(errc::not_owner), "lock not held"));
   if (h->lost.load()) return done(bare_report(*this, make_error_code(errc::lock_lost), ""));
   if (closing_) return done(bare_report(*this, make_error_code(errc::cancelled), "client shut down"));
+  const auto capped = h->capped_ttl(ttl, now(), options_.clock_drift_factor);
+  if (!capped) return done(bare_report(*this, make_error_code(errc::extension_limit), ""));
   std::weak_ptr<held> w = h;
-  extend_round(*this, h->snapshot(), ttl, [this, w, done = std::move(done)](report r, clock_tp valid_until) {
+  extend_round(*this, h->snapshot(), *capped, [this, w, done = std::move(done)](report r, clock_tp valid_until) {
     auto hp = w.lock();
     if (hp && !hp->finished.load()) {
       if (!r.error) {
+        ++hp->extensions;
         hp->valid_until_ns.store(to_ns(valid_until), std::memory_order_release);
       } else if (r.error == errc::not_owner || r.error == errc::lock_lost) {
         r.error = errc::lock_lost;

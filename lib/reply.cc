@@ -75,25 +75,24 @@ classified classify_reply(script_id script, const redisReply* r) {
   classified c;
   switch (script) {
     case script_id::acquire:
-      if (is_int(r, 1)) {
-        c.v.status = node_status::ok;
-      } else if (is_int(r, 0)) {
-        c.v.status = node_status::held;
-      } else {
-        return protocol("unexpected reply to acquire");
-      }
-      return c;
     case script_id::acquire_fenced: {
-      if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) return protocol("unexpected reply to fenced acquire");
+      // {1 | 0, counter, seconds, microseconds}
+      if (r->type != REDIS_REPLY_ARRAY || r->elements != 4) return protocol("unexpected reply to acquire");
+      std::uint64_t sec = 0, usec = 0;
+      if (!parse_u64(r->element[2], sec) || !parse_u64(r->element[3], usec) || usec >= 1000000 ||
+          sec > (std::uint64_t{1} << 40)) {
+        return protocol("unexpected server time in acquire reply");
+      }
+      c.server_time_us = static_cast<std::int64_t>(sec * 1000000 + usec);
       if (is_int(r->element[0], 1)) {
         std::uint64_t f = 0;
         if (!parse_u64(r->element[1], f)) return protocol("fence counter is not a non-negative integer");
         c.v.status = node_status::ok;
-        c.fence = f;
+        if (script == script_id::acquire_fenced) c.fence = f;
       } else if (is_int(r->element[0], 0)) {
         c.v.status = node_status::held;
       } else {
-        return protocol("unexpected reply to fenced acquire");
+        return protocol("unexpected reply to acquire");
       }
       return c;
     }

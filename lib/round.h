@@ -23,10 +23,10 @@ class round final : public sink, public std::enable_shared_from_this<round> {
   // quorum or when quorum became impossible.
   round(core& c, op_kind kind, script_id script, bool wait_all);
 
-  // Sends `cmd` to every node with send_mask[i] (all if empty); force_eval[i] sends
-  // the script body. Nodes not sent to vote `excluded` with `skip_detail`.
-  void send(const command& cmd, const std::vector<bool>& send_mask = {}, const std::vector<bool>& force_eval = {},
-            const char* skip_detail = "");
+  // Sends `cmd` to every node whose skip[i] is empty (all if `skip` is empty);
+  // force_eval[i] sends the script body. Skipped nodes vote `excluded`, with
+  // skip[i] as the detail.
+  void send(const command& cmd, const std::vector<std::string>& skip = {}, const std::vector<bool>& force_eval = {});
 
   void on_reply(std::size_t node, std::uint32_t tag, const reply_event& ev) override;
 
@@ -46,7 +46,6 @@ class round final : public sink, public std::enable_shared_from_this<round> {
  private:
   void evaluate();
   core& core_;
-  op_kind kind_;
   script_id script_;
   bool wait_all_;
   bool sending_ = false;

@@ -16,24 +16,27 @@ struct script {
 const script& get_script(script_id id);
 
 // KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl ms.
-// 1 = granted, 0 = held by another owner; WRONGTYPE error if the key is not a string.
+// {1 granted | 0 held, "0", server seconds, server microseconds}; WRONGTYPE error
+// if the key is not a string. The server TIME feeds the clock-jump guard.
 inline constexpr const char kAcquire[] =
-    "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end\n"
+    "local t = redis.call('TIME')\n"
+    "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1, '0', t[1], t[2]} end\n"
     "if redis.call('TYPE', KEYS[1])['ok'] ~= 'string' then\n"
     "  return redis.error_reply('WRONGTYPE lock key holds a non-string value')\n"
     "end\n"
-    "return 0\n";
+    "return {0, '0', t[1], t[2]}\n";
 
 // KEYS[1] lock key, KEYS[2] fence counter; ARGV[1] token, ARGV[2] ttl ms.
-// {1, counter} = granted with the node's current fence counter; {0, "0"} = held.
+// As kAcquire, with the node's current fence counter in the second field.
 inline constexpr const char kAcquireFenced[] =
+    "local t = redis.call('TIME')\n"
     "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
-    "  return {1, redis.call('GET', KEYS[2]) or '0'}\n"
+    "  return {1, redis.call('GET', KEYS[2]) or '0', t[1], t[2]}\n"
     "end\n"
     "if redis.call('TYPE', KEYS[1])['ok'] ~= 'string' then\n"
     "  return redis.error_reply('WRONGTYPE lock key holds a non-string value')\n"
     "end\n"
-    "return {0, '0'}\n";
+    "return {0, '0', t[1], t[2]}\n";
 
 // KEYS[1] lock key, KEYS[2] fence counter; ARGV[1] token, ARGV[2] fence F.
 // Only while the lock key still holds this token: counter = max(counter, F). 1/0.

@@ -40,6 +40,9 @@ enum class errc {
   // A synchronous call was made on the client's own event loop thread, where it
   // could only deadlock. Next: use the *_async call there.
   would_deadlock,
+  // extend: the lock reached acquire_options::max_extensions or max_hold; it will
+  // expire. Next: finish or abandon the work before it does.
+  extension_limit,
 };
 
 // The category of all redlock error codes; name() is "redlock".

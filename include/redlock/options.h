@@ -62,8 +62,16 @@ struct acquire_options {
   // Interval between watchdog extensions; 0 means ttl / 3.
   std::chrono::milliseconds extend_interval{0};
   // Called once, on the loop thread, when the watchdog can no longer guarantee the
-  // lock (validity ran out before a quorum extension). Must not block.
+  // lock (validity ran out before a quorum extension, the keys are gone, or the
+  // extension cap was reached). Must not block.
   std::function<void(const lease&, const report&)> on_lost;
+  // Extension cap, so a stuck holder cannot keep a lock forever: at most this many
+  // extensions (watchdog and extend() together); 0 = no cap.
+  int max_extensions = 0;
+  // ... and no validity past acquisition + max_hold (extensions are shortened to
+  // fit); 0 = no cap. Past the cap, extend() returns errc::extension_limit and the
+  // watchdog lets the lock run out, then reports it lost with that code.
+  std::chrono::milliseconds max_hold{0};
 };
 
 // Client-wide options.
@@ -90,6 +98,21 @@ struct client_options {
   std::function<void(const lease&, const report&)> on_release_failure;
   // Monotonic time source; null = std::chrono::steady_clock.
   std::shared_ptr<redlock::clock> clock;
+
+  // Restart guard (the spec's "delayed restart", enforced by the client). A node
+  // whose run_id changed since this client last saw it gets no acquire vote until
+  // it has been up for `restart_quarantine`; its outcome is `excluded`. Negative
+  // (default) = the longest TTL this client has acquired with, this call included;
+  // 0 = guard off. Needs INFO permission (without it the guard cannot see restarts).
+  std::chrono::milliseconds restart_quarantine{-1};
+  // Also quarantine nodes seen for the first time whose uptime is below the
+  // quarantine (stricter: this client cannot know what such a node lost before).
+  bool restart_guard_first_sight = false;
+  // Server clock-jump guard. The acquire script returns the node's TIME; if a
+  // node's clock advanced more than this much faster than the local monotonic
+  // clock between two acquires, the node's keys may expire early: it gets no
+  // acquire vote for the quarantine period (as above). 0 = guard off.
+  std::chrono::milliseconds clock_jump_threshold{1000};
 };
 
 }  // namespace redlock

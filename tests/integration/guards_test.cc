@@ -1,0 +1,135 @@
+// The client-side safety guards: restart quarantine and the extension cap.
+// (The server clock-jump guard is exercised in tests/fault with a clock shim.)
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "test_util.h"
+
+namespace redlock::test {
+namespace {
+
+using clk = std::chrono::steady_clock;
+
+TEST(RestartGuard, restarted_nodes_get_no_vote_until_the_quarantine_passed) {
+  redis_cluster cl(5);
+  auto o = options_for(cl.uris());
+  o.restart_quarantine = 1500ms;
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  ASSERT_TRUE(c.acquire("rg-warm", once()));
+  cl[0].restart(false);
+  cl[1].restart(false);
+  ASSERT_TRUE(wait_connected(c));
+  const auto restarted = clk::now();
+  auto r = c.acquire("rg-1", once());
+  ASSERT_TRUE(r) << r.report.message();
+  EXPECT_EQ(r.report.nodes[0].status, node_status::excluded);
+  EXPECT_EQ(r.report.nodes[1].status, node_status::excluded);
+  EXPECT_NE(r.report.nodes[0].detail.find("restart guard"), std::string::npos) << r.report.nodes[0].detail;
+  EXPECT_FALSE(cl[0].exists("rg-1"));
+  // A third restart leaves only two voters: no quorum while the quarantine lasts.
+  cl[2].restart(false);
+  ASSERT_TRUE(wait_connected(c));
+  auto blocked = c.acquire("rg-2", once());
+  if (clk::now() - restarted < 1400ms) {
+    EXPECT_EQ(blocked.report.error, errc::unavailable) << blocked.report.message();
+    EXPECT_EQ(blocked.report.count(node_status::excluded), 3);
+  }
+  // After the quarantine every node votes again.
+  std::this_thread::sleep_for(1600ms);
+  auto later = c.acquire("rg-3", once());
+  ASSERT_TRUE(later) << later.report.message();
+  EXPECT_EQ(later.report.count(node_status::excluded), 0);
+}
+
+TEST(RestartGuard, default_quarantine_is_the_longest_ttl_used) {
+  redis_cluster cl(3);
+  client c(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(c));
+  ASSERT_TRUE(c.acquire("dq-warm", once(60000ms)));
+  cl[0].restart(false);
+  ASSERT_TRUE(wait_connected(c));
+  auto r = c.acquire("dq", once(1000ms));  // the quarantine is still 60 s
+  ASSERT_TRUE(r) << r.report.message();
+  EXPECT_EQ(r.report.nodes[0].status, node_status::excluded);
+}
+
+TEST(RestartGuard, off_when_quarantine_is_zero) {
+  redis_cluster cl(3);
+  auto o = options_for(cl.uris());
+  o.restart_quarantine = 0ms;
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  ASSERT_TRUE(c.acquire("off-warm", once()));
+  cl[0].restart(false);
+  cl[1].restart(false);
+  ASSERT_TRUE(wait_connected(c));
+  auto r = c.acquire("off", once());
+  ASSERT_TRUE(r) << r.report.message();
+  EXPECT_EQ(r.report.count(node_status::excluded), 0);
+}
+
+TEST(RestartGuard, strict_mode_also_quarantines_nodes_seen_first_after_a_recent_start) {
+  redis_cluster cl(3);
+  auto o = options_for(cl.uris());
+  o.restart_quarantine = 1500ms;
+  o.restart_guard_first_sight = true;
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  auto r = c.acquire("strict", once());
+  // Every node started less than 1.5 s ago (uptime is reported in whole seconds).
+  EXPECT_EQ(r.report.error, errc::unavailable) << r.report.message();
+  EXPECT_TRUE(eventually([&] { return static_cast<bool>(c.acquire("strict", once())); }, 5000ms));
+}
+
+TEST(ExtensionCap, watchdog_stops_at_max_extensions_and_reports_the_loss) {
+  redis_cluster cl(3);
+  client c(options_for(cl.uris()));
+  std::atomic<int> lost{0};
+  std::atomic<int> code{0};
+  acquire_options o;
+  o.ttl = 400ms;
+  o.retry = retry_policy::once();
+  o.auto_extend = true;
+  o.extend_interval = 100ms;
+  o.max_extensions = 2;
+  o.on_lost = [&](const lease&, const report& why) {
+    code = why.error.value();
+    ++lost;
+  };
+  const auto t0 = clk::now();
+  auto r = c.acquire("cap", o);
+  ASSERT_TRUE(r);
+  ASSERT_TRUE(eventually([&] { return lost.load() == 1; }, 3000ms));
+  // Two extensions (at ~100 and ~200 ms), then it runs out ~400 ms later.
+  EXPECT_GE(clk::now() - t0, 550ms);
+  EXPECT_EQ(code.load(), static_cast<int>(errc::extension_limit));
+  EXPECT_EQ(c.stats().extends, 2u);
+  EXPECT_TRUE(r.lock.lost());
+}
+
+TEST(ExtensionCap, explicit_extend_is_refused_past_the_cap_and_shortened_by_max_hold) {
+  redis_cluster cl(3);
+  client c(options_for(cl.uris()));
+  acquire_options o;
+  o.ttl = 2000ms;
+  o.retry = retry_policy::once();
+  o.max_extensions = 1;
+  o.max_hold = 3000ms;
+  auto r = c.acquire("cap2", o);
+  ASSERT_TRUE(r);
+  auto e1 = r.lock.extend(60000ms);
+  ASSERT_TRUE(e1) << e1.message();
+  // Shortened to the hold limit: at most 3 s from the acquisition.
+  EXPECT_LE(e1.validity, 3000ms);
+  EXPECT_GT(e1.validity, 2000ms);
+  EXPECT_LE(cl[0].pttl("cap2"), 3000);
+  auto e2 = r.lock.extend(1000ms);
+  EXPECT_EQ(e2.error, errc::extension_limit) << e2.message();
+  EXPECT_TRUE(r.lock.owns_lock());  // still held until it runs out
+}
+
+}  // namespace
+}  // namespace redlock::test
