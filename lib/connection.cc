@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <charconv>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -26,22 +27,55 @@ bool is_auth_error(std::string_view e) {
          e.rfind("ERR AUTH", 0) == 0 || e.rfind("ERR Client sent AUTH", 0) == 0;
 }
 
-void append_argv(std::string& out, const std::vector<std::string_view>& argv) {
-  std::vector<const char*> ptrs;
-  std::vector<size_t> lens;
-  ptrs.reserve(argv.size());
-  lens.reserve(argv.size());
-  for (auto a : argv) {
-    ptrs.push_back(a.data());
-    lens.push_back(a.size());
+}  // namespace
+
+void append_resp(std::string& out, std::initializer_list<std::string_view> argv) {
+  char num[24];
+  auto put_len = [&](char prefix, std::size_t n) {
+    out.push_back(prefix);
+    auto res = std::to_chars(num, num + sizeof num, n);
+    out.append(num, res.ptr);
+    out.append("\r\n", 2);
+  };
+  put_len('*', argv.size());
+  for (std::string_view a : argv) {
+    put_len('$', a.size());
+    out.append(a.data(), a.size());
+    out.append("\r\n", 2);
   }
-  char* buf = nullptr;
-  int len = redisFormatCommandArgv(&buf, static_cast<int>(argv.size()), ptrs.data(), lens.data());
-  if (len > 0 && buf != nullptr) out.append(buf, static_cast<std::size_t>(len));
-  free(buf);
 }
 
-}  // namespace
+wire::wire(command c) : cmd_(std::move(c)) {
+  if (!cmd_.force_eval) sha_ = encode(false);
+}
+
+const std::string& wire::eval_form() const {
+  if (eval_.empty()) eval_ = encode(true);
+  return eval_;
+}
+
+std::string wire::encode(bool with_body) const {
+  const redlock::detail::script& sc = get_script(cmd_.script);
+  const std::string_view verb = with_body ? "EVAL" : "EVALSHA";
+  const std::string_view code = with_body ? std::string_view(sc.body) : std::string_view(sc.sha());
+  const std::string_view nkeys = sc.num_keys > 1 ? "2" : "1";
+  std::string out;
+  out.reserve(64 + code.size() + cmd_.key.size() * 2 + cmd_.arg1.size() + cmd_.arg2.size());
+  if (cmd_.script == script_id::inspect) {
+    append_resp(out, {verb, code, nkeys, cmd_.key});
+  } else if (sc.num_keys > 1) {
+    if (cmd_.arg2.empty()) {
+      append_resp(out, {verb, code, nkeys, cmd_.key, cmd_.key2, cmd_.arg1});
+    } else {
+      append_resp(out, {verb, code, nkeys, cmd_.key, cmd_.key2, cmd_.arg1, cmd_.arg2});
+    }
+  } else if (cmd_.arg2.empty()) {
+    append_resp(out, {verb, code, nkeys, cmd_.key, cmd_.arg1});
+  } else {
+    append_resp(out, {verb, code, nkeys, cmd_.key, cmd_.arg1, cmd_.arg2});
+  }
+  return out;
+}
 
 // The libuv stream of one connect attempt. Freed in its close callback; `owner`
 // is cleared when the connection abandons it.
@@ -206,25 +240,25 @@ void connection::on_connected(int status) {
   handshake_steps_.clear();
   if (address_.has_password) {
     if (address_.username.empty()) {
-      append_argv(out_, {"AUTH", address_.password});
+      append_resp(out_, {"AUTH", address_.password});
     } else {
-      append_argv(out_, {"AUTH", address_.username, address_.password});
+      append_resp(out_, {"AUTH", address_.username, address_.password});
     }
     handshake_steps_.push_back('A');
   }
   if (address_.db != 0) {
     std::string db = std::to_string(address_.db);
-    append_argv(out_, {"SELECT", db});
+    append_resp(out_, {"SELECT", db});
     handshake_steps_.push_back('S');
   }
-  append_argv(out_, {"PING"});
+  append_resp(out_, {"PING"});
   handshake_steps_.push_back('P');
   if (core_.options().restart_quarantine.count() != 0) {
-    append_argv(out_, {"INFO", "server"});
+    append_resp(out_, {"INFO", "server"});
     handshake_steps_.push_back('I');
   }
   if (core_.options().clock_jump_threshold.count() > 0) {
-    append_argv(out_, {"TIME"});
+    append_resp(out_, {"TIME"});
     handshake_steps_.push_back('T');
     time_sent_ = core_.now();
   }
@@ -356,20 +390,9 @@ void connection::become_ready() {
 }
 
 void connection::encode(request& r) {
-  const script& sc = get_script(r.cmd.script);
-  const unsigned bit = 1u << static_cast<unsigned>(r.cmd.script);
-  const bool use_sha = !r.cmd.force_eval && (scripts_loaded_ & bit) != 0;
-  std::string nkeys = std::to_string(sc.num_keys);
-  std::vector<std::string_view> argv;
-  argv.reserve(7);
-  argv.push_back(use_sha ? std::string_view("EVALSHA") : std::string_view("EVAL"));
-  argv.push_back(use_sha ? std::string_view(sc.sha()) : std::string_view(sc.body));
-  argv.push_back(nkeys);
-  argv.push_back(r.cmd.key);
-  if (sc.num_keys > 1) argv.push_back(r.cmd.key2);
-  if (r.cmd.script != script_id::inspect) argv.push_back(r.cmd.arg1);
-  if (!r.cmd.arg2.empty()) argv.push_back(r.cmd.arg2);
-  append_argv(out_, argv);
+  const unsigned bit = 1u << static_cast<unsigned>(r.cmd->script());
+  const bool use_sha = !r.force_eval && !r.cmd->force_eval() && (scripts_loaded_ & bit) != 0;
+  out_.append(use_sha ? r.cmd->sha_form() : r.cmd->eval_form());
   // Replies come in order: once EVAL is queued, later EVALSHAs on this connection
   // find the script loaded.
   scripts_loaded_ |= bit;
@@ -377,7 +400,8 @@ void connection::encode(request& r) {
   r.sent = true;
 }
 
-void connection::submit(const command& cmd, std::shared_ptr<sink> s, std::uint32_t tag) {
+void connection::submit(std::shared_ptr<const wire> cmd, bool force_eval, std::shared_ptr<sink> s,
+                        std::uint32_t tag) {
   if (state_ == state::backoff || state_ == state::closed || state_ == state::idle) {
     reply_event ev;
     ev.status = state_ == state::closed ? node_status::cancelled : down_status_;
@@ -386,7 +410,8 @@ void connection::submit(const command& cmd, std::shared_ptr<sink> s, std::uint32
     return;
   }
   request r;
-  r.cmd = cmd;
+  r.cmd = std::move(cmd);
+  r.force_eval = force_eval;
   r.target = std::move(s);
   r.tag = tag;
   r.submitted = core_.now();
@@ -460,12 +485,10 @@ void connection::on_request_reply(redisReply* reply) {
   }
   if (reply->type == REDIS_REPLY_ERROR && std::string_view(reply->str, reply->len).rfind("NOSCRIPT", 0) == 0) {
     // The script cache was flushed (SCRIPT FLUSH, restart): send the body again.
-    scripts_loaded_ &= ~(1u << static_cast<unsigned>(r.cmd.script));
+    scripts_loaded_ &= ~(1u << static_cast<unsigned>(r.cmd->script()));
     if (r.used_sha) {
-      command again = r.cmd;
-      again.force_eval = true;
       auto submitted = r.submitted;
-      submit(again, std::move(r.target), r.tag);
+      submit(std::move(r.cmd), true, std::move(r.target), r.tag);
       if (!queue_.empty() && queue_.back().tag == r.tag) queue_.back().submitted = submitted;
       return;
     }

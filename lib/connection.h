@@ -25,7 +25,7 @@ namespace redlock::detail {
 
 class core;
 
-// A script call to one node.
+// A script call, the same for every node of a round.
 struct command {
   script_id script = script_id::release;
   std::string key;
@@ -34,6 +34,26 @@ struct command {
   std::string arg2;
   bool force_eval = false;  // send the script body (EVAL), not EVALSHA
 };
+
+// A command encoded once per round and shared by every node's request: the
+// EVALSHA form, and the EVAL form (encoded on first need).
+class wire {
+ public:
+  explicit wire(command c);
+  script_id script() const noexcept { return cmd_.script; }
+  bool force_eval() const noexcept { return cmd_.force_eval; }
+  const std::string& sha_form() const noexcept { return sha_; }
+  const std::string& eval_form() const;  // loop thread only
+
+ private:
+  std::string encode(bool with_body) const;
+  command cmd_;
+  std::string sha_;
+  mutable std::string eval_;
+};
+
+// Appends a RESP array of bulk strings.
+void append_resp(std::string& out, std::initializer_list<std::string_view> argv);
 
 // What a sink gets for one request.
 struct reply_event {
@@ -62,7 +82,7 @@ class connection {
   void start();
   // Queue a request. Fails at once (synchronously, through the sink) when the node
   // is known down (backing off) or closed.
-  void submit(const command& cmd, std::shared_ptr<sink> s, std::uint32_t tag);
+  void submit(std::shared_ptr<const wire> w, bool force_eval, std::shared_ptr<sink> s, std::uint32_t tag);
   // Writes what submit() buffered. Called by the core once per loop iteration.
   void flush();
   // True when no request awaits an answer within its deadline.
@@ -81,7 +101,8 @@ class connection {
  private:
   enum class state { idle, resolving, connecting, handshake, ready, backoff, closed };
   struct request {
-    command cmd;
+    std::shared_ptr<const wire> cmd;
+    bool force_eval = false;
     std::shared_ptr<sink> target;
     std::uint32_t tag = 0;
     std::chrono::steady_clock::time_point submitted;

@@ -84,6 +84,13 @@ void core::start() {
 }
 
 bool core::post(std::function<void()> fn) {
+  if (on_loop_thread()) {
+    // From the loop itself: no lock, no wake-up; runs in the next idle phase.
+    if (finished_) return false;
+    deferred_.push_back(std::move(fn));
+    uv_idle_start(&idle_, [](uv_idle_t* h) { static_cast<core*>(h->data)->on_idle(); });
+    return true;
+  }
   {
     std::lock_guard<std::mutex> g(tasks_mu_);
     if (stopped_) return false;
@@ -113,10 +120,15 @@ void core::want_flush(connection* c) {
 }
 
 void core::on_idle() {
+  if (!deferred_.empty()) {
+    std::vector<std::function<void()>> d;
+    d.swap(deferred_);
+    for (auto& fn : d) fn();
+  }
   std::vector<connection*> d;
   d.swap(dirty_);
   for (connection* c : d) c->flush();
-  if (dirty_.empty()) uv_idle_stop(&idle_);
+  if (dirty_.empty() && deferred_.empty()) uv_idle_stop(&idle_);
 }
 
 std::uint64_t core::schedule(std::chrono::milliseconds delay, std::function<void()> fn) {
@@ -222,6 +234,11 @@ void core::finish_stop() {
   }
   // Tasks posted before the stop still run (their operations see "cancelled").
   run_tasks();
+  while (!deferred_.empty()) {
+    std::vector<std::function<void()>> d;
+    d.swap(deferred_);
+    for (auto& fn : d) fn();
+  }
   timers_.clear();
   timer_due_.clear();
   auto closed = [](uv_handle_t* h) {

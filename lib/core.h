@@ -137,6 +137,7 @@ class core : public std::enable_shared_from_this<core> {
   std::vector<std::function<void()>> tasks_;  // guarded by tasks_mu_
   bool stopped_ = false;                      // guarded by tasks_mu_; no more tasks
   std::vector<std::function<void()>> local_;  // loop thread: tasks swapped out
+  std::vector<std::function<void()>> deferred_;  // loop thread: posted from the loop itself
   std::vector<connection*> dirty_;
 
   std::map<std::pair<std::uint64_t, std::uint64_t>, std::function<void()>> timers_;  // (due ms, id)

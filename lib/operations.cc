@@ -26,13 +26,13 @@ round::round(core& c, op_kind kind, script_id script, bool wait_all)
   fences.resize(n);
   values.resize(n);
   pttls.assign(n, -2);
-  for (std::size_t i = 0; i < n; ++i) results[i].node = c.nodes()[i].display;
 }
 
 void round::send(const command& cmd, const std::vector<std::string>& skip, const std::vector<bool>& force_eval) {
   started = core_.now();
   sending_ = true;
   auto self = shared_from_this();
+  auto w = std::make_shared<const wire>(cmd);
   for (std::size_t i = 0; i < core_.size(); ++i) {
     if (!skip.empty() && !skip[i].empty()) {
       votes[i].status = node_status::excluded;
@@ -40,13 +40,7 @@ void round::send(const command& cmd, const std::vector<std::string>& skip, const
       results[i].detail = skip[i];
       continue;
     }
-    if (!force_eval.empty() && force_eval[i] && !cmd.force_eval) {
-      command c = cmd;
-      c.force_eval = true;
-      core_.conn(i).submit(c, self, 0);
-    } else {
-      core_.conn(i).submit(cmd, self, 0);
-    }
+    core_.conn(i).submit(w, !force_eval.empty() && force_eval[i], self, 0);
   }
   sending_ = false;
   evaluate();
@@ -94,10 +88,12 @@ void round::evaluate() {
 
 namespace {
 
-report make_report(const round& r, std::error_code ec, clock_tp call_start, clock_tp now, int attempts) {
+report make_report(const core& c, const round& r, std::error_code ec, clock_tp call_start, clock_tp now,
+                   int attempts) {
   report rep;
   rep.error = ec;
   rep.nodes = r.results;
+  for (std::size_t i = 0; i < rep.nodes.size(); ++i) rep.nodes[i].node = c.nodes()[i].display;
   rep.attempts = attempts;
   rep.elapsed = duration_cast<microseconds>(now - call_start);
   return rep;
@@ -266,7 +262,7 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
     h->max_hold = o_.max_hold;
     h->acquired_at = r.started;
     acquire_result res;
-    res.report = make_report(r, {}, call_start_, now, attempt_);
+    res.report = make_report(c_, r, {}, call_start_, now, attempt_);
     res.report.validity = duration_cast<milliseconds>(valid_until - now);
     res.lock = c_.make_lock(h);
     if (o_.auto_extend) c_.start_watchdog(h);
@@ -277,7 +273,7 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
   void fail_attempt(round& r, std::error_code ec) {
     failed_attempt_ = true;
     rollback(c_, key_, token_, r.votes);
-    last_ = make_report(r, ec, call_start_, c_.now(), attempt_);
+    last_ = make_report(c_, r, ec, call_start_, c_.now(), attempt_);
     if (ec == errc::contended) c_.stats().contended.fetch_add(1, std::memory_order_relaxed);
     if (retryable(ec) && !cancelled_ && !c_.closing() && attempt_ < o_.retry.max_attempts) {
       const milliseconds delay = retry_delay(o_.retry, attempt_ + 1, c_.jitter());
@@ -379,7 +375,7 @@ void extend_round(core& c, const lease& l, milliseconds ttl, std::function<void(
     } else {
       ec = failure_reason(op_kind::extend, rd.votes);
     }
-    report rep = make_report(rd, ec, start, now, 1);
+    report rep = make_report(*cp, rd, ec, start, now, 1);
     if (!ec) rep.validity = duration_cast<milliseconds>(valid_until - now);
     cp->stats().extends.fetch_add(1, std::memory_order_relaxed);
     done(std::move(rep), valid_until);
@@ -395,7 +391,7 @@ void release_round(core& c, const lease& l, std::function<void(report)> done) {
     std::error_code ec;
     if (rd.outcome != verdict::quorum) ec = failure_reason(op_kind::release, rd.votes);
     cp->stats().releases.fetch_add(1, std::memory_order_relaxed);
-    done(make_report(rd, ec, start, cp->now(), 1));
+    done(make_report(*cp, rd, ec, start, cp->now(), 1));
   };
   r->send(lock_command(script_id::release, c.key_for(l.resource), l.token));
 }
@@ -421,7 +417,7 @@ void core::inspect(std::string resource, std::function<void(inspect_result)> don
   core* cp = this;
   r->on_decided = [cp, start, done = std::move(done)](round& rd) {
     inspect_result res;
-    res.report = make_report(rd, {}, start, cp->now(), 1);
+    res.report = make_report(*cp, rd, {}, start, cp->now(), 1);
     const std::size_t q = quorum_of(rd.votes.size());
     std::size_t answered = 0;
     res.nodes.resize(rd.votes.size());

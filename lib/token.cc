@@ -25,8 +25,17 @@ void random_bytes(void* out, std::size_t n) {
 }
 
 std::string make_token() {
+  // Kernel CSPRNG output, fetched 1 KiB at a time: one getrandom call per 64 tokens.
+  thread_local unsigned char pool[1024];
+  thread_local std::size_t used = sizeof pool;
+  if (used + 16 > sizeof pool) {
+    random_bytes(pool, sizeof pool);
+    used = 0;
+  }
   unsigned char raw[16];
-  random_bytes(raw, sizeof raw);
+  std::memcpy(raw, pool + used, sizeof raw);
+  std::memset(pool + used, 0, sizeof raw);  // a token's bytes are not kept around
+  used += sizeof raw;
   static const char digits[] = "0123456789abcdef";
   std::string out(32, '0');
   for (std::size_t i = 0; i < sizeof raw; ++i) {
