@@ -9,7 +9,7 @@ std::chrono::milliseconds retry_delay(const retry_policy& p, int next_attempt, s
   if (next_attempt < 2) return milliseconds(0);
   std::int64_t d = std::max<std::int64_t>(0, p.base_delay.count());
   const std::int64_t cap = std::max<std::int64_t>(0, p.max_delay.count());
-  for (int i = 2; i < next_attempt && d < cap; ++i) d *= 2;
+  for (int i = 2; i < next_attempt && d < cap; ++i) d = d > cap / 2 ? cap : d * 2;
   d = std::min(d, cap);
   const std::int64_t low = d / 2;
   const std::int64_t span = d - low;

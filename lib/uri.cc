@@ -69,14 +69,20 @@ std::string redact_uri(std::string_view uri) {
   for (char& c : s) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
   }
-  std::size_t scheme = s.find("://");
-  std::size_t auth_begin = scheme == std::string::npos ? 0 : scheme + 3;
   std::size_t at = s.rfind('@');
-  if (at == std::string::npos || at < auth_begin) return s;
-  std::size_t colon = s.find(':', auth_begin);
+  if (at == std::string::npos) return s;
+  if (starts_with_ci(s, "unix://")) {
+    // A path may contain '@': only an '@' before the path's first '/' ends user info.
+    const std::size_t slash = s.find('/', 7);
+    at = s.find('@', 7);
+    if (at == std::string::npos || (slash != std::string::npos && slash < at)) return s;
+  }
+  std::size_t scheme = s.find("://");
+  const std::size_t auth_begin = scheme == std::string::npos || scheme > at ? 0 : scheme + 3;
+  const std::size_t colon = s.find(':', auth_begin);
   if (colon == std::string::npos || colon > at) {
-    // No ':' in the user info: the whole user info may be a password-only form.
-    return s;
+    // No ':' in the user info: it may be a bare password (redis://secret@host).
+    return s.substr(0, auth_begin) + "***" + s.substr(at);
   }
   return s.substr(0, colon + 1) + "***" + s.substr(at);
 }

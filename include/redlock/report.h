@@ -51,7 +51,7 @@ struct report {
   // Number of nodes with this status.
   int count(node_status s) const noexcept;
   // One line that says what happened and why, e.g.
-  // "unavailable: 2 of 5 nodes answered, 3 needed (redis://127.0.0.1:7001: timeout; ...)".
+  // "unavailable: only 2 of 5 nodes could answer, quorum is 3 [redis://127.0.0.1:7001: timeout (...); ...]".
   // Contains no password and no token.
   std::string message() const;
 };

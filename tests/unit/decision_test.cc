@@ -1,0 +1,535 @@
+// Unit tests of lib/decision.h: quorum, drift/validity math, vote counting, the
+// verdict, failure reasons and the report's one-line message.
+#include "decision.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <iterator>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "redlock/error.h"
+#include "redlock/report.h"
+#include "token.h"
+
+namespace redlock::detail {
+namespace {
+
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+
+// Every status that is neither an answer (ok/held/not_owner) nor pending.
+constexpr node_status kFailedStatuses[] = {
+    node_status::timeout,      node_status::connection_error, node_status::auth_error,
+    node_status::server_error, node_status::protocol_error,   node_status::cancelled,
+    node_status::excluded,
+};
+
+::testing::AssertionResult contains(const std::string& haystack, std::string_view needle) {
+  if (haystack.find(needle) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "'" << haystack << "' does not contain '" << needle << "'";
+}
+
+::testing::AssertionResult lacks(const std::string& haystack, std::string_view needle) {
+  if (haystack.find(needle) == std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "'" << haystack << "' contains '" << needle << "'";
+}
+
+vote make_vote(node_status s, errc permanent = errc{}) {
+  vote v;
+  v.status = s;
+  v.permanent = permanent;
+  return v;
+}
+
+// Votes with the given counts, interleaved so that no test depends on order.
+std::vector<vote> make_votes(std::size_t yes, std::size_t held, std::size_t not_owner, std::size_t pending,
+                             std::size_t failed) {
+  std::vector<vote> v;
+  std::size_t f = 0;
+  while (yes + held + not_owner + pending + failed > 0) {
+    if (failed > 0) {
+      v.push_back(make_vote(kFailedStatuses[f++ % std::size(kFailedStatuses)]));
+      --failed;
+    }
+    if (yes > 0) {
+      v.push_back(make_vote(node_status::ok));
+      --yes;
+    }
+    if (pending > 0) {
+      v.push_back(make_vote(node_status::pending));
+      --pending;
+    }
+    if (held > 0) {
+      v.push_back(make_vote(node_status::held));
+      --held;
+    }
+    if (not_owner > 0) {
+      v.push_back(make_vote(node_status::not_owner));
+      --not_owner;
+    }
+  }
+  return v;
+}
+
+// --- quorum, drift, validity, ttl ---
+
+TEST(QuorumOf, IsStrictMajority) {
+  EXPECT_EQ(quorum_of(1), 1u);
+  EXPECT_EQ(quorum_of(2), 2u);
+  EXPECT_EQ(quorum_of(3), 2u);
+  EXPECT_EQ(quorum_of(4), 3u);
+  EXPECT_EQ(quorum_of(5), 3u);
+  EXPECT_EQ(quorum_of(6), 4u);
+  EXPECT_EQ(quorum_of(7), 4u);
+}
+
+TEST(QuorumOf, TwoQuorumsAlwaysOverlap) {
+  for (std::size_t n = 1; n <= 64; ++n) {
+    EXPECT_GT(2 * quorum_of(n), n) << "n=" << n;
+    EXPECT_LE(quorum_of(n), n) << "n=" << n;
+  }
+}
+
+TEST(DriftOf, IsTtlTimesFactorPlusTwoMilliseconds) {
+  EXPECT_EQ(drift_of(milliseconds(30000), 0.01), microseconds(302000));
+  EXPECT_EQ(drift_of(milliseconds(1000), 0.01), microseconds(12000));
+  EXPECT_EQ(drift_of(milliseconds(10000), 0.0), microseconds(2000));
+  EXPECT_EQ(drift_of(milliseconds(100), 0.01), microseconds(3000));
+  EXPECT_EQ(drift_of(milliseconds(2), 0.01), microseconds(2020));
+}
+
+TEST(ValidityOf, IsTtlMinusElapsedMinusDrift) {
+  EXPECT_EQ(validity_of(milliseconds(30000), microseconds(0), 0.01), microseconds(30000000 - 302000));
+  EXPECT_EQ(validity_of(milliseconds(30000), microseconds(5000), 0.01),
+            microseconds(30000000 - 5000 - 302000));
+  EXPECT_EQ(validity_of(milliseconds(1000), microseconds(1), 0.0), microseconds(1000000 - 1 - 2000));
+}
+
+TEST(ValidityOf, IsZeroWhenElapsedUsesUpTtlMinusDrift) {
+  EXPECT_EQ(validity_of(milliseconds(30000), microseconds(30000000 - 302000), 0.01), microseconds(0));
+}
+
+TEST(ValidityOf, GoesNegativeWhenTheQuorumCameTooLate) {
+  EXPECT_EQ(validity_of(milliseconds(30000), microseconds(40000000), 0.01), microseconds(-10302000));
+  EXPECT_LT(validity_of(milliseconds(2), microseconds(0), 0.01).count(), 0);
+}
+
+TEST(CheckTtl, AcceptsOrdinaryTtls) {
+  EXPECT_STREQ(check_ttl(milliseconds(30000), 0.01), "");
+  EXPECT_STREQ(check_ttl(milliseconds(1000), 0.01), "");
+  EXPECT_STREQ(check_ttl(milliseconds(10), 0.01), "");
+  EXPECT_STREQ(check_ttl(milliseconds(3), 0.01), "");
+  EXPECT_STREQ(check_ttl(milliseconds(3), 0.0), "");
+}
+
+TEST(CheckTtl, RejectsZeroAndNegativeTtl) {
+  EXPECT_STREQ(check_ttl(milliseconds(0), 0.01), "ttl must be positive");
+  EXPECT_STREQ(check_ttl(milliseconds(-1), 0.01), "ttl must be positive");
+  EXPECT_STREQ(check_ttl(milliseconds(-30000), 0.01), "ttl must be positive");
+}
+
+TEST(CheckTtl, RejectsTtlNotLongerThanTheDrift) {
+  EXPECT_TRUE(contains(check_ttl(milliseconds(1), 0.01), "longer than the clock drift"));
+  EXPECT_TRUE(contains(check_ttl(milliseconds(2), 0.01), "longer than the clock drift"));
+  // Exactly equal to the drift leaves zero validity: rejected.
+  EXPECT_TRUE(contains(check_ttl(milliseconds(2), 0.0), "longer than the clock drift"));
+  // A large factor eats the whole TTL.
+  EXPECT_TRUE(contains(check_ttl(milliseconds(1000), 1.0), "longer than the clock drift"));
+}
+
+TEST(CheckTtl, RejectsAbsurdlyLargeTtl) {
+  EXPECT_STREQ(check_ttl(milliseconds((std::int64_t{1} << 40) + 1), 0.01), "ttl is too large");
+  EXPECT_STREQ(check_ttl(milliseconds::max(), 0.01), "ttl is too large");
+  EXPECT_STREQ(check_ttl(milliseconds(std::int64_t{1} << 40), 0.01), "");
+}
+
+// --- counting and deciding ---
+
+TEST(CountVotes, CountsEachStatusIntoItsBucket) {
+  std::vector<vote> votes = {make_vote(node_status::ok), make_vote(node_status::ok),
+                             make_vote(node_status::held), make_vote(node_status::not_owner),
+                             make_vote(node_status::pending)};
+  for (node_status s : kFailedStatuses) votes.push_back(make_vote(s));
+  const tally t = count_votes(votes);
+  EXPECT_EQ(t.n, 12u);
+  EXPECT_EQ(t.yes, 2u);
+  EXPECT_EQ(t.held, 1u);
+  EXPECT_EQ(t.not_owner, 1u);
+  EXPECT_EQ(t.pending, 1u);
+  EXPECT_EQ(t.failed, std::size(kFailedStatuses));
+}
+
+TEST(CountVotes, EmptyVotesGiveAnEmptyTally) {
+  const tally t = count_votes({});
+  EXPECT_EQ(t.n, 0u);
+  EXPECT_EQ(t.yes + t.held + t.not_owner + t.pending + t.failed, 0u);
+}
+
+// For every n in 1..7 and every split of n votes into yes/held/not_owner/pending/
+// failed: quorum iff yes >= n/2+1; no_quorum iff yes + pending < n/2+1; else undecided.
+TEST(Decide, QuorumReachedExactlyWhenYesReachesMajority) {
+  int cases = 0;
+  for (std::size_t n = 1; n <= 7; ++n) {
+    const std::size_t q = n / 2 + 1;
+    for (std::size_t yes = 0; yes <= n; ++yes) {
+      for (std::size_t held = 0; yes + held <= n; ++held) {
+        for (std::size_t not_owner = 0; yes + held + not_owner <= n; ++not_owner) {
+          for (std::size_t pending = 0; yes + held + not_owner + pending <= n; ++pending) {
+            const std::size_t failed = n - yes - held - not_owner - pending;
+            SCOPED_TRACE(::testing::Message()
+                         << "n=" << n << " yes=" << yes << " held=" << held << " not_owner=" << not_owner
+                         << " pending=" << pending << " failed=" << failed);
+            const tally t = count_votes(make_votes(yes, held, not_owner, pending, failed));
+            ASSERT_EQ(t.n, n);
+            ASSERT_EQ(t.yes, yes);
+            ASSERT_EQ(t.held, held);
+            ASSERT_EQ(t.not_owner, not_owner);
+            ASSERT_EQ(t.pending, pending);
+            ASSERT_EQ(t.failed, failed);
+            verdict expected = verdict::undecided;
+            if (yes >= q) {
+              expected = verdict::quorum;
+            } else if (yes + pending < q) {
+              expected = verdict::no_quorum;
+            }
+            EXPECT_EQ(decide(t), expected);
+            ++cases;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(cases, 791);  // sum over n=1..7 of C(n+4, 4)
+}
+
+TEST(Decide, AllPendingIsUndecided) {
+  for (std::size_t n = 1; n <= 7; ++n) {
+    tally t;
+    t.n = n;
+    t.pending = n;
+    EXPECT_EQ(decide(t), verdict::undecided) << "n=" << n;
+  }
+}
+
+TEST(Decide, DecidesNoQuorumAsSoonAsAMajorityCanNoLongerSayYes) {
+  tally t;  // 5 nodes: 1 yes, 2 held, 2 pending -> at most 3 yes: still possible.
+  t.n = 5;
+  t.yes = 1;
+  t.held = 2;
+  t.pending = 2;
+  EXPECT_EQ(decide(t), verdict::undecided);
+  t.pending = 1;  // one pending node timed out
+  t.failed = 1;
+  EXPECT_EQ(decide(t), verdict::no_quorum);
+}
+
+// --- failure reasons ---
+
+TEST(FailureReason, AcquireIsContendedExactlyWhenAQuorumAnsweredWithSomeHeld) {
+  for (std::size_t n = 1; n <= 7; ++n) {
+    const std::size_t q = n / 2 + 1;
+    for (std::size_t yes = 0; yes <= n; ++yes) {
+      for (std::size_t held = 0; yes + held <= n; ++held) {
+        for (std::size_t pending = 0; yes + held + pending <= n; ++pending) {
+          const std::size_t failed = n - yes - held - pending;
+          SCOPED_TRACE(::testing::Message()
+                       << "n=" << n << " yes=" << yes << " held=" << held << " pending=" << pending);
+          const std::error_code expected =
+              (yes + held >= q && held > 0) ? errc::contended : errc::unavailable;
+          // kFailedStatuses includes cancelled; make sure "all cancelled" is not hit.
+          std::vector<vote> votes = make_votes(yes, held, 0, pending, 0);
+          for (std::size_t i = 0; i < failed; ++i) votes.push_back(make_vote(node_status::timeout));
+          EXPECT_EQ(failure_reason(op_kind::acquire, votes), expected);
+        }
+      }
+    }
+  }
+}
+
+TEST(FailureReason, ReleaseAndExtendAreNotOwnerExactlyWhenAQuorumAnsweredWithSomeNotOwner) {
+  for (op_kind kind : {op_kind::extend, op_kind::release, op_kind::fence_commit}) {
+    for (std::size_t n = 1; n <= 7; ++n) {
+      const std::size_t q = n / 2 + 1;
+      for (std::size_t yes = 0; yes <= n; ++yes) {
+        for (std::size_t not_owner = 0; yes + not_owner <= n; ++not_owner) {
+          const std::size_t failed = n - yes - not_owner;
+          SCOPED_TRACE(::testing::Message() << "kind=" << static_cast<int>(kind) << " n=" << n
+                                            << " yes=" << yes << " not_owner=" << not_owner);
+          const std::error_code expected =
+              (yes + not_owner >= q && not_owner > 0) ? errc::not_owner : errc::unavailable;
+          std::vector<vote> votes = make_votes(yes, 0, not_owner, 0, 0);
+          for (std::size_t i = 0; i < failed; ++i) votes.push_back(make_vote(node_status::connection_error));
+          EXPECT_EQ(failure_reason(kind, votes), expected);
+        }
+      }
+    }
+  }
+}
+
+TEST(FailureReason, AcquireIgnoresNotOwnerVotesAndReleaseIgnoresHeldVotes) {
+  const std::vector<vote> held = {make_vote(node_status::held), make_vote(node_status::held),
+                                  make_vote(node_status::timeout)};
+  EXPECT_EQ(failure_reason(op_kind::acquire, held), errc::contended);
+  EXPECT_EQ(failure_reason(op_kind::release, held), errc::unavailable);
+  EXPECT_EQ(failure_reason(op_kind::extend, held), errc::unavailable);
+
+  const std::vector<vote> not_owner = {make_vote(node_status::not_owner), make_vote(node_status::not_owner),
+                                       make_vote(node_status::timeout)};
+  EXPECT_EQ(failure_reason(op_kind::release, not_owner), errc::not_owner);
+  EXPECT_EQ(failure_reason(op_kind::acquire, not_owner), errc::unavailable);
+}
+
+TEST(FailureReason, AuthFailedWhenANodeRefusedCredentialsAndNoQuorumAnswered) {
+  const std::vector<vote> votes = {make_vote(node_status::ok), make_vote(node_status::timeout),
+                                   make_vote(node_status::auth_error, errc::auth_failed)};
+  EXPECT_EQ(failure_reason(op_kind::acquire, votes), errc::auth_failed);
+  EXPECT_EQ(failure_reason(op_kind::release, votes), errc::auth_failed);
+  EXPECT_EQ(failure_reason(op_kind::extend, votes), errc::auth_failed);
+}
+
+TEST(FailureReason, WrongTypeWhenAKeyHoldsANonStringValue) {
+  const std::vector<vote> votes = {make_vote(node_status::server_error, errc::wrong_type),
+                                   make_vote(node_status::timeout), make_vote(node_status::timeout)};
+  EXPECT_EQ(failure_reason(op_kind::acquire, votes), errc::wrong_type);
+  EXPECT_EQ(failure_reason(op_kind::extend, votes), errc::wrong_type);
+}
+
+TEST(FailureReason, AuthFailedTakesPrecedenceOverWrongTypeInAnyOrder) {
+  const vote wrong_type = make_vote(node_status::server_error, errc::wrong_type);
+  const vote auth = make_vote(node_status::auth_error, errc::auth_failed);
+  const vote timeout = make_vote(node_status::timeout);
+  EXPECT_EQ(failure_reason(op_kind::acquire, {wrong_type, auth, timeout}), errc::auth_failed);
+  EXPECT_EQ(failure_reason(op_kind::acquire, {auth, wrong_type, timeout}), errc::auth_failed);
+}
+
+TEST(FailureReason, ContendedTakesPrecedenceOverPermanentErrorsOfAMinority) {
+  const std::vector<vote> votes = {make_vote(node_status::held), make_vote(node_status::held),
+                                   make_vote(node_status::auth_error, errc::auth_failed)};
+  EXPECT_EQ(failure_reason(op_kind::acquire, votes), errc::contended);
+  const std::vector<vote> release_votes = {make_vote(node_status::not_owner), make_vote(node_status::ok),
+                                           make_vote(node_status::server_error, errc::wrong_type)};
+  EXPECT_EQ(failure_reason(op_kind::release, release_votes), errc::not_owner);
+}
+
+TEST(FailureReason, NonPermanentServerErrorsAreUnavailable) {
+  const std::vector<vote> votes = {make_vote(node_status::server_error),
+                                   make_vote(node_status::protocol_error), make_vote(node_status::excluded)};
+  EXPECT_EQ(failure_reason(op_kind::acquire, votes), errc::unavailable);
+}
+
+TEST(FailureReason, CancelledWhenEveryNodeWasCancelled) {
+  for (std::size_t n = 1; n <= 7; ++n) {
+    const std::vector<vote> votes(n, make_vote(node_status::cancelled));
+    EXPECT_EQ(failure_reason(op_kind::acquire, votes), errc::cancelled) << "n=" << n;
+    EXPECT_EQ(failure_reason(op_kind::release, votes), errc::cancelled) << "n=" << n;
+  }
+}
+
+TEST(FailureReason, PartlyCancelledIsUnavailable) {
+  const std::vector<vote> votes = {make_vote(node_status::cancelled), make_vote(node_status::cancelled),
+                                   make_vote(node_status::timeout)};
+  EXPECT_EQ(failure_reason(op_kind::acquire, votes), errc::unavailable);
+}
+
+TEST(FailureReason, NoNodesIsUnavailable) {
+  EXPECT_EQ(failure_reason(op_kind::acquire, {}), errc::unavailable);
+}
+
+TEST(Retryable, OnlyContendedUnavailableAndValidityExhaustedAreRetried) {
+  EXPECT_TRUE(retryable(errc::contended));
+  EXPECT_TRUE(retryable(errc::unavailable));
+  EXPECT_TRUE(retryable(errc::validity_exhausted));
+  EXPECT_FALSE(retryable(errc::lock_lost));
+  EXPECT_FALSE(retryable(errc::not_owner));
+  EXPECT_FALSE(retryable(errc::invalid_argument));
+  EXPECT_FALSE(retryable(errc::auth_failed));
+  EXPECT_FALSE(retryable(errc::wrong_type));
+  EXPECT_FALSE(retryable(errc::cancelled));
+  EXPECT_FALSE(retryable(errc::would_deadlock));
+  EXPECT_FALSE(retryable(errc::extension_limit));
+  EXPECT_FALSE(retryable(std::error_code{}));
+}
+
+TEST(Retryable, NoCodeIsBothRetryableAndPermanent) {
+  for (int v = 1; v <= static_cast<int>(errc::extension_limit); ++v) {
+    const std::error_code ec = make_error_code(static_cast<errc>(v));
+    EXPECT_FALSE(retryable(ec) && is_permanent(ec)) << ec.message();
+  }
+}
+
+TEST(Retryable, CodesOfOtherCategoriesWithTheSameValueAreNotRetried) {
+  const int contended = static_cast<int>(errc::contended);
+  EXPECT_FALSE(retryable(std::error_code(contended, std::generic_category())));
+  EXPECT_FALSE(retryable(std::make_error_code(std::errc::timed_out)));
+}
+
+// --- describe / report::message ---
+
+node_result node(std::string uri, node_status s, std::string detail = "") {
+  node_result r;
+  r.node = std::move(uri);
+  r.status = s;
+  r.detail = std::move(detail);
+  return r;
+}
+
+TEST(Describe, SuccessNamesOkCountAndValidity) {
+  report r;
+  r.attempts = 1;
+  r.validity = milliseconds(29650);
+  r.nodes = {node("redis://h1:7001", node_status::ok), node("redis://h2:7002", node_status::ok),
+             node("redis://h3:7003", node_status::ok), node("redis://h4:7004", node_status::pending),
+             node("redis://h5:7005", node_status::pending)};
+  EXPECT_EQ(describe(r), "ok on 3 of 5 nodes, validity 29650 ms");
+}
+
+TEST(Describe, SuccessWithoutValidityOmitsIt) {
+  report r;
+  r.attempts = 1;
+  r.nodes = {node("redis://h1", node_status::ok)};
+  EXPECT_EQ(describe(r), "ok on 1 of 1 nodes");
+}
+
+TEST(Describe, SuccessStillNamesFailingNodes) {
+  report r;
+  r.attempts = 1;
+  r.nodes = {node("redis://h1", node_status::ok), node("redis://h2", node_status::ok),
+             node("redis://h3", node_status::timeout, "no reply within 50 ms")};
+  const std::string m = describe(r);
+  EXPECT_TRUE(contains(m, "ok on 2 of 3 nodes"));
+  EXPECT_TRUE(contains(m, "redis://h3: timeout (no reply within 50 ms)"));
+}
+
+TEST(Describe, ContendedNamesHeldCountAndQuorumButNotTheHeldNodes) {
+  report r;
+  r.error = errc::contended;
+  r.attempts = 1;
+  r.nodes = {node("redis://h1", node_status::held), node("redis://h2", node_status::held),
+             node("redis://h3", node_status::held), node("redis://h4", node_status::ok),
+             node("redis://h5", node_status::connection_error, "connection refused")};
+  const std::string m = describe(r);
+  EXPECT_TRUE(contains(m, "contended"));
+  EXPECT_TRUE(contains(m, "3 of 5"));
+  EXPECT_TRUE(contains(m, "quorum 3"));
+  EXPECT_TRUE(contains(m, "redis://h5: connection error (connection refused)"));
+  EXPECT_TRUE(lacks(m, "redis://h1"));
+  EXPECT_TRUE(lacks(m, "redis://h4"));
+}
+
+TEST(Describe, NotOwnerNamesNotOwnerCountAndQuorum) {
+  report r;
+  r.error = errc::not_owner;
+  r.attempts = 1;
+  r.nodes = {node("redis://h1", node_status::not_owner), node("redis://h2", node_status::not_owner),
+             node("redis://h3", node_status::ok)};
+  const std::string m = describe(r);
+  EXPECT_TRUE(contains(m, "not owner"));
+  EXPECT_TRUE(contains(m, "2 of 3"));
+  EXPECT_TRUE(contains(m, "quorum 2"));
+  EXPECT_TRUE(lacks(m, "redis://h1"));
+}
+
+TEST(Describe, UnavailableCountsAnswersAndNamesEachFailingNodeWithStatusAndDetail) {
+  report r;
+  r.error = errc::unavailable;
+  r.attempts = 1;
+  r.nodes = {node("redis://:***@h1:7001", node_status::ok), node("redis://:***@h2:7002", node_status::held),
+             node("redis://:***@h3:7003", node_status::timeout, "no reply within 50 ms"),
+             node("redis://:***@h4:7004", node_status::connection_error, "Connection refused"),
+             node("redis://:***@h5:7005", node_status::server_error, "OOM command not allowed")};
+  const std::string m = describe(r);
+  EXPECT_TRUE(contains(m, "unavailable"));
+  EXPECT_TRUE(contains(m, "2 of 5"));
+  EXPECT_TRUE(contains(m, "quorum is 3"));
+  EXPECT_TRUE(contains(m, "redis://:***@h2:7002: held"));
+  EXPECT_TRUE(contains(m, "redis://:***@h3:7003: timeout (no reply within 50 ms)"));
+  EXPECT_TRUE(contains(m, "redis://:***@h4:7004: connection error (Connection refused)"));
+  EXPECT_TRUE(contains(m, "redis://:***@h5:7005: server error (OOM command not allowed)"));
+  EXPECT_TRUE(lacks(m, "h1:7001"));
+}
+
+TEST(Describe, ValidityExhaustedNamesTheElapsedMilliseconds) {
+  report r;
+  r.error = errc::validity_exhausted;
+  r.attempts = 1;
+  r.elapsed = microseconds(31234567);
+  r.nodes = {node("redis://h1", node_status::ok)};
+  EXPECT_TRUE(contains(describe(r), "validity exhausted"));
+  EXPECT_TRUE(contains(describe(r), "took 31234 ms"));
+}
+
+TEST(Describe, OtherErrorsUseTheCategoryMessageAndNameTheNodes) {
+  report r;
+  r.error = errc::auth_failed;
+  r.attempts = 1;
+  r.nodes = {node("redis://u:***@h1", node_status::auth_error, "WRONGPASS invalid username-password pair"),
+             node("redis://u:***@h2", node_status::ok), node("redis://u:***@h3", node_status::pending)};
+  const std::string m = describe(r);
+  EXPECT_TRUE(contains(m, make_error_code(errc::auth_failed).message()));
+  EXPECT_TRUE(
+      contains(m, "redis://u:***@h1: authentication refused (WRONGPASS invalid username-password pair)"));
+  EXPECT_TRUE(lacks(m, "redis://u:***@h3"));  // pending is not a failure
+}
+
+TEST(Describe, MentionsAttemptsOnlyWhenRetried) {
+  report r;
+  r.error = errc::contended;
+  r.nodes = {node("redis://h1", node_status::held)};
+  r.attempts = 1;
+  EXPECT_TRUE(lacks(describe(r), "attempts"));
+  r.attempts = 4;
+  EXPECT_TRUE(contains(describe(r), "after 4 attempts"));
+}
+
+TEST(Describe, NeverContainsTheToken) {
+  const std::string token = make_token();
+  report r;
+  r.error = errc::unavailable;
+  r.attempts = 3;
+  r.nodes = {
+      node("redis://u:***@h1:7001", node_status::ok),
+      node("redis://u:***@h2:7002", node_status::server_error, "READONLY You can't write against a replica"),
+      node("redis://u:***@h3:7003", node_status::timeout, "no reply within 50 ms")};
+  for (errc e : {errc{}, errc::contended, errc::unavailable, errc::validity_exhausted, errc::not_owner,
+                 errc::auth_failed, errc::lock_lost}) {
+    r.error = e == errc{} ? std::error_code{} : make_error_code(e);
+    const std::string m = describe(r);
+    EXPECT_TRUE(lacks(m, token));
+    EXPECT_TRUE(lacks(m, token.substr(0, 8)));
+    EXPECT_TRUE(lacks(m, "hunter2"));
+  }
+}
+
+TEST(ReportMessage, IsDescribe) {
+  report r;
+  r.error = errc::unavailable;
+  r.attempts = 2;
+  r.nodes = {node("redis://h1", node_status::timeout, "no reply"), node("redis://h2", node_status::ok),
+             node("redis://h3", node_status::excluded, "quarantined")};
+  EXPECT_EQ(r.message(), describe(r));
+  EXPECT_TRUE(contains(r.message(), "1 of 3"));
+  EXPECT_TRUE(contains(r.message(), "after 2 attempts"));
+  EXPECT_TRUE(contains(r.message(), "redis://h3: excluded (quarantined)"));
+}
+
+TEST(ReportCount, CountsNodesWithTheStatus) {
+  report r;
+  r.nodes = {node("a", node_status::ok), node("b", node_status::ok), node("c", node_status::held)};
+  EXPECT_EQ(r.count(node_status::ok), 2);
+  EXPECT_EQ(r.count(node_status::held), 1);
+  EXPECT_EQ(r.count(node_status::timeout), 0);
+}
+
+TEST(ReportBool, IsTrueExactlyWithoutError) {
+  report r;
+  EXPECT_TRUE(static_cast<bool>(r));
+  r.error = errc::contended;
+  EXPECT_FALSE(static_cast<bool>(r));
+}
+
+}  // namespace
+}  // namespace redlock::detail

@@ -1,0 +1,80 @@
+// Unit tests of lib/scripts.h: the script table and the SHA-1 digests EVALSHA uses.
+#include "scripts.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <set>
+#include <string>
+
+#include "token.h"
+
+namespace redlock::detail {
+namespace {
+
+constexpr script_id kAllScripts[] = {script_id::acquire, script_id::acquire_fenced, script_id::fence_commit,
+                                     script_id::extend,  script_id::release,        script_id::inspect};
+
+TEST(Scripts, TableCoversEveryScriptId) {
+  EXPECT_EQ(std::size(kAllScripts), static_cast<std::size_t>(script_id::count));
+}
+
+TEST(Scripts, ShaIsTheSha1OfTheBodyAs40LowercaseHex) {
+  for (script_id id : kAllScripts) {
+    SCOPED_TRACE(::testing::Message() << "script " << static_cast<unsigned>(id));
+    const script& s = get_script(id);
+    ASSERT_NE(s.body, nullptr);
+    EXPECT_EQ(s.sha(), sha1_hex(s.body));
+    ASSERT_EQ(s.sha().size(), 40u);
+    for (char c : s.sha()) EXPECT_TRUE((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')) << s.sha();
+  }
+}
+
+TEST(Scripts, ShaIsComputedOnceAndStable) {
+  for (script_id id : kAllScripts) {
+    const script& s = get_script(id);
+    EXPECT_EQ(&s.sha(), &get_script(id).sha());
+    EXPECT_EQ(&s, &get_script(id));
+  }
+}
+
+TEST(Scripts, EveryScriptHasADistinctBodyAndSha) {
+  std::set<std::string> bodies, shas;
+  for (script_id id : kAllScripts) {
+    bodies.insert(get_script(id).body);
+    shas.insert(get_script(id).sha());
+  }
+  EXPECT_EQ(bodies.size(), std::size(kAllScripts));
+  EXPECT_EQ(shas.size(), std::size(kAllScripts));
+}
+
+TEST(Scripts, EachIdMapsToItsOwnBody) {
+  EXPECT_STREQ(get_script(script_id::acquire).body, kAcquire);
+  EXPECT_STREQ(get_script(script_id::acquire_fenced).body, kAcquireFenced);
+  EXPECT_STREQ(get_script(script_id::fence_commit).body, kFenceCommit);
+  EXPECT_STREQ(get_script(script_id::extend).body, kExtend);
+  EXPECT_STREQ(get_script(script_id::release).body, kRelease);
+  EXPECT_STREQ(get_script(script_id::inspect).body, kInspect);
+}
+
+TEST(Scripts, OnlyTheFencingScriptsTouchTwoKeys) {
+  EXPECT_EQ(get_script(script_id::acquire_fenced).num_keys, 2);
+  EXPECT_EQ(get_script(script_id::fence_commit).num_keys, 2);
+  EXPECT_EQ(get_script(script_id::acquire).num_keys, 1);
+  EXPECT_EQ(get_script(script_id::extend).num_keys, 1);
+  EXPECT_EQ(get_script(script_id::release).num_keys, 1);
+  EXPECT_EQ(get_script(script_id::inspect).num_keys, 1);
+}
+
+TEST(Scripts, KeyCountMatchesTheKeysTheBodyUses) {
+  for (script_id id : kAllScripts) {
+    SCOPED_TRACE(::testing::Message() << "script " << static_cast<unsigned>(id));
+    const script& s = get_script(id);
+    EXPECT_NE(std::strstr(s.body, "KEYS[1]"), nullptr);
+    EXPECT_EQ(std::strstr(s.body, "KEYS[2]") != nullptr, s.num_keys == 2);
+    EXPECT_EQ(std::strstr(s.body, "KEYS[3]"), nullptr);
+  }
+}
+
+}  // namespace
+}  // namespace redlock::detail
