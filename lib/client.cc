@@ -190,6 +190,13 @@ inspect_result client::inspect(std::string_view resource) {
       refused);
 }
 
+report client::ping() {
+  auto c = core_;
+  return detail::run_sync<report>(
+      *core_, [c](std::function<void(report)> done) { c->ping(std::move(done)); },
+      [this](errc e) { return invalid(*core_, e, ""); });
+}
+
 std::size_t client::node_count() const noexcept { return core_->size(); }
 std::size_t client::quorum() const noexcept { return detail::quorum_of(core_->size()); }
 

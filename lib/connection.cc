@@ -61,7 +61,9 @@ std::string wire::encode(bool with_body) const {
   const std::string_view nkeys = sc.num_keys > 1 ? "2" : "1";
   std::string out;
   out.reserve(64 + code.size() + cmd_.key.size() * 2 + cmd_.arg1.size() + cmd_.arg2.size());
-  if (cmd_.script == script_id::inspect) {
+  if (cmd_.script == script_id::ping) {
+    append_resp(out, {"PING"});
+  } else if (cmd_.script == script_id::inspect) {
     append_resp(out, {verb, code, nkeys, cmd_.key});
   } else if (sc.num_keys > 1) {
     if (cmd_.arg2.empty()) {

@@ -93,6 +93,7 @@ class core : public std::enable_shared_from_this<core> {
   void extend(lease l, std::chrono::milliseconds ttl, std::function<void(report)> done);
   void release(lease l, std::function<void(report)> done);
   void inspect(std::string resource, std::function<void(inspect_result)> done);
+  void ping(std::function<void(report)> done);
   // Lock-handle support.
   void start_watchdog(const std::shared_ptr<held>& h);
   void stop_watchdog(held& h);

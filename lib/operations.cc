@@ -444,6 +444,21 @@ void core::inspect(std::string resource, std::function<void(inspect_result)> don
   r->send(cmd);
 }
 
+void core::ping(std::function<void(report)> done) {
+  if (closing_) return done(bare_report(*this, make_error_code(errc::cancelled), "client shut down"));
+  const clock_tp start = now();
+  auto r = std::make_shared<round>(*this, op_kind::inspect, script_id::ping, true);
+  core* cp = this;
+  r->on_decided = [cp, start, done = std::move(done)](round& rd) {
+    std::error_code ec;
+    if (rd.outcome != verdict::quorum) ec = failure_reason(op_kind::inspect, rd.votes);
+    done(make_report(*cp, rd, ec, start, cp->now(), 1));
+  };
+  command cmd;
+  cmd.script = script_id::ping;
+  r->send(cmd);
+}
+
 // ---------------------------------------------------------------- lock handles, watchdog
 
 std::optional<milliseconds> held::capped_ttl(milliseconds want, clock_tp now, double drift) const {

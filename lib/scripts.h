@@ -5,7 +5,8 @@
 
 namespace redlock::detail {
 
-enum class script_id : unsigned { acquire, acquire_fenced, fence_commit, extend, release, inspect, count };
+// `ping` is not a script: a plain PING, for measuring round trips.
+enum class script_id : unsigned { acquire, acquire_fenced, fence_commit, extend, release, inspect, ping, count };
 
 struct script {
   const char* body;

@@ -170,6 +170,10 @@ class REDLOCK_EXPORT client {
 
   // Reads the key on every node (value and PTTL) without changing anything.
   [[nodiscard]] inspect_result inspect(std::string_view resource);
+  // Sends a plain PING to every node and waits for all of them: each
+  // node_result's latency is that node's round trip through this client's loop.
+  // Error: unavailable when fewer than a quorum answered.
+  [[nodiscard]] report ping();
 
   std::size_t node_count() const noexcept;
   std::size_t quorum() const noexcept;

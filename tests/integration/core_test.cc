@@ -781,3 +781,27 @@ TEST(ExternalLoop, client_runs_on_the_callers_loop) {
 
 }  // namespace
 }  // namespace redlock::test
+
+namespace redlock::test {
+namespace {
+
+TEST(Ping, measures_each_node_round_trip_and_names_down_nodes) {
+  redis_cluster cl(3);
+  client c(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(c));
+  auto p = c.ping();
+  ASSERT_TRUE(p) << p.message();
+  for (const auto& n : p.nodes) {
+    EXPECT_EQ(n.status, node_status::ok);
+    EXPECT_GT(n.latency.count(), 0);
+    EXPECT_LT(n.latency, 1000ms);
+  }
+  cl[0].kill();
+  cl[1].kill();
+  auto down = c.ping();
+  EXPECT_EQ(down.error, errc::unavailable) << down.message();
+  EXPECT_EQ(down.nodes[2].status, node_status::ok);
+}
+
+}  // namespace
+}  // namespace redlock::test

@@ -481,3 +481,22 @@ TEST(ClassifyWireReply, WrongPassAsSentByRedis) {
 
 }  // namespace
 }  // namespace redlock::detail
+
+namespace redlock::detail {
+namespace {
+
+TEST(ClassifyPing, PongIsOkAnythingElseIsAProtocolError) {
+  redisReply pong{};
+  pong.type = REDIS_REPLY_STATUS;
+  char text[] = "PONG";
+  pong.str = text;
+  pong.len = 4;
+  EXPECT_EQ(classify_reply(script_id::ping, &pong).v.status, node_status::ok);
+  char other[] = "OK";
+  pong.str = other;
+  pong.len = 2;
+  EXPECT_EQ(classify_reply(script_id::ping, &pong).v.status, node_status::protocol_error);
+}
+
+}  // namespace
+}  // namespace redlock::detail
