@@ -60,7 +60,20 @@ void round::on_reply(std::size_t node, std::uint32_t, const reply_event& ev) {
     fences[node] = c.fence;
     values[node] = std::move(c.value);
     pttls[node] = c.pttl;
-    if (c.server_time_us) core_.conn(node).observe_server_time(*c.server_time_us, core_.now() - ev.latency / 2);
+    if (c.server_time_us) {
+      // The clock-jump guard also covers this very reply: a grant from a node whose
+      // clock just jumped (or that is quarantined) does not count.
+      const auto now = core_.now();
+      connection& conn = core_.conn(node);
+      conn.observe_server_time(*c.server_time_us, now - ev.latency / 2);
+      if (v.status == node_status::ok) {
+        std::string why = conn.acquire_exclusion(now, core_.quarantine_for(milliseconds(0)));
+        if (!why.empty()) {
+          v.status = node_status::excluded;
+          r.detail = std::move(why);
+        }
+      }
+    }
   }
   r.status = v.status;
   r.latency = ev.latency;
