@@ -139,6 +139,7 @@ void connection::connect_now() {
   auto* s = new stream_holder();
   s->owner = this;
   stream_ = s;
+  connect_deadline_ms_ = uv_now(core_.loop()) + static_cast<std::uint64_t>(core_.options().connect_timeout.count());
   connect_timer_ = core_.schedule(core_.options().connect_timeout, [this] {
     connect_timer_ = 0;
     fail_connection(node_status::timeout,
@@ -382,9 +383,17 @@ void connection::become_ready() {
   ever_connected_ = true;
   failures_ = 0;
   permanent_failure_ = false;
+  const std::uint64_t ready_deadline =
+      uv_now(core_.loop()) + static_cast<std::uint64_t>(core_.options().command_timeout.count());
   for (request& r : queue_) {
-    if (!r.sent && !r.expired) encode(r);
+    if (!r.sent && !r.expired) {
+      encode(r);
+      r.deadline_ms = std::min(r.deadline_ms, ready_deadline);
+    }
   }
+  if (deadline_timer_ != 0) core_.cancel_timer(deadline_timer_);
+  deadline_timer_ = 0;
+  arm_deadline_timer();
   // Requests that expired while connecting were never sent: drop them.
   queue_.erase(std::remove_if(queue_.begin(), queue_.end(), [](const request& r) { return !r.sent; }),
                queue_.end());
@@ -417,7 +426,16 @@ void connection::submit(std::shared_ptr<const wire> cmd, bool force_eval, std::s
   r.target = std::move(s);
   r.tag = tag;
   r.submitted = core_.now();
-  r.deadline_ms = uv_now(core_.loop()) + static_cast<std::uint64_t>(core_.options().command_timeout.count());
+  const std::uint64_t now_ms = uv_now(core_.loop());
+  const auto cmd_ms = static_cast<std::uint64_t>(core_.options().command_timeout.count());
+  // During the first connect, the connect timeout bounds the wait for the
+  // connection and the command timeout starts when the request is written
+  // (become_ready()). A node that was connected before and is reconnecting gets
+  // only the command timeout: it is suspect.
+  r.deadline_ms = now_ms + cmd_ms;
+  if (state_ != state::ready && !ever_connected_) {
+    r.deadline_ms = std::max(r.deadline_ms, connect_deadline_ms_ + cmd_ms);
+  }
   queue_.push_back(std::move(r));
   if (state_ == state::ready) {
     encode(queue_.back());

@@ -141,6 +141,7 @@ class connection {
   bool dirty_ = false;
   std::deque<char> handshake_steps_;  // 'A'uth, 'S'elect, 'P'ing, 'I'nfo, 'T'ime
   std::uint64_t connect_timer_ = 0;
+  std::uint64_t connect_deadline_ms_ = 0;  // on uv_now(): end of the current connect attempt
   std::uint64_t backoff_timer_ = 0;
   std::uint64_t deadline_timer_ = 0;
   std::uint64_t deadline_armed_at_ = 0;

@@ -48,7 +48,9 @@ std::error_code failure_reason(op_kind kind, const std::vector<vote>& votes) noe
   const tally t = count_votes(votes);
   const std::size_t q = quorum_of(t.n);
   const std::size_t refused = kind == op_kind::acquire ? t.held : t.not_owner;
-  if (t.yes + refused >= q && refused > 0) {
+  // Contended (not owner) only when the refusals alone rule out a quorum: then
+  // retrying cannot help until the holder lets go, whatever the other nodes did.
+  if (refused > t.n - q) {
     return kind == op_kind::acquire ? errc::contended : errc::not_owner;
   }
   for (const vote& v : votes) {

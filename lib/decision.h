@@ -46,11 +46,11 @@ tally count_votes(const std::vector<vote>& votes) noexcept;
 verdict decide(const tally& t) noexcept;
 
 // Why an operation without quorum failed, by what the caller should do next:
-//  acquire: contended if a quorum answered (yes + held >= quorum); otherwise the
-//           permanent error of a node if any (auth_failed, wrong_type); otherwise
-//           unavailable.
-//  extend/release: not_owner if a quorum answered (yes + not_owner >= quorum);
-//           otherwise permanent errors; otherwise unavailable.
+//  acquire: contended when the nodes held by other owners alone rule out a quorum
+//           (held > n - quorum); otherwise the permanent error of a node if any
+//           (auth_failed, then wrong_type); otherwise unavailable.
+//  extend/release: not_owner likewise (not_owner > n - quorum); then permanent
+//           errors; otherwise unavailable.
 std::error_code failure_reason(op_kind kind, const std::vector<vote>& votes) noexcept;
 
 // Whether another attempt may succeed after this error.

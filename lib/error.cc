@@ -67,6 +67,7 @@ int report::count(node_status s) const noexcept {
 
 std::string report::message() const { return detail::describe(*this); }
 
-config_error::config_error(const std::string& what) : std::system_error(errc::invalid_argument, what) {}
+config_error::config_error(const std::string& what)
+    : std::system_error(errc::invalid_argument, what), message_(what) {}
 
 }  // namespace redlock

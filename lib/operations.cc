@@ -18,8 +18,7 @@ using std::chrono::milliseconds;
 // ---------------------------------------------------------------- round
 
 round::round(core& c, op_kind kind, script_id script, bool wait_all)
-    : core_(c), script_(script), wait_all_(wait_all) {
-  (void)kind;
+    : core_(c), kind_(kind), script_(script), wait_all_(wait_all) {
   const std::size_t n = c.size();
   votes.resize(n);
   results.resize(n);
@@ -93,6 +92,15 @@ void round::evaluate() {
   } else {
     outcome = decide(t);
     if (outcome == verdict::undecided) return;
+    // No quorum, but the answers still pending could show that a quorum refused
+    // (held / not owner): wait for them (bounded by the node timeout) so the caller
+    // hears "contended" rather than "unavailable".
+    const std::size_t refused = kind_ == op_kind::acquire ? t.held : t.not_owner;
+    const std::size_t blocking = t.n - quorum_of(t.n) + 1;  // refusals that alone rule out a quorum
+    if (outcome == verdict::no_quorum && refused > 0 && refused < blocking && refused + t.pending >= blocking) {
+      outcome = verdict::undecided;
+      return;
+    }
   }
   auto fn = std::move(on_decided);
   on_decided = nullptr;

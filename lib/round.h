@@ -46,6 +46,7 @@ class round final : public sink, public std::enable_shared_from_this<round> {
  private:
   void evaluate();
   core& core_;
+  op_kind kind_;
   script_id script_;
   bool wait_all_;
   bool sending_ = false;

@@ -229,7 +229,7 @@ TEST(Decide, DecidesNoQuorumAsSoonAsAMajorityCanNoLongerSayYes) {
 
 // --- failure reasons ---
 
-TEST(FailureReason, AcquireIsContendedExactlyWhenAQuorumAnsweredWithSomeHeld) {
+TEST(FailureReason, AcquireIsContendedExactlyWhenHeldNodesAloneRuleOutAQuorum) {
   for (std::size_t n = 1; n <= 7; ++n) {
     const std::size_t q = n / 2 + 1;
     for (std::size_t yes = 0; yes <= n; ++yes) {
@@ -239,7 +239,7 @@ TEST(FailureReason, AcquireIsContendedExactlyWhenAQuorumAnsweredWithSomeHeld) {
           SCOPED_TRACE(::testing::Message()
                        << "n=" << n << " yes=" << yes << " held=" << held << " pending=" << pending);
           const std::error_code expected =
-              (yes + held >= q && held > 0) ? errc::contended : errc::unavailable;
+              held > n - q ? errc::contended : errc::unavailable;
           // kFailedStatuses includes cancelled; make sure "all cancelled" is not hit.
           std::vector<vote> votes = make_votes(yes, held, 0, pending, 0);
           for (std::size_t i = 0; i < failed; ++i) votes.push_back(make_vote(node_status::timeout));
@@ -250,7 +250,7 @@ TEST(FailureReason, AcquireIsContendedExactlyWhenAQuorumAnsweredWithSomeHeld) {
   }
 }
 
-TEST(FailureReason, ReleaseAndExtendAreNotOwnerExactlyWhenAQuorumAnsweredWithSomeNotOwner) {
+TEST(FailureReason, ReleaseAndExtendAreNotOwnerExactlyWhenRefusalsAloneRuleOutAQuorum) {
   for (op_kind kind : {op_kind::extend, op_kind::release, op_kind::fence_commit}) {
     for (std::size_t n = 1; n <= 7; ++n) {
       const std::size_t q = n / 2 + 1;
@@ -260,7 +260,7 @@ TEST(FailureReason, ReleaseAndExtendAreNotOwnerExactlyWhenAQuorumAnsweredWithSom
           SCOPED_TRACE(::testing::Message() << "kind=" << static_cast<int>(kind) << " n=" << n
                                             << " yes=" << yes << " not_owner=" << not_owner);
           const std::error_code expected =
-              (yes + not_owner >= q && not_owner > 0) ? errc::not_owner : errc::unavailable;
+              not_owner > n - q ? errc::not_owner : errc::unavailable;
           std::vector<vote> votes = make_votes(yes, 0, not_owner, 0, 0);
           for (std::size_t i = 0; i < failed; ++i) votes.push_back(make_vote(node_status::connection_error));
           EXPECT_EQ(failure_reason(kind, votes), expected);
@@ -310,9 +310,14 @@ TEST(FailureReason, ContendedTakesPrecedenceOverPermanentErrorsOfAMinority) {
   const std::vector<vote> votes = {make_vote(node_status::held), make_vote(node_status::held),
                                    make_vote(node_status::auth_error, errc::auth_failed)};
   EXPECT_EQ(failure_reason(op_kind::acquire, votes), errc::contended);
-  const std::vector<vote> release_votes = {make_vote(node_status::not_owner), make_vote(node_status::ok),
+  const std::vector<vote> release_votes = {make_vote(node_status::not_owner), make_vote(node_status::not_owner),
                                            make_vote(node_status::server_error, errc::wrong_type)};
   EXPECT_EQ(failure_reason(op_kind::release, release_votes), errc::not_owner);
+  // One refusal of three does not rule out a quorum by itself: the permanent error
+  // of the other node is the reason.
+  const std::vector<vote> mixed = {make_vote(node_status::not_owner), make_vote(node_status::ok),
+                                   make_vote(node_status::server_error, errc::wrong_type)};
+  EXPECT_EQ(failure_reason(op_kind::release, mixed), errc::wrong_type);
 }
 
 TEST(FailureReason, NonPermanentServerErrorsAreUnavailable) {

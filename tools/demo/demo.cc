@@ -48,7 +48,10 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(got.lock.fence().value_or(0)),
                 static_cast<long long>(got.lock.remaining_validity().count()));
 
-    auto other = rival.acquire("demo:report-job", {2s, redlock::retry_policy::once()});
+    redlock::acquire_options once;
+    once.ttl = 2s;
+    once.retry = redlock::retry_policy::once();
+    auto other = rival.acquire("demo:report-job", once);
     std::printf("\n2. a second client tries the same resource: %s\n", other.report.message().c_str());
 
     auto ext = got.lock.extend(30s);
@@ -66,7 +69,7 @@ int main(int argc, char** argv) {
     std::printf("\n5. release: %s\n", rel.message().c_str());
     print_nodes(rel);
 
-    auto after = rival.acquire("demo:report-job", {2s, redlock::retry_policy::once()});
+    auto after = rival.acquire("demo:report-job", once);
     std::printf("\n6. the second client tries again: %s (fence %llu)\n", after.report.message().c_str(),
                 static_cast<unsigned long long>(after.lock.fence().value_or(0)));
     if (!rel || !after) return 1;

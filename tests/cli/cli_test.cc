@@ -1,0 +1,789 @@
+// Tests of the built `redlock` binary, run as a subprocess against real
+// redis-server nodes (tests/support). Every table row of the CLI contract and every
+// exit status has a test here; every wait is bounded.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fake_listener.h"
+#include "redis_node.h"
+
+extern char** environ;
+
+namespace redlock::test {
+namespace {
+
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr const char* cli_path = REDLOCK_CLI_PATH;
+
+struct cli_result {
+  int code = -1;  // exit status, or 128 + signal
+  std::string out;
+  std::string err;
+  milliseconds elapsed{0};
+};
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
+  return s;
+}
+
+// The redlock binary running as a child, stdout and stderr captured. The
+// destructor SIGKILLs and reaps it if it is still running.
+class cli_process {
+ public:
+  explicit cli_process(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {}) {
+    std::vector<std::string> argv = {cli_path};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (std::strncmp(*e, "REDLOCK_", 8) != 0) env.emplace_back(*e);  // tests choose their own
+    }
+    env.insert(env.end(), extra_env.begin(), extra_env.end());
+    std::vector<char*> cargv, cenv;
+    for (auto& a : argv) cargv.push_back(a.data());
+    cargv.push_back(nullptr);
+    for (auto& e : env) cenv.push_back(e.data());
+    cenv.push_back(nullptr);
+
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe2");
+    start_ = steady::now();
+    pid_ = ::fork();
+    if (pid_ < 0) throw std::runtime_error("fork");
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      const int devnull = ::open("/dev/null", O_RDONLY);
+      ::dup2(devnull, 0);
+      ::dup2(out[1], 1);
+      ::dup2(err[1], 2);
+      ::execve(cargv[0], cargv.data(), cenv.data());
+      ::_exit(255);
+    }
+    ::close(out[1]);
+    ::close(err[1]);
+    out_fd_ = out[0];
+    err_fd_ = err[0];
+  }
+
+  ~cli_process() {
+    if (pid_ > 0 && !exited_) {
+      ::kill(pid_, SIGKILL);
+      int st;
+      ::waitpid(pid_, &st, 0);
+    }
+    if (out_fd_ >= 0) ::close(out_fd_);
+    if (err_fd_ >= 0) ::close(err_fd_);
+  }
+
+  pid_t pid() const { return pid_; }
+  void signal(int signo) const { ::kill(pid_, signo); }
+
+  // Waits up to `timeout` for the process to exit. On timeout the test fails and
+  // the process is killed.
+  cli_result wait(milliseconds timeout = 15s) {
+    const auto deadline = steady::now() + timeout;
+    std::optional<steady::time_point> exited_at;
+    while (true) {
+      drain(20);
+      if (!exited_) {
+        int st = 0;
+        if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+          exited_ = true;
+          result_.elapsed = std::chrono::duration_cast<milliseconds>(steady::now() - start_);
+          result_.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+          exited_at = steady::now();
+        } else if (steady::now() > deadline) {
+          ADD_FAILURE() << "redlock did not exit within " << timeout.count()
+                        << " ms; stderr so far: " << result_.err;
+          ::kill(pid_, SIGKILL);
+          continue;
+        }
+      }
+      // After exit, read until EOF; a grandchild that kept the pipes open gets 1 s.
+      if (exited_ && ((out_fd_ < 0 && err_fd_ < 0) || steady::now() - *exited_at > 1s)) return result_;
+    }
+  }
+
+ private:
+  void drain(int timeout_ms) {
+    pollfd p[2] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
+    if (::poll(p, 2, timeout_ms) <= 0) return;
+    read_from(out_fd_, p[0].revents, result_.out);
+    read_from(err_fd_, p[1].revents, result_.err);
+  }
+  static void read_from(int& fd, short revents, std::string& into) {
+    if (fd < 0 || revents == 0) return;
+    char buf[4096];
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      into.append(buf, static_cast<std::size_t>(n));
+    } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+      ::close(fd);
+      fd = -1;
+    }
+  }
+
+  pid_t pid_ = -1;
+  int out_fd_ = -1, err_fd_ = -1;
+  bool exited_ = false;
+  steady::time_point start_;
+  cli_result result_;
+};
+
+cli_result run_cli(const std::vector<std::string>& args, const std::vector<std::string>& env = {},
+                   milliseconds timeout = 15s) {
+  cli_process p(args, env);
+  return p.wait(timeout);
+}
+
+// Asserts the contract for errors: exactly one line on stderr, starting "redlock: ".
+void expect_one_error_line(const cli_result& r) {
+  EXPECT_EQ(r.err.rfind("redlock: ", 0), 0u) << r.err;
+  ASSERT_FALSE(r.err.empty());
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not exactly one line: " << r.err;
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+// (The tests scan the tool's output by hand: std::regex trips GCC 12's
+// -Wmaybe-uninitialized under the sanitizers.)
+
+bool all_of_chars(const std::string& s, const char* allowed) {
+  return !s.empty() && s.find_first_not_of(allowed) == std::string::npos;
+}
+bool is_token(const std::string& s) { return s.size() == 32 && all_of_chars(s, "0123456789abcdef"); }
+bool is_number(const std::string& s) { return all_of_chars(s, "0123456789"); }
+
+// The number after the first "key": in `json` (searching from `from`); nullopt if
+// absent or not a number.
+std::optional<double> json_number(const std::string& json, const std::string& key, std::size_t from = 0) {
+  const std::string k = "\"" + key + "\":";
+  const std::size_t at = json.find(k, from);
+  if (at == std::string::npos) return std::nullopt;
+  const char* begin = json.c_str() + at + k.size();
+  char* end = nullptr;
+  const double v = std::strtod(begin, &end);
+  if (end == begin) return std::nullopt;
+  return v;
+}
+
+// The string after the first "key": in `json`; nullopt if absent or not a string.
+std::optional<std::string> json_string(const std::string& json, const std::string& key) {
+  const std::string k = "\"" + key + "\":\"";
+  const std::size_t at = json.find(k);
+  if (at == std::string::npos) return std::nullopt;
+  const std::size_t end = json.find('"', at + k.size());
+  if (end == std::string::npos) return std::nullopt;
+  return json.substr(at + k.size(), end - at - k.size());
+}
+
+bool process_alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno != ESRCH); }
+
+// A temporary directory for pid files and markers, removed afterwards.
+class temp_dir {
+ public:
+  temp_dir() {
+    char tmpl[] = "/tmp/redlock-cli-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp");
+    path_ = tmpl;
+  }
+  ~temp_dir() { std::system(("rm -rf '" + path_ + "'").c_str()); }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+std::optional<std::string> read_file(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return std::nullopt;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// Waits (bounded) until `path` exists and holds a line; returns its content.
+std::string wait_for_file(const std::string& path, milliseconds timeout = 5s) {
+  const auto deadline = steady::now() + timeout;
+  while (steady::now() < deadline) {
+    if (auto s = read_file(path); s && !s->empty() && s->back() == '\n') return *s;
+    std::this_thread::sleep_for(10ms);
+  }
+  ADD_FAILURE() << "timed out waiting for " << path;
+  return {};
+}
+
+// Five real nodes per test; each test names its own resources.
+class Cli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { cluster_ = std::make_unique<redis_cluster>(5); }
+  static void TearDownTestSuite() { cluster_.reset(); }
+
+  void TearDown() override {
+    // Leave the nodes as we found them, and no command of ours running.
+    for (std::size_t i = 0; i < cluster_->size(); ++i) {
+      redis_node& n = (*cluster_)[i];
+      if (n.paused()) n.resume();
+      if (!n.running()) n.start();
+    }
+    for (pid_t pid : children_) {
+      if (process_alive(pid)) {
+        ADD_FAILURE() << "command " << pid << " outlived redlock run";
+        ::kill(pid, SIGKILL);
+      }
+    }
+  }
+
+  static redis_cluster& cluster() { return *cluster_; }
+  static std::string nodes() { return "--nodes=" + join(cluster_->uris(), ","); }
+  // The args plus --nodes for the cluster and timeouts that hold on a loaded (or
+  // sanitized) test machine, before any "--" (where run's command starts).
+  static std::vector<std::string> with_nodes(std::vector<std::string> args) {
+    args.insert(std::find(args.begin(), args.end(), "--"),
+                {nodes(), "--node-timeout=200ms", "--connect-timeout=1s"});
+    return args;
+  }
+  // Remembers the pid written to `pid_file` by a command, for the leak check.
+  pid_t track_child(const std::string& pid_file) {
+    const std::string s = wait_for_file(pid_file);
+    const pid_t pid = s.empty() ? -1 : static_cast<pid_t>(std::stol(s));
+    if (pid > 0) children_.push_back(pid);
+    return pid;
+  }
+  std::string acquire_token(const std::string& resource, const std::string& ttl) {
+    const cli_result r = run_cli(with_nodes({"acquire", resource, "--ttl", ttl}));
+    EXPECT_EQ(r.code, 0) << r.err;
+    return trim(r.out);
+  }
+
+  static std::unique_ptr<redis_cluster> cluster_;
+  std::vector<pid_t> children_;
+};
+
+std::unique_ptr<redis_cluster> Cli::cluster_;
+
+// --- acquire ---
+
+TEST_F(Cli, acquire_prints_token_and_holds_the_lock_on_every_node) {
+  const cli_result r = run_cli(with_nodes({"acquire", "cli-acq-text", "--ttl", "10s"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  const std::string token = trim(r.out);
+  EXPECT_TRUE(is_token(token)) << r.out;
+  EXPECT_EQ(r.out, token + "\n");
+  EXPECT_EQ(cluster().count_value("cli-acq-text", token), 5);
+  EXPECT_GT(cluster()[0].pttl("cli-acq-text"), 5000);
+}
+
+TEST_F(Cli, acquire_json_has_resource_token_validity_and_null_fence) {
+  const cli_result r = run_cli(with_nodes({"acquire", "cli-acq-json", "--ttl", "5s", "--json"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string token = json_string(r.out, "token").value_or("");
+  ASSERT_TRUE(is_token(token)) << r.out;
+  const double validity = json_number(r.out, "validity_ms").value_or(-1);
+  EXPECT_EQ(r.out, "{\"resource\":\"cli-acq-json\",\"token\":\"" + token + "\",\"validity_ms\":" +
+                       std::to_string(static_cast<long>(validity)) + ",\"fence\":null}\n");
+  EXPECT_EQ(cluster().count_value("cli-acq-json", token), 5);
+  EXPECT_GT(validity, 4000);
+  EXPECT_LE(validity, 5000);
+}
+
+TEST_F(Cli, acquire_with_fencing_gives_increasing_numeric_fences) {
+  const cli_result a = run_cli(with_nodes({"acquire", "cli-fence", "--ttl", "5s", "--fencing", "--json"}));
+  ASSERT_EQ(a.code, 0) << a.err;
+  const auto fence1 = json_number(a.out, "fence");
+  ASSERT_TRUE(fence1) << a.out;
+  const std::string token = json_string(a.out, "token").value_or("");
+  ASSERT_TRUE(is_token(token)) << a.out;
+  ASSERT_EQ(run_cli(with_nodes({"release", "cli-fence", token})).code, 0);
+  const cli_result b = run_cli(with_nodes({"acquire", "cli-fence", "--ttl", "5s", "--fencing", "--json"}));
+  ASSERT_EQ(b.code, 0) << b.err;
+  const auto fence2 = json_number(b.out, "fence");
+  ASSERT_TRUE(fence2) << b.out;
+  EXPECT_GT(*fence2, *fence1);
+}
+
+TEST_F(Cli, acquire_of_a_held_lock_exits_75) {
+  const std::string token = acquire_token("cli-contended", "10s");
+  const cli_result r = run_cli(with_nodes({"acquire", "cli-contended", "--ttl", "10s"}));
+  EXPECT_EQ(r.code, 75);
+  EXPECT_EQ(r.out, "");
+  expect_one_error_line(r);
+  EXPECT_NE(r.err.find("contended"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(token), std::string::npos) << "the holder's token must not leak: " << r.err;
+  EXPECT_EQ(cluster().count_value("cli-contended", token), 5);
+}
+
+TEST_F(Cli, acquire_with_wait_gives_up_after_the_wait_with_75) {
+  acquire_token("cli-wait-75", "10s");
+  const cli_result r = run_cli(
+      with_nodes({"acquire", "cli-wait-75", "--ttl", "10s", "--wait", "400ms", "--retry-delay", "50ms"}));
+  EXPECT_EQ(r.code, 75) << r.err;
+  expect_one_error_line(r);
+  EXPECT_GE(r.elapsed, 300ms);
+  EXPECT_LT(r.elapsed, 5s);
+}
+
+TEST_F(Cli, acquire_with_wait_succeeds_once_the_holder_expires) {
+  acquire_token("cli-wait-ok", "1s");
+  const cli_result r =
+      run_cli(with_nodes({"acquire", "cli-wait-ok", "--ttl", "5s", "--wait=5s", "--retry-delay=50ms"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_GE(r.elapsed, 500ms);  // it had to wait for the first holder's TTL
+  // A quorum at least: the first holder's keys may outlive it by a moment on some nodes.
+  EXPECT_GE(cluster().count_value("cli-wait-ok", trim(r.out)), 3);
+}
+
+TEST_F(Cli, acquire_takes_nodes_from_REDLOCK_NODES_and_quiet_prints_nothing) {
+  const cli_result r =
+      run_cli({"acquire", "cli-env", "--ttl", "5s", "-q"}, {"REDLOCK_NODES=" + join(cluster().uris(), ",")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(cluster().count_key("cli-env"), 5);
+}
+
+TEST_F(Cli, acquire_exits_69_when_a_majority_of_nodes_is_paused) {
+  for (std::size_t i : {0u, 2u, 4u}) cluster()[i].pause();
+  const cli_result r = run_cli(with_nodes({"acquire", "cli-69", "--ttl", "5s"}));
+  EXPECT_EQ(r.code, 69) << r.err;
+  expect_one_error_line(r);
+  EXPECT_NE(r.err.find(cluster()[0].uri()), std::string::npos) << "names the silent node: " << r.err;
+  EXPECT_NE(r.err.find("timeout"), std::string::npos) << r.err;
+  EXPECT_LT(r.elapsed, 5s);
+}
+
+// --- release ---
+
+TEST_F(Cli, release_deletes_the_key_on_every_node) {
+  const std::string token = acquire_token("cli-release", "10s");
+  const cli_result r = run_cli(with_nodes({"release", "cli-release", token}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "released cli-release\n");
+  EXPECT_EQ(cluster().count_key("cli-release"), 0);
+}
+
+TEST_F(Cli, release_json_reports_released) {
+  const std::string token = acquire_token("cli-release-json", "10s");
+  const cli_result r = run_cli(with_nodes({"release", "--json", "cli-release-json", token}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "{\"resource\":\"cli-release-json\",\"released\":true}\n");
+}
+
+TEST_F(Cli, release_with_a_stale_token_is_refused_with_1_and_keeps_the_new_holder) {
+  const std::string stale = acquire_token("cli-stale", "1s");
+  std::this_thread::sleep_for(1300ms);  // the first lock expires
+  const std::string current = acquire_token("cli-stale", "10s");
+  ASSERT_NE(stale, current);
+  const cli_result r = run_cli(with_nodes({"release", "cli-stale", stale}));
+  EXPECT_EQ(r.code, 1);
+  expect_one_error_line(r);
+  EXPECT_NE(r.err.find("not owner"), std::string::npos) << r.err;
+  EXPECT_EQ(cluster().count_value("cli-stale", current), 5);
+}
+
+// --- extend ---
+
+TEST_F(Cli, extend_sets_the_ttl_from_now) {
+  const std::string token = acquire_token("cli-extend", "1s");
+  const cli_result r = run_cli(with_nodes({"extend", "cli-extend", token, "--ttl", "20s", "--json"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto validity = json_number(r.out, "validity_ms");
+  ASSERT_TRUE(validity) << r.out;
+  EXPECT_GT(*validity, 15000);
+  for (std::size_t i = 0; i < 5; ++i) EXPECT_GT(cluster()[i].pttl("cli-extend"), 15000);
+}
+
+TEST_F(Cli, extend_with_a_foreign_token_is_refused_with_1) {
+  const std::string token = acquire_token("cli-extend-foreign", "5s");
+  const cli_result r = run_cli(
+      with_nodes({"extend", "cli-extend-foreign", "0123456789abcdef0123456789abcdef", "--ttl", "20s"}));
+  EXPECT_EQ(r.code, 1);
+  expect_one_error_line(r);
+  EXPECT_EQ(cluster().count_value("cli-extend-foreign", token), 5);
+  EXPECT_LT(cluster()[0].pttl("cli-extend-foreign"), 6000);
+}
+
+// --- run ---
+
+TEST_F(Cli, run_gives_the_command_the_lock_in_its_environment_and_releases_after) {
+  const cli_result r = run_cli(with_nodes({"run", "cli-run-env", "--ttl", "5s", "--", "sh", "-c",
+                                           "printf '%s|%s|%s' \"$REDLOCK_RESOURCE\" \"$REDLOCK_TOKEN\" "
+                                           "\"${REDLOCK_FENCE-unset}\""}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(r.out.size(), std::string("cli-run-env||unset").size() + 32) << r.out;
+  EXPECT_EQ(r.out.substr(0, 12), "cli-run-env|") << r.out;
+  EXPECT_TRUE(is_token(r.out.substr(12, 32))) << r.out;
+  EXPECT_EQ(r.out.substr(44), "|unset") << r.out;
+  EXPECT_EQ(cluster().count_key("cli-run-env"), 0);
+}
+
+TEST_F(Cli, run_with_fencing_sets_REDLOCK_FENCE) {
+  const cli_result r = run_cli(with_nodes({"run", "cli-run-fence", "--ttl", "5s", "--fencing", "--", "sh",
+                                           "-c", "printf '%s' \"$REDLOCK_FENCE\""}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(is_number(r.out)) << r.out;
+}
+
+TEST_F(Cli, run_keeps_the_lock_while_the_command_outlives_several_ttls) {
+  temp_dir tmp;
+  const auto start = steady::now();
+  cli_process run(with_nodes({"run", "cli-run-long", "--ttl", "1s", "--", "sh", "-c",
+                              "echo $$ > " + tmp.file("pid") + "; exec sleep 3.5"}));
+  track_child(tmp.file("pid"));
+  // Meanwhile, at about 2 and 3 TTLs, nobody else gets the lock.
+  for (auto at : {1500ms, 2500ms}) {
+    std::this_thread::sleep_until(start + at);
+    const cli_result other = run_cli(with_nodes({"acquire", "cli-run-long", "--ttl", "5s"}));
+    EXPECT_EQ(other.code, 75) << other.err;
+  }
+  const cli_result r = run.wait(10s);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_GE(r.elapsed, 3400ms);
+  EXPECT_EQ(cluster().count_key("cli-run-long"), 0);
+}
+
+TEST_F(Cli, run_exits_with_the_commands_status) {
+  const cli_result r = run_cli(with_nodes({"run", "cli-run-3", "--ttl", "5s", "--", "sh", "-c", "exit 3"}));
+  EXPECT_EQ(r.code, 3);
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(cluster().count_key("cli-run-3"), 0);
+}
+
+TEST_F(Cli, run_exits_128_plus_the_signal_that_killed_the_command) {
+  const cli_result r =
+      run_cli(with_nodes({"run", "cli-run-sig", "--ttl", "5s", "--", "sh", "-c", "kill -USR1 $$"}));
+  EXPECT_EQ(r.code, 128 + SIGUSR1);
+  EXPECT_EQ(cluster().count_key("cli-run-sig"), 0);
+}
+
+TEST_F(Cli, run_of_a_missing_command_exits_127_without_taking_the_lock) {
+  const cli_result r =
+      run_cli(with_nodes({"run", "cli-run-127", "--ttl", "5s", "--", "redlock-test-no-such-command", "x"}));
+  EXPECT_EQ(r.code, 127);
+  expect_one_error_line(r);
+  EXPECT_NE(r.err.find("redlock-test-no-such-command"), std::string::npos) << r.err;
+  EXPECT_EQ(cluster().count_key("cli-run-127"), 0);
+}
+
+TEST_F(Cli, run_of_a_command_that_cannot_be_executed_exits_126) {
+  temp_dir tmp;
+  const std::string script = tmp.file("not-executable.sh");
+  std::ofstream(script) << "#!/bin/sh\necho hi\n";
+  ::chmod(script.c_str(), 0644);
+  for (const std::string& cmd : {script, tmp.file("")}) {  // a file without x, and a directory
+    const cli_result r = run_cli(with_nodes({"run", "cli-run-126", "--ttl", "5s", "--", cmd}));
+    EXPECT_EQ(r.code, 126) << cmd;
+    expect_one_error_line(r);
+  }
+  EXPECT_EQ(cluster().count_key("cli-run-126"), 0);
+}
+
+TEST_F(Cli, run_stops_the_command_and_exits_70_when_the_lock_is_lost) {
+  temp_dir tmp;
+  cli_process run(with_nodes({"run", "cli-run-lost", "--ttl", "1s", "--", "sh", "-c",
+                              "echo $$ > " + tmp.file("pid") + "; exec sleep 30"}));
+  const pid_t child = track_child(tmp.file("pid"));
+  for (std::size_t i : {1u, 2u, 3u}) cluster()[i].pause();  // SIGSTOP a majority
+  const cli_result r = run.wait(10s);
+  for (std::size_t i : {1u, 2u, 3u}) cluster()[i].resume();
+  EXPECT_EQ(r.code, 70);
+  expect_one_error_line(r);
+  EXPECT_NE(r.err.find("lost"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("status 143"), std::string::npos) << "the command got SIGTERM: " << r.err;
+  EXPECT_LT(r.elapsed, 8s);
+  EXPECT_FALSE(process_alive(child));
+}
+
+TEST_F(Cli, run_sends_sigkill_after_kill_after_when_the_command_ignores_sigterm) {
+  temp_dir tmp;
+  cli_process run(with_nodes({"run", "cli-run-kill", "--ttl", "1s", "--kill-after", "300ms", "--", "sh", "-c",
+                              "trap '' TERM; echo $$ > " + tmp.file("pid") + "; exec sleep 30"}));
+  const pid_t child = track_child(tmp.file("pid"));
+  for (std::size_t i : {0u, 1u, 2u}) cluster()[i].pause();
+  const cli_result r = run.wait(10s);
+  for (std::size_t i : {0u, 1u, 2u}) cluster()[i].resume();
+  EXPECT_EQ(r.code, 70);
+  expect_one_error_line(r);
+  EXPECT_NE(r.err.find("status 137"), std::string::npos) << "the command got SIGKILL: " << r.err;
+  EXPECT_LT(r.elapsed, 8s);
+  EXPECT_FALSE(process_alive(child));
+}
+
+TEST_F(Cli, run_forwards_sigterm_to_the_command_and_still_releases) {
+  temp_dir tmp;
+  const std::string marker = tmp.file("marker");
+  cli_process run(
+      with_nodes({"run", "cli-run-term", "--ttl", "1s", "--", "sh", "-c",
+                  "trap 'echo got-TERM > " + marker + "; kill $!; exit 7' TERM; sleep 30 & echo $$ > " +
+                      tmp.file("pid") + "; wait"}));
+  track_child(tmp.file("pid"));
+  EXPECT_EQ(cluster().count_key("cli-run-term"), 5);
+  run.signal(SIGTERM);
+  const cli_result r = run.wait(10s);
+  EXPECT_EQ(r.code, 7) << "the command's own status: " << r.err;
+  EXPECT_EQ(read_file(marker).value_or(""), "got-TERM\n");
+  EXPECT_EQ(cluster().count_key("cli-run-term"), 0);
+}
+
+TEST_F(Cli, run_forwards_sigint_and_reports_the_commands_death_by_it) {
+  temp_dir tmp;
+  cli_process run(with_nodes({"run", "cli-run-int", "--ttl", "1s", "--", "sh", "-c",
+                              "echo $$ > " + tmp.file("pid") + "; exec sleep 30"}));
+  const pid_t child = track_child(tmp.file("pid"));
+  run.signal(SIGINT);
+  const cli_result r = run.wait(10s);
+  EXPECT_EQ(r.code, 128 + SIGINT) << r.err;
+  EXPECT_FALSE(process_alive(child));
+  EXPECT_EQ(cluster().count_key("cli-run-int"), 0);
+}
+
+TEST_F(Cli, run_of_a_held_lock_exits_75_without_starting_the_command) {
+  acquire_token("cli-run-75", "10s");
+  temp_dir tmp;
+  const cli_result r =
+      run_cli(with_nodes({"run", "cli-run-75", "--ttl", "5s", "--", "touch", tmp.file("ran")}));
+  EXPECT_EQ(r.code, 75);
+  expect_one_error_line(r);
+  EXPECT_FALSE(read_file(tmp.file("ran")).has_value());
+}
+
+// --- status ---
+
+TEST_F(Cli, status_of_a_free_resource_exits_0) {
+  const cli_result text = run_cli(with_nodes({"status", "cli-status-free"}));
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("holder    none (free)"), std::string::npos) << text.out;
+  const cli_result json = run_cli(with_nodes({"status", "cli-status-free", "--json"}));
+  ASSERT_EQ(json.code, 0) << json.err;
+  EXPECT_EQ(json.out.rfind(R"({"resource":"cli-status-free","holder":null,"quorum":false,"nodes":[)", 0), 0u)
+      << json.out;
+  const std::string node0 =
+      R"({"node":")" + cluster()[0].uri() + R"(","reachable":true,"token":null,"pttl_ms":null,"error":null})";
+  EXPECT_NE(json.out.find(node0), std::string::npos) << json.out;
+}
+
+TEST_F(Cli, status_shows_the_holder_a_quorum_agrees_on) {
+  const std::string token = acquire_token("cli-status-held", "10s");
+  const cli_result text = run_cli(with_nodes({"status", "cli-status-held"}));
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("holder    " + token + " (5 of 5 nodes, quorum 3)"), std::string::npos) << text.out;
+  const cli_result json = run_cli(with_nodes({"status", "cli-status-held", "--json"}));
+  ASSERT_EQ(json.code, 0) << json.err;
+  EXPECT_NE(json.out.find("\"holder\":\"" + token + "\",\"quorum\":true"), std::string::npos) << json.out;
+  int nodes_seen = 0;
+  const std::string node_prefix = "\"reachable\":true,\"token\":\"" + token + "\",\"pttl_ms\":";
+  for (std::size_t at = json.out.find(node_prefix); at != std::string::npos;
+       at = json.out.find(node_prefix, at + 1)) {
+    ++nodes_seen;
+    EXPECT_GT(json_number(json.out, "pttl_ms", at).value_or(0), 5000) << json.out;
+  }
+  EXPECT_EQ(nodes_seen, 5) << json.out;
+}
+
+TEST_F(Cli, status_exits_69_when_a_majority_of_nodes_is_down) {
+  const std::string token = acquire_token("cli-status-69", "10s");
+  for (std::size_t i : {0u, 1u, 2u}) cluster()[i].kill();
+  const cli_result r = run_cli(with_nodes({"status", "cli-status-69", "--json"}));
+  EXPECT_EQ(r.code, 69);
+  expect_one_error_line(r);
+  EXPECT_NE(r.err.find(cluster()[0].uri()), std::string::npos) << "names a down node: " << r.err;
+  // The per-node view is still printed: two nodes answer with the token.
+  EXPECT_NE(r.out.find(R"("holder":null,"quorum":false)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"node\":\"" + cluster()[0].uri() + "\",\"reachable\":false"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\"token\":\"" + token + "\""), std::string::npos) << r.out;
+  EXPECT_LT(r.elapsed, 5s);
+}
+
+// --- bench ---
+
+TEST_F(Cli, bench_json_has_sane_figures) {
+  const cli_result r = run_cli(with_nodes(
+      {"bench", "--duration", "500ms", "--clients", "2", "--resources", "4", "--ttl", "2s", "--json"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(json_number(r.out, "nodes"), 5.0) << r.out;
+  EXPECT_EQ(json_number(r.out, "clients"), 2.0);
+  const double duration = json_number(r.out, "duration_s").value_or(0);
+  EXPECT_GE(duration, 0.5);
+  EXPECT_LT(duration, 5.0);
+  const double acquired = json_number(r.out, "acquired").value_or(0);
+  EXPECT_GT(acquired, 0);
+  EXPECT_TRUE(json_number(r.out, "contended"));
+  EXPECT_EQ(json_number(r.out, "errors"), 0.0);
+  EXPECT_GT(json_number(r.out, "pairs_per_s").value_or(0), 0);
+  for (const char* op : {"acquire", "release", "pair"}) {
+    const std::size_t at = r.out.find(std::string("\"") + op + "\":{\"p50_us\":");
+    ASSERT_NE(at, std::string::npos) << op << ": " << r.out;
+    std::vector<double> figures;
+    for (const char* key : {"p50_us", "p90_us", "p99_us", "p999_us", "max_us"}) {
+      figures.push_back(json_number(r.out, key, at).value_or(-1));
+    }
+    EXPECT_GT(figures[0], 0) << op;
+    for (std::size_t i = 0; i + 1 < figures.size(); ++i)
+      EXPECT_LE(figures[i], figures[i + 1]) << op << ": " << r.out;
+  }
+  const std::size_t rtt_at = r.out.find("\"node_rtt_us\":[");
+  ASSERT_NE(rtt_at, std::string::npos) << r.out;
+  const std::size_t rtt_end = r.out.find(']', rtt_at);
+  std::stringstream rtts(r.out.substr(rtt_at + 15, rtt_end - rtt_at - 15));
+  int rtt_count = 0;
+  for (std::string rtt; std::getline(rtts, rtt, ',');) {
+    EXPECT_TRUE(is_number(rtt)) << rtt;
+    ++rtt_count;
+  }
+  EXPECT_EQ(rtt_count, 5) << r.out;
+  const double ratio = json_number(r.out, "floor_ratio").value_or(0);
+  EXPECT_GT(ratio, 0.5) << "a lock pair is two quorum rounds, not a fraction of one PING";
+  EXPECT_LT(ratio, 10'000);
+  // Every lock it took was released.
+  for (std::size_t i = 0; i < cluster().size(); ++i)
+    EXPECT_EQ(cluster()[i].command({"KEYS", "redlock-bench:*"}), "[]");
+}
+
+TEST_F(Cli, bench_prints_a_table_with_the_floor_ratio) {
+  const cli_result r = run_cli(with_nodes({"bench", "--duration=300ms", "--clients=1"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* part :
+       {"acquire", "release", "pair", "pairs/s", "contended", "PING p50 us", "floor ratio"}) {
+    EXPECT_NE(r.out.find(part), std::string::npos) << part << " in\n" << r.out;
+  }
+  EXPECT_NE(r.out.find(cluster()[4].uri()), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, bench_exits_69_when_no_quorum_answers) {
+  for (std::size_t i : {0u, 1u, 2u}) cluster()[i].kill();
+  const cli_result r = run_cli(with_nodes({"bench", "--duration=300ms"}));
+  EXPECT_EQ(r.code, 69);
+  expect_one_error_line(r);
+}
+
+// --- bad input and bad nodes ---
+
+struct bad_input {
+  const char* name;
+  std::vector<std::string> args;
+  bool add_nodes;
+};
+
+void PrintTo(const bad_input& b, std::ostream* os) { *os << b.name; }
+
+class CliBadInput : public Cli, public ::testing::WithParamInterface<bad_input> {};
+
+TEST_P(CliBadInput, exits_64_with_one_error_line) {
+  std::vector<std::string> args = GetParam().args;
+  if (GetParam().add_nodes) args.push_back(nodes());
+  const cli_result r = run_cli(args);
+  EXPECT_EQ(r.code, 64) << GetParam().name;
+  expect_one_error_line(r);
+  EXPECT_EQ(r.out, "");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Contract, CliBadInput,
+    ::testing::Values(bad_input{"no_command", {}, false}, bad_input{"unknown_command", {"lock", "r"}, true},
+                      bad_input{"unknown_option", {"acquire", "r", "--ttl", "1s", "--bogus"}, true},
+                      bad_input{"missing_ttl", {"acquire", "r"}, true},
+                      bad_input{"bad_duration", {"acquire", "r", "--ttl", "soon"}, true},
+                      bad_input{"negative_duration", {"acquire", "r", "--ttl", "-1s"}, true},
+                      bad_input{
+                          "overflowing_duration", {"acquire", "r", "--ttl", "99999999999999999999m"}, true},
+                      bad_input{"zero_ttl", {"acquire", "r", "--ttl", "0"}, true},
+                      bad_input{"ttl_below_drift", {"acquire", "r", "--ttl", "2ms"}, true},
+                      bad_input{"empty_resource", {"acquire", "", "--ttl", "1s"}, true},
+                      bad_input{"missing_token", {"release", "r"}, true},
+                      bad_input{"run_without_command", {"run", "r", "--ttl", "1s", "--"}, true},
+                      bad_input{"no_nodes", {"status", "r"}, false},
+                      bad_input{"bad_uri_scheme", {"status", "r", "--nodes", "http://127.0.0.1:1"}, false},
+                      bad_input{"bad_uri_port", {"status", "r", "--nodes", "redis://127.0.0.1:99999"}, false},
+                      bad_input{"bad_drift_factor", {"status", "r", "--drift-factor", "2"}, true},
+                      bad_input{"bad_clients", {"bench", "--clients", "many"}, true}),
+    [](const ::testing::TestParamInfo<bad_input>& p) { return std::string(p.param.name); });
+
+TEST_F(Cli, a_node_that_speaks_another_protocol_fails_bounded_with_a_clear_node_error) {
+  fake_listener garbage(fake_listener::mode::garbage);
+  fake_listener silent(fake_listener::mode::silent);
+  const std::string node_list = cluster()[0].uri() + "," + garbage.uri() + "," + silent.uri();
+  const cli_result r = run_cli({"acquire", "cli-fake", "--ttl", "5s", "--nodes", node_list,
+                                "--node-timeout=200ms", "--connect-timeout=1s"});
+  EXPECT_EQ(r.code, 69) << r.err;
+  expect_one_error_line(r);
+  EXPECT_NE(r.err.find(garbage.uri()), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(silent.uri()), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("protocol"), std::string::npos) << "says the garbage node is not Redis: " << r.err;
+  EXPECT_NE(r.err.find("timeout"), std::string::npos) << "says the silent node did not answer: " << r.err;
+  EXPECT_LT(r.elapsed, 5s);
+  EXPECT_EQ(cluster()[0].exists("cli-fake"), false) << "rolled back on the real node";
+
+  const cli_result s = run_cli({"status", "cli-fake", "--nodes", node_list});
+  EXPECT_EQ(s.code, 69);
+  expect_one_error_line(s);
+  EXPECT_LT(s.elapsed, 5s);
+}
+
+TEST_F(Cli, a_majority_of_nodes_refusing_the_password_exits_69_naming_authentication) {
+  node_config cfg;
+  cfg.password = "right-password";
+  redis_cluster secured(3, cfg);
+  std::vector<std::string> wrong;
+  for (std::size_t i = 0; i < secured.size(); ++i) {
+    wrong.push_back("redis://:wrong-password@127.0.0.1:" + std::to_string(secured[i].port()));
+  }
+  const cli_result r = run_cli({"acquire", "cli-auth", "--ttl", "5s", "--nodes", join(wrong, ","),
+                                "--node-timeout=200ms", "--connect-timeout=1s"});
+  EXPECT_EQ(r.code, 69);
+  expect_one_error_line(r);
+  EXPECT_NE(r.err.find("auth"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("wrong-password"), std::string::npos) << "the password must not leak: " << r.err;
+  EXPECT_LT(r.elapsed, 5s);
+}
+
+// --- help ---
+
+TEST(CliHelp, help_exits_0_and_is_quoted_verbatim_in_docs_cli_md) {
+  const cli_result r = run_cli({"--help"});
+  ASSERT_EQ(r.code, 0);
+  EXPECT_EQ(r.err, "");
+  const auto doc = read_file(std::string(REDLOCK_SOURCE_DIR) + "/docs/cli.md");
+  ASSERT_TRUE(doc) << "docs/cli.md is missing";
+  EXPECT_NE(doc->find("```text\n" + r.out + "```\n"), std::string::npos)
+      << "docs/cli.md must quote `redlock --help` verbatim in a ```text block; the help is:\n"
+      << r.out;
+}
+
+TEST(CliHelp, version_prints_the_library_version) {
+  const cli_result r = run_cli({"--version"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out.rfind("redlock ", 0), 0u) << r.out;
+  EXPECT_TRUE(all_of_chars(trim(r.out.substr(8)), "0123456789.")) << r.out;
+}
+
+}  // namespace
+}  // namespace redlock::test

@@ -1,0 +1,160 @@
+#include "common.h"
+
+#include <climits>
+#include <csignal>
+#include <cstdio>
+#include <future>
+#include <utility>
+
+namespace redlock::cli {
+
+int exit_status_for(std::error_code ec) noexcept {
+  if (!ec) return exit_code::ok;
+  if (ec == errc::contended) return exit_code::temp_fail;
+  if (ec == errc::unavailable || ec == errc::auth_failed || ec == errc::validity_exhausted) {
+    return exit_code::unavailable;
+  }
+  if (ec == errc::not_owner) return exit_code::refused;
+  if (ec == errc::invalid_argument || ec == errc::wrong_type) return exit_code::usage;
+  return exit_code::software;  // lock_lost, cancelled, would_deadlock, anything unforeseen
+}
+
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out.push_back(ch);
+    }
+  }
+  return out;
+}
+
+void print_error(std::string_view message) {
+  const std::string line = "redlock: " + printable(message) + "\n";
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+}
+
+void print_warning(const invocation& inv, std::string_view message) {
+  if (!inv.quiet) print_error("warning: " + std::string(message));
+}
+
+bool write_stdout(const std::string& text) {
+  const bool written = std::fwrite(text.data(), 1, text.size(), stdout) == text.size();
+  return std::fflush(stdout) == 0 && written;
+}
+
+std::string quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+std::string signal_name(int signo) {
+  switch (signo) {
+    case SIGHUP:
+      return "SIGHUP";
+    case SIGINT:
+      return "SIGINT";
+    case SIGQUIT:
+      return "SIGQUIT";
+    case SIGKILL:
+      return "SIGKILL";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGUSR1:
+      return "SIGUSR1";
+    case SIGUSR2:
+      return "SIGUSR2";
+    case SIGPIPE:
+      return "SIGPIPE";
+    case SIGALRM:
+      return "SIGALRM";
+    default:
+      return "signal " + std::to_string(signo);
+  }
+}
+
+std::unique_ptr<redlock::client> make_client(const invocation& inv, std::string& error) {
+  client_options o;
+  o.nodes = inv.nodes;
+  o.connect_timeout = inv.connect_timeout;
+  o.command_timeout = inv.node_timeout;
+  o.clock_drift_factor = inv.drift_factor;
+  try {
+    return std::make_unique<redlock::client>(std::move(o));
+  } catch (const config_error& e) {
+    error = e.what();
+    return nullptr;
+  }
+}
+
+redlock::acquire_options lock_options(const invocation& inv) {
+  acquire_options o;
+  o.ttl = inv.ttl;
+  o.fencing = inv.fencing;
+  if (inv.wait.count() > 0) {
+    // Retry until --wait runs out; constant delays jittered in [d/2, d].
+    o.retry.max_attempts = INT_MAX;
+    o.retry.base_delay = inv.retry_delay;
+    o.retry.max_delay = inv.retry_delay;
+    o.retry.deadline = inv.wait;
+  } else {
+    o.retry = retry_policy::once();
+  }
+  return o;
+}
+
+interruptible_acquire acquire_until_signal(redlock::client& c, const invocation& inv,
+                                           redlock::acquire_options options, const event_pipe& events) {
+  using steady = std::chrono::steady_clock;
+  interruptible_acquire out;
+  auto promise = std::make_shared<std::promise<acquire_result>>();
+  std::future<acquire_result> future = promise->get_future();
+  const event_pipe* pipe = &events;
+  const std::uint64_t id =
+      c.acquire_async(inv.resource, std::move(options), [promise, pipe](acquire_result r) {
+        promise->set_value(std::move(r));
+        pipe->post(event{acquire_done_event, 0});
+      });
+
+  // The library bounds every attempt by its timeouts; this is only a safety net so
+  // the tool cannot hang if that promise were ever broken.
+  const auto per_attempt = 2 * inv.connect_timeout + 8 * inv.node_timeout;
+  auto deadline = steady::now() + inv.wait + per_attempt + std::chrono::seconds(10);
+  bool cancelled = false;
+  while (true) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - steady::now());
+    if (left.count() <= 0) {
+      if (cancelled) {
+        out.stuck = true;
+        return out;
+      }
+      c.cancel(id);
+      cancelled = true;
+      deadline = steady::now() + std::chrono::seconds(2);
+      continue;
+    }
+    const std::optional<event> e = events.wait(left);
+    if (!e) continue;
+    if (e->type == acquire_done_event) {
+      out.result.emplace(future.get());
+      return out;
+    }
+    if ((e->type == SIGINT || e->type == SIGTERM || e->type == SIGHUP) && out.signal == 0) {
+      out.signal = e->type;
+      c.cancel(id);
+      cancelled = true;
+    }
+  }
+}
+
+}  // namespace redlock::cli

@@ -1,0 +1,71 @@
+// What the commands share: exit codes, the one-line error, the client built from
+// the command line, and an acquire that a signal can interrupt.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "args.h"
+#include "process.h"
+#include "redlock/redlock.h"
+
+namespace redlock::cli {
+
+// Exit statuses (sysexits.h values where one fits).
+namespace exit_code {
+inline constexpr int ok = 0;
+inline constexpr int refused = 1;           // release/extend: not the owner
+inline constexpr int usage = 64;            // EX_USAGE: usage or configuration error
+inline constexpr int unavailable = 69;      // EX_UNAVAILABLE: no quorum answered
+inline constexpr int software = 70;         // EX_SOFTWARE: lock lost during run; internal error
+inline constexpr int temp_fail = 75;        // EX_TEMPFAIL: held by another owner
+inline constexpr int cannot_execute = 126;  // run: CMD found but not executable
+inline constexpr int not_found = 127;       // run: CMD not found
+}  // namespace exit_code
+
+// The exit status for a failed operation's error code (0 for success).
+int exit_status_for(std::error_code ec) noexcept;
+
+// `text` with control characters escaped (\n, \x1b, ...), for any text output that
+// may carry user input such as a resource name.
+std::string printable(std::string_view text);
+// Writes "redlock: <message>" as exactly one line on stderr, through printable().
+void print_error(std::string_view message);
+// As print_error with "warning: " in front; nothing with --quiet.
+void print_warning(const invocation& inv, std::string_view message);
+// Writes `text` to stdout and flushes. False (errno set) if that failed.
+bool write_stdout(const std::string& text);
+// `s` in double quotes, for messages.
+std::string quote(std::string_view s);
+// "SIGTERM", "SIGINT", ... or "signal N".
+std::string signal_name(int signo);
+
+// The client for the invocation's nodes and timeouts. On a configuration error
+// (bad URI, bad option) returns null and sets `error`.
+std::unique_ptr<redlock::client> make_client(const invocation& inv, std::string& error);
+
+// acquire_options for --ttl, --wait, --retry-delay and --fencing.
+redlock::acquire_options lock_options(const invocation& inv);
+
+// Application events on the event pipe (signals use positive numbers).
+inline constexpr int acquire_done_event = -1;
+inline constexpr int lock_lost_event = -2;
+
+struct interruptible_acquire {
+  std::optional<redlock::acquire_result> result;  // empty only when stuck
+  int signal = 0;      // the SIGINT/SIGTERM/SIGHUP that interrupted the wait, if any
+  bool stuck = false;  // the library did not answer within a generous bound
+};
+
+// Acquires asynchronously and waits on `events`. SIGINT, SIGTERM or SIGHUP (which
+// the caller routes to `events` with a signal_capture) cancel the attempt; the
+// result then says which signal came, and any lock taken meanwhile is in `result`
+// to be released. Other events are ignored.
+interruptible_acquire acquire_until_signal(redlock::client& c, const invocation& inv,
+                                           redlock::acquire_options options, const event_pipe& events);
+
+}  // namespace redlock::cli

@@ -1,0 +1,111 @@
+// Process plumbing for the tool: a self-pipe that signal handlers and library
+// callbacks post events to, PATH lookup, and spawning a child whose exec failure is
+// reported back. POSIX only; no network.
+#pragma once
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace redlock::cli {
+
+// One thing the main thread should react to.
+struct event {
+  int type = 0;    // > 0: that signal arrived; < 0: an application-defined event
+  int detail = 0;  // signals: the si_code (SI_USER, SI_KERNEL, ...)
+};
+
+// A non-blocking, close-on-exec pipe. post() may be called from any thread and
+// from signal handlers; wait() from one thread at a time.
+class event_pipe {
+ public:
+  event_pipe();  // throws std::system_error
+  ~event_pipe();
+  event_pipe(const event_pipe&) = delete;
+  event_pipe& operator=(const event_pipe&) = delete;
+
+  // Async-signal-safe; never blocks. An event is dropped only if thousands are
+  // already pending.
+  void post(event e) const noexcept;
+  // The next event, waiting up to `timeout` (negative: no limit). nullopt on
+  // timeout.
+  std::optional<event> wait(std::chrono::milliseconds timeout) const;
+
+  int write_fd() const noexcept { return write_fd_; }
+
+ private:
+  int read_fd_ = -1;
+  int write_fd_ = -1;
+};
+
+// While alive, each listed signal posts {signo, si_code} to `pipe` instead of
+// taking its previous action (which is restored on destruction). A signal that is
+// ignored on construction stays ignored, as a shell leaves a background job's or
+// nohup's ignored signals alone. At most one instance at a time. The handler may
+// run on any thread.
+class signal_capture {
+ public:
+  signal_capture(const event_pipe& pipe, const std::vector<int>& signals);
+  ~signal_capture();
+  signal_capture(const signal_capture&) = delete;
+  signal_capture& operator=(const signal_capture&) = delete;
+
+  // The signals actually captured (the listed ones that were not ignored).
+  const std::vector<int>& captured() const noexcept { return signals_; }
+
+ private:
+  std::vector<int> signals_;
+  std::vector<struct sigaction> old_;
+};
+
+// The result of looking a command up as execvp would.
+struct resolved_command {
+  std::string path;  // what to pass to execve
+  int error = 0;     // 0, ENOENT (not found) or EACCES (found, not executable)
+};
+
+// A name containing '/' is taken as a path; otherwise each directory of `path_env`
+// (":"-separated, an empty entry meaning "."; unset means "/bin:/usr/bin") is
+// tried in order. A match that exists but is not an executable file is remembered
+// and reported as EACCES if nothing better follows.
+resolved_command resolve_command(const std::string& name, const char* path_env);
+
+// `environ` without any REDLOCK_RESOURCE, REDLOCK_TOKEN or REDLOCK_FENCE, plus those
+// three for the given lock (REDLOCK_FENCE only when `fence` is set).
+std::vector<std::string> lock_environment(char** environ, const std::string& resource,
+                                          const std::string& token, std::optional<std::uint64_t> fence);
+
+// Ignores SIGPIPE in this process (a peer closing a socket must not kill the tool),
+// remembering whether it was ignored already for spawn().
+void ignore_sigpipe() noexcept;
+
+struct spawn_result {
+  pid_t pid = -1;            // the running child, when error == 0
+  int error = 0;             // errno of fork or exec; the child is already reaped then
+  bool exec_failed = false;  // error came from execve (else from fork or pipe)
+};
+
+// Forks and execs `path` with `argv` and `env`. In the child, `reset_signals` go
+// back to their default action and SIGPIPE to what it was before
+// ignore_sigpipe(); and the child gets SIGTERM if this
+// process dies (PR_SET_PDEATHSIG), so a killed tool never leaves its command
+// running without the lock. An exec failure is reported through a close-on-exec
+// pipe before this returns.
+spawn_result spawn(const std::string& path, const std::vector<std::string>& argv,
+                   const std::vector<std::string>& env, const std::vector<int>& reset_signals);
+
+// The shell's view of a wait status: the exit code, or 128 + the signal number.
+int shell_status(int wait_status) noexcept;
+
+// The file descriptors open now (from /proc/self/fd).
+std::vector<int> open_fds();
+// Sets FD_CLOEXEC on every open descriptor > 2 that is not in `keep`, so a child
+// inherits only what this process inherited (not the library's sockets).
+void set_cloexec_except(const std::vector<int>& keep);
+
+}  // namespace redlock::cli
