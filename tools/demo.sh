@@ -13,6 +13,6 @@ echo "== nodes: $REDLOCK_NODES"
 ./build/redlock_demo
 echo
 echo "== redlock run: a job that must run on one host only"
-./build/tools/redlock run nightly-report --ttl 5s -- sh -c 'echo "  job running with fence-free token ${REDLOCK_TOKEN%????????????????????????}... on $(hostname)"; sleep 1; echo "  job done"'
+./build/tools/redlock run nightly-report --ttl 5s --fencing -- sh -c 'echo "  job running on $(hostname) with fence $REDLOCK_FENCE"; sleep 1; echo "  job done"'
 echo "== while it is not running, the lock is free:"
 ./build/tools/redlock status nightly-report

@@ -3,6 +3,7 @@
 //
 //   redlock_demo redis://127.0.0.1:7001 redis://127.0.0.1:7002 ...
 //   (or REDLOCK_NODES=uri,uri,... redlock_demo)
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -44,6 +45,7 @@ int main(int argc, char** argv) {
     std::printf("\n1. acquire demo:report-job (ttl 10 s, fencing): %s\n", got.report.message().c_str());
     print_nodes(got.report);
     if (!got) return 1;
+    const std::uint64_t first_fence = got.lock.fence().value_or(0);
     std::printf("   fence token %llu, validity %lld ms\n",
                 static_cast<unsigned long long>(got.lock.fence().value_or(0)),
                 static_cast<long long>(got.lock.remaining_validity().count()));
@@ -69,10 +71,13 @@ int main(int argc, char** argv) {
     std::printf("\n5. release: %s\n", rel.message().c_str());
     print_nodes(rel);
 
+    once.fencing = true;
     auto after = rival.acquire("demo:report-job", once);
-    std::printf("\n6. the second client tries again: %s (fence %llu)\n", after.report.message().c_str(),
-                static_cast<unsigned long long>(after.lock.fence().value_or(0)));
-    if (!rel || !after) return 1;
+    std::printf("\n6. the second client tries again, with fencing: %s (fence %llu > %llu)\n",
+                after.report.message().c_str(),
+                static_cast<unsigned long long>(after.lock.fence().value_or(0)),
+                static_cast<unsigned long long>(first_fence));
+    if (!rel || !after || after.lock.fence().value_or(0) <= first_fence) return 1;
     std::printf("\ndemo ok\n");
     return 0;
   } catch (const redlock::config_error& e) {
