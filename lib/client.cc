@@ -34,6 +34,8 @@ std::vector<detail::node_address> validate(const client_options& o) {
   if (o.reconnect_max_backoff < o.reconnect_min_backoff) {
     throw config_error("reconnect_max_backoff must be at least reconnect_min_backoff");
   }
+  if (o.clock_jump_threshold.count() < 0) throw config_error("clock_jump_threshold must not be negative");
+  if (o.clock_sample_interval.count() < 0) throw config_error("clock_sample_interval must not be negative");
   if (!(o.clock_drift_factor >= 0.0 && o.clock_drift_factor < 0.5)) {
     throw config_error("clock_drift_factor must be in [0, 0.5)");
   }

@@ -63,6 +63,8 @@ std::string wire::encode(bool with_body) const {
   out.reserve(64 + code.size() + cmd_.key.size() * 2 + cmd_.arg1.size() + cmd_.arg2.size());
   if (cmd_.script == script_id::ping) {
     append_resp(out, {"PING"});
+  } else if (cmd_.script == script_id::acquire_set && !with_body) {
+    append_resp(out, {"SET", cmd_.key, cmd_.arg1, "NX", "PX", cmd_.arg2, "GET"});
   } else if (cmd_.script == script_id::inspect) {
     append_resp(out, {verb, code, nkeys, cmd_.key});
   } else if (sc.num_keys > 1) {
@@ -357,6 +359,11 @@ std::string connection::acquire_exclusion(std::chrono::steady_clock::time_point 
   return {};
 }
 
+bool connection::time_sample_due(std::chrono::steady_clock::time_point now) const {
+  if (core_.options().clock_jump_threshold.count() <= 0) return false;
+  return !last_time_ || now - last_time_->first >= core_.options().clock_sample_interval;
+}
+
 void connection::observe_server_time(std::int64_t server_us, std::chrono::steady_clock::time_point local_mid) {
   const auto threshold = core_.options().clock_jump_threshold;
   if (threshold.count() <= 0) return;
@@ -401,6 +408,14 @@ void connection::become_ready() {
 }
 
 void connection::encode(request& r) {
+  if (r.cmd->script() == script_id::acquire_set) {
+    // The plain SET form, unless this server rejected it before (then EVAL).
+    const bool plain = !r.force_eval && !r.cmd->force_eval() && !set_get_unsupported_;
+    out_.append(plain ? r.cmd->sha_form() : r.cmd->eval_form());
+    r.used_sha = plain;
+    r.sent = true;
+    return;
+  }
   const unsigned bit = 1u << static_cast<unsigned>(r.cmd->script());
   const bool use_sha = !r.force_eval && !r.cmd->force_eval() && (scripts_loaded_ & bit) != 0;
   out_.append(use_sha ? r.cmd->sha_form() : r.cmd->eval_form());
@@ -503,6 +518,15 @@ void connection::on_request_reply(redisReply* reply) {
     core_.note_quiet();
     return;
   }
+  if (reply->type == REDIS_REPLY_ERROR && r.used_sha && r.cmd->script() == script_id::acquire_set &&
+      std::string_view(reply->str, reply->len).rfind("ERR syntax error", 0) == 0) {
+    // A server older than 7.0 refuses SET ... NX ... GET: use the script from now on.
+    set_get_unsupported_ = true;
+    auto submitted = r.submitted;
+    submit(std::move(r.cmd), true, std::move(r.target), r.tag);
+    if (!queue_.empty() && queue_.back().tag == r.tag) queue_.back().submitted = submitted;
+    return;
+  }
   if (reply->type == REDIS_REPLY_ERROR && std::string_view(reply->str, reply->len).rfind("NOSCRIPT", 0) == 0) {
     // The script cache was flushed (SCRIPT FLUSH, restart): send the body again.
     scripts_loaded_ &= ~(1u << static_cast<unsigned>(r.cmd->script()));
@@ -532,17 +556,26 @@ void connection::on_request_reply(redisReply* reply) {
   core_.note_quiet();
 }
 
+std::uint64_t connection::stall_ms() const noexcept {
+  // A connection whose oldest request has had no reply, and that received no byte
+  // at all, for this long is stalled (paused server, black hole): it is closed and
+  // reconnected. Generous, because a starved client machine looks the same.
+  return std::max<std::uint64_t>(4 * static_cast<std::uint64_t>(core_.options().command_timeout.count()), 1000);
+}
+
 void connection::arm_deadline_timer() {
+  // Deadlines grow along the queue (each is its submission + command_timeout), so
+  // the first request still waiting holds the earliest one: no full scan.
   std::uint64_t next = 0;
   for (const request& r : queue_) {
-    if (!r.expired && (next == 0 || r.deadline_ms < next)) next = r.deadline_ms;
+    if (!r.expired) {
+      next = r.deadline_ms;
+      break;
+    }
   }
-  // A connection whose oldest request has had no reply for 4 x command_timeout is
-  // considered stalled (paused server, black hole): check for that too.
-  const std::uint64_t cmd_ms = static_cast<std::uint64_t>(core_.options().command_timeout.count());
   for (const request& r : queue_) {
     if (r.sent) {
-      std::uint64_t stall = r.deadline_ms + 3 * cmd_ms;
+      const std::uint64_t stall = std::max(r.deadline_ms, last_read_ms_ + stall_ms());
       if (next == 0 || stall < next) next = stall;
       break;
     }
@@ -559,32 +592,29 @@ void connection::arm_deadline_timer() {
 void connection::on_deadline_timer() {
   const std::uint64_t now = uv_now(core_.loop());
   const std::uint64_t cmd_ms = static_cast<std::uint64_t>(core_.options().command_timeout.count());
-  std::vector<std::pair<std::shared_ptr<sink>, std::pair<std::uint32_t, std::chrono::microseconds>>> expired;
-  bool stalled = false;
+  std::vector<std::pair<std::shared_ptr<sink>, std::uint32_t>> expired;
   for (request& r : queue_) {
-    if (!r.expired && r.deadline_ms <= now) {
-      r.expired = true;
-      expired.emplace_back(std::move(r.target),
-                           std::make_pair(r.tag, std::chrono::duration_cast<std::chrono::microseconds>(
-                                                     core_.now() - r.submitted)));
-    }
+    if (r.expired) continue;
+    if (r.deadline_ms > now) break;  // deadlines grow along the queue
+    r.expired = true;
+    expired.emplace_back(std::move(r.target), r.tag);
   }
+  bool stalled = false;
   for (const request& r : queue_) {
     if (r.sent) {
-      stalled = r.deadline_ms + 3 * cmd_ms <= now && last_read_ms_ + 3 * cmd_ms <= now;
+      stalled = r.deadline_ms <= now && last_read_ms_ + stall_ms() <= now;
       break;
     }
   }
-  std::string detail = "no reply within " + std::to_string(cmd_ms) + " ms";
+  const std::string detail = "no reply within " + std::to_string(cmd_ms) + " ms";
   for (auto& e : expired) {
     reply_event ev;
     ev.status = node_status::timeout;
     ev.detail = detail;
-    (void)e.second.second;
-    if (e.first) e.first->on_reply(index_, e.second.first, ev);
+    if (e.first) e.first->on_reply(index_, e.second, ev);
   }
   if (stalled && state_ == state::ready) {
-    fail_connection(node_status::timeout, "node stalled: no reply for " + std::to_string(4 * cmd_ms) + " ms");
+    fail_connection(node_status::timeout, "node stalled: nothing received for " + std::to_string(stall_ms()) + " ms");
     return;
   }
   if (deadline_timer_ == 0) arm_deadline_timer();

@@ -97,6 +97,8 @@ class connection {
   // A server TIME sample taken at `local_mid` on the client's clock (the middle of
   // the request's round trip). Flags a forward clock jump.
   void observe_server_time(std::int64_t server_us, std::chrono::steady_clock::time_point local_mid);
+  // True when the clock-jump guard wants a new TIME sample from this node.
+  bool time_sample_due(std::chrono::steady_clock::time_point now) const;
 
  private:
   enum class state { idle, resolving, connecting, handshake, ready, backoff, closed };
@@ -127,6 +129,7 @@ class connection {
   void become_ready();
   void encode(request& r);
   void arm_deadline_timer();
+  std::uint64_t stall_ms() const noexcept;
   void on_deadline_timer();
   void complete(request& r, const reply_event& ev);
 
@@ -152,6 +155,7 @@ class connection {
   std::string down_detail_ = "not connected yet";
   std::uint64_t last_read_ms_ = 0;
   unsigned scripts_loaded_ = 0;  // bit per script_id: body sent on this connection
+  bool set_get_unsupported_ = false;  // the server refused SET ... NX ... GET
   // Restart guard: the server's run_id, and its estimated start on our clock once
   // a restart was seen (run_id changed, or first sight in strict mode).
   std::string run_id_;

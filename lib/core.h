@@ -49,6 +49,7 @@ struct held {
   std::chrono::milliseconds max_hold{0};  // 0 = no cap
   std::chrono::steady_clock::time_point acquired_at;
   bool capped = false;  // the extension cap was reached: the lock runs out
+  report last_failure;  // the last failed watchdog extension, for on_lost
 
   // The TTL an extension may ask for now under the cap; nullopt once it is reached.
   std::optional<std::chrono::milliseconds> capped_ttl(std::chrono::milliseconds ttl,

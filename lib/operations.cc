@@ -169,19 +169,28 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
     retry_timer_ = 0;
     ++attempt_;
     token_ = make_token();
-    auto r = std::make_shared<round>(c_, op_kind::acquire, o_.fencing ? script_id::acquire_fenced : script_id::acquire,
-                                     false);
+    // Fenced: the fenced script. Otherwise the plain SET NX PX GET, or the script
+    // that also returns TIME when the clock-jump guard wants a sample.
+    const auto t0 = c_.now();
+    script_id sid = script_id::acquire_set;
+    if (o_.fencing) {
+      sid = script_id::acquire_fenced;
+    } else {
+      for (std::size_t i = 0; i < c_.size() && sid == script_id::acquire_set; ++i) {
+        if (c_.conn(i).time_sample_due(t0)) sid = script_id::acquire;
+      }
+    }
+    auto r = std::make_shared<round>(c_, op_kind::acquire, sid, false);
     auto self = shared_from_this();
     r->on_decided = [self](round& rd) { self->on_acquired(rd); };
     // The round (kept alive by its in-flight requests) keeps the op alive for late
     // answers; the op does not hold the round, so there is no cycle.
     r->on_late = [self, attempt = attempt_](round& rd, std::size_t node) { self->on_late(rd, node, attempt); };
-    command cmd = lock_command(o_.fencing ? script_id::acquire_fenced : script_id::acquire, key_, token_,
-                               std::to_string(o_.ttl.count()));
+    command cmd = lock_command(sid, key_, token_, std::to_string(o_.ttl.count()));
     if (o_.fencing) cmd.key2 = fence_key_;
     // Nodes that the restart or clock-jump guard quarantines get no vote.
     const auto quarantine = c_.quarantine_for(o_.ttl);
-    const auto now = c_.now();
+    const auto now = t0;
     std::vector<std::string> skip(c_.size());
     bool any = false;
     for (std::size_t i = 0; i < skip.size(); ++i) {
@@ -522,7 +531,9 @@ void core::watchdog_tick(const std::shared_ptr<held>& h) {
   const lease l = h->snapshot();
   const clock_tp t = now();
   if (t >= *l.valid_until) {
-    report why = bare_report(*this, make_error_code(h->capped ? errc::extension_limit : errc::lock_lost), "");
+    // Report what the last failed extension saw (which nodes, and why), if any.
+    report why = h->last_failure.nodes.empty() ? bare_report(*this, {}, "") : h->last_failure;
+    why.error = make_error_code(h->capped ? errc::extension_limit : errc::lock_lost);
     return declare_lost(h, why);
   }
   const auto ttl = h->capped_ttl(h->ttl, t, options_.clock_drift_factor);
@@ -556,6 +567,7 @@ void core::watchdog_tick(const std::shared_ptr<held>& h) {
     }
     // Transient (unavailable): retry within the remaining validity; the tick
     // declares the lock lost once validity has run out.
+    hp->last_failure = r;
     const clock_tp until = hp->snapshot().valid_until.value_or(now());
     const auto remaining = duration_cast<milliseconds>(until - now());
     milliseconds gap = std::max(milliseconds(10), hp->interval / 4);

@@ -10,13 +10,15 @@ namespace redlock::detail {
 const std::string& script::sha() const {
   // Computed once per script, thread-safe (static local init per index).
   static const std::string shas[] = {sha1_hex(kAcquire), sha1_hex(kAcquireFenced), sha1_hex(kFenceCommit),
-                                     sha1_hex(kExtend), sha1_hex(kRelease), sha1_hex(kInspect), sha1_hex("")};
+                                     sha1_hex(kExtend), sha1_hex(kRelease), sha1_hex(kInspect), sha1_hex(""),
+                                     sha1_hex(kAcquire)};
   return shas[this - &get_script(script_id::acquire)];
 }
 
 const script& get_script(script_id id) {
   static const script table[] = {{kAcquire, 1}, {kAcquireFenced, 2}, {kFenceCommit, 2},
-                                 {kExtend, 1},   {kRelease, 1},      {kInspect, 1}, {"", 0}};
+                                 {kExtend, 1},   {kRelease, 1},      {kInspect, 1}, {"", 0},
+                                 {kAcquire, 1}};
   return table[static_cast<unsigned>(id)];
 }
 
@@ -121,6 +123,17 @@ classified classify_reply(script_id script, const redisReply* r) {
       c.v.status = node_status::ok;
       return c;
     }
+    case script_id::acquire_set:
+      if (r->type == REDIS_REPLY_NIL) {
+        c.v.status = node_status::ok;
+      } else if (r->type == REDIS_REPLY_STRING) {
+        c.v.status = node_status::held;
+      } else if (r->type == REDIS_REPLY_ARRAY) {
+        return classify_reply(script_id::acquire, r);  // the EVAL fallback's reply
+      } else {
+        return protocol("unexpected reply to SET NX PX GET");
+      }
+      return c;
     case script_id::ping:
       if (r->type != REDIS_REPLY_STATUS || std::string_view(r->str, r->len) != "PONG") {
         return protocol("unexpected reply to PING");

@@ -6,7 +6,20 @@
 namespace redlock::detail {
 
 // `ping` is not a script: a plain PING, for measuring round trips.
-enum class script_id : unsigned { acquire, acquire_fenced, fence_commit, extend, release, inspect, ping, count };
+// `acquire_set` is the fast acquire: a plain `SET key token NX PX ttl GET` (Redis
+// >= 7.0: nil = granted, a string = held by that token, WRONGTYPE = not a
+// string), with kAcquire (EVAL) as the fallback for servers that reject it.
+enum class script_id : unsigned {
+  acquire,
+  acquire_fenced,
+  fence_commit,
+  extend,
+  release,
+  inspect,
+  ping,
+  acquire_set,
+  count
+};
 
 struct script {
   const char* body;

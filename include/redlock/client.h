@@ -42,6 +42,10 @@ struct held;
 class REDLOCK_EXPORT config_error : public std::system_error {
  public:
   explicit config_error(const std::string& what);
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  std::string message_;
 };
 
 // Tells long work whether its lock is lost. Cheap to copy; safe on any thread.

@@ -113,6 +113,11 @@ struct client_options {
   // clock between two acquires, the node's keys may expire early: it gets no
   // acquire vote for the quarantine period (as above). 0 = guard off.
   std::chrono::milliseconds clock_jump_threshold{1000};
+  // How often the guard samples each node's TIME. An acquire that finds a sample
+  // older than this uses the acquire script that returns TIME (and the guard
+  // checks that very reply); other acquires use a plain SET NX PX GET, which costs
+  // the server about a third. 0 = sample on every acquire.
+  std::chrono::milliseconds clock_sample_interval{100};
 };
 
 }  // namespace redlock

@@ -135,8 +135,13 @@ TEST_F(LongWork, paused_majority_makes_the_lock_lost_when_validity_runs_out) {
   client c(o);
   const std::string res = unique("paused");
   std::atomic<int> lost_calls{0};
+  std::atomic<int> unreachable{0};
   auto opts = watched(900ms, 300ms);
-  opts.on_lost = [&](const lease&, const report&) { ++lost_calls; };
+  opts.on_lost = [&](const lease&, const report& why) {
+    // The report shows what the last failed extension saw.
+    unreachable = why.count(node_status::timeout) + why.count(node_status::connection_error);
+    ++lost_calls;
+  };
   auto r = c.acquire(res, opts);
   ASSERT_TRUE(r);
   // Pause right after a successful extension would have happened or not: the
@@ -149,6 +154,7 @@ TEST_F(LongWork, paused_majority_makes_the_lock_lost_when_validity_runs_out) {
   ASSERT_TRUE(eventually([&] { return lost_calls.load() == 1; }, 3000ms));
   const auto detected = clk::now();
   EXPECT_TRUE(r.lock.lost());
+  EXPECT_GE(unreachable.load(), 3);
   // Never before the validity it had when the nodes stopped answering...
   EXPECT_GE(detected + 5ms, valid_until);
   // ...and at most the TTL (the longest validity an extension can give) plus

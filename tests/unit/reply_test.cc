@@ -500,3 +500,33 @@ TEST(ClassifyPing, PongIsOkAnythingElseIsAProtocolError) {
 
 }  // namespace
 }  // namespace redlock::detail
+
+namespace redlock::detail {
+namespace {
+
+TEST(ClassifyAcquireSet, NilIsGrantedAStringIsHeldWrongTypeIsPermanent) {
+  redisReply nil{};
+  nil.type = REDIS_REPLY_NIL;
+  EXPECT_EQ(classify_reply(script_id::acquire_set, &nil).v.status, node_status::ok);
+  redisReply holder{};
+  holder.type = REDIS_REPLY_STRING;
+  char tok[] = "0123456789abcdef0123456789abcdef";
+  holder.str = tok;
+  holder.len = 32;
+  EXPECT_EQ(classify_reply(script_id::acquire_set, &holder).v.status, node_status::held);
+  redisReply err{};
+  err.type = REDIS_REPLY_ERROR;
+  char text[] = "WRONGTYPE Operation against a key holding the wrong kind of value";
+  err.str = text;
+  err.len = sizeof text - 1;
+  const classified c = classify_reply(script_id::acquire_set, &err);
+  EXPECT_EQ(c.v.status, node_status::server_error);
+  EXPECT_EQ(c.v.permanent, errc::wrong_type);
+  redisReply integer{};
+  integer.type = REDIS_REPLY_INTEGER;
+  integer.integer = 1;
+  EXPECT_EQ(classify_reply(script_id::acquire_set, &integer).v.status, node_status::protocol_error);
+}
+
+}  // namespace
+}  // namespace redlock::detail

@@ -15,11 +15,13 @@ namespace {
 constexpr script_id kAllScripts[] = {script_id::acquire, script_id::acquire_fenced, script_id::fence_commit,
                                      script_id::extend,  script_id::release,        script_id::inspect};
 
-TEST(Scripts, TableCoversEveryScriptIdBesidesPing) {
-  // `ping` is the one id that is a plain command, not a script.
-  EXPECT_EQ(std::size(kAllScripts) + 1, static_cast<std::size_t>(script_id::count));
+TEST(Scripts, TableCoversEveryScriptIdBesidesThePlainCommands) {
+  // `ping` and `acquire_set` are plain commands; acquire_set falls back to kAcquire.
+  EXPECT_EQ(std::size(kAllScripts) + 2, static_cast<std::size_t>(script_id::count));
   EXPECT_STREQ(get_script(script_id::ping).body, "");
   EXPECT_EQ(get_script(script_id::ping).num_keys, 0);
+  EXPECT_STREQ(get_script(script_id::acquire_set).body, kAcquire);
+  EXPECT_EQ(get_script(script_id::acquire_set).sha(), sha1_hex(kAcquire));
 }
 
 TEST(Scripts, ShaIsTheSha1OfTheBodyAs40LowercaseHex) {
