@@ -346,13 +346,15 @@ std::string connection::acquire_exclusion(std::chrono::steady_clock::time_point 
                                           std::chrono::milliseconds quarantine) const {
   using std::chrono::duration_cast;
   using std::chrono::milliseconds;
-  if (quarantine.count() <= 0) return {};
-  if (restarted_at_ && core_.options().restart_quarantine.count() != 0 && now - *restarted_at_ < quarantine) {
+  if (restarted_at_ && quarantine.count() > 0 && now - *restarted_at_ < quarantine) {
     const auto left = duration_cast<milliseconds>(quarantine - (now - *restarted_at_)).count();
     return "restarted: no acquire vote for " + std::to_string(left) + " ms more (restart guard)";
   }
-  if (jumped_at_ && now - *jumped_at_ < quarantine) {
-    const auto left = duration_cast<milliseconds>(quarantine - (now - *jumped_at_)).count();
+  // The jump quarantine is never shorter than the longest TTL used, even with the
+  // restart guard off (restart_quarantine = 0).
+  const auto jump_quarantine = std::max(quarantine, core_.max_ttl_used());
+  if (jumped_at_ && now - *jumped_at_ < jump_quarantine) {
+    const auto left = duration_cast<milliseconds>(jump_quarantine - (now - *jumped_at_)).count();
     return "server clock jumped forward " + std::to_string(jump_ms_) + " ms: no acquire vote for " +
            std::to_string(left) + " ms more (clock-jump guard)";
   }

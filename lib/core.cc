@@ -2,6 +2,9 @@
 // Operations live in operations.cc.
 #include "core.h"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <cstdio>
 #include <future>
 
@@ -65,6 +68,12 @@ void core::start() {
     std::promise<void> started;
     auto fut = started.get_future();
     thread_ = std::thread([this, begin, &started] {
+      // A write to a socket the peer reset raises SIGPIPE in the writing thread;
+      // blocked here, the write fails with EPIPE instead of killing the process.
+      sigset_t pipe;
+      sigemptyset(&pipe);
+      sigaddset(&pipe, SIGPIPE);
+      pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
       loop_thread_id_ = std::this_thread::get_id();
       begin();
       started.set_value();

@@ -105,6 +105,7 @@ class core : public std::enable_shared_from_this<core> {
 
   // The restart / clock-jump quarantine for an acquire with `ttl` (see options.h).
   std::chrono::milliseconds quarantine_for(std::chrono::milliseconds ttl);
+  std::chrono::milliseconds max_ttl_used() const noexcept { return max_ttl_used_; }
   std::string key_for(const std::string& resource) const { return options_.key_prefix + resource; }
   const client_options& options() const noexcept { return options_; }
   std::size_t size() const noexcept { return nodes_.size(); }

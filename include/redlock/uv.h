@@ -14,6 +14,8 @@ namespace redlock {
 //  - *_async calls may come from any thread; their callbacks run on `loop`'s thread.
 //  - synchronous calls from `loop`'s thread return errc::would_deadlock; from other
 //    threads they block until `loop` has done the work (so `loop` must be running).
+//  - ignore or block SIGPIPE on `loop`'s thread (a peer reset during a write
+//    raises it there); the client's own loop thread blocks it for you.
 //  - destroy the client on `loop`'s thread, then keep running `loop` until
 //    uv_run() returns: the client's handles close in their close callbacks.
 // Throws config_error for a bad configuration.

@@ -1,0 +1,83 @@
+// The end-to-end benchmark driver's scenarios. Each starts from the shared
+// cluster of redis-server nodes, measures, and emits one record per figure.
+//
+// Thread-safety: the driver runs scenarios one after another on the main thread.
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "record.h"
+#include "redis_node.h"
+
+namespace redlock::bench {
+
+// How long and how much each scenario measures.
+struct sizing {
+  bool quick = false;
+  int repeats = 3;                        // runs of each measured pair (floor, library)
+  bench_clock::duration floor_time;       // per floor measurement
+  bench_clock::duration latency_time;     // per library latency measurement
+  bench_clock::duration throughput_time;  // per in-flight level
+  bench_clock::duration contention_time;
+  bench_clock::duration fault_time;  // baseline and faulty phase each
+  std::uint64_t ping_count = 0;      // per node
+  std::uint64_t warmup_pairs = 0;    // per new client
+  std::size_t watchdog_locks = 0;
+  std::vector<std::pair<std::chrono::milliseconds, bench_clock::duration>> watchdog_runs;  // (ttl, window)
+  std::size_t memory_ops = 0;                     // in-flight operations for bytes per operation
+  std::chrono::milliseconds command_timeout{50};  // client_options::command_timeout of every client
+
+  static sizing make(bool quick);
+  // Multiplies every measurement window (not counts) by `factor`.
+  void scale(double factor);
+};
+
+// Where records go: JSON Lines (file or stdout) and a list kept for the summary.
+class sink {
+ public:
+  sink(std::FILE* json, bool progress_to_stderr);
+  void emit(const record& r);
+  const std::vector<record>& all() const noexcept { return records_; }
+  // Progress lines (stderr if JSON goes to stdout, else stdout).
+  void note(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+  std::FILE* human() const noexcept { return human_; }
+
+ private:
+  std::FILE* json_;
+  std::FILE* human_;
+  std::vector<record> records_;
+};
+
+struct env {
+  sizing size;
+  test::redis_cluster* cluster = nullptr;
+  sink* out = nullptr;
+
+  std::vector<int> ports(std::size_t n) const;
+  // Process ids of the first n nodes (for their CPU time).
+  std::vector<int> pids(std::size_t n) const;
+  std::vector<std::string> uris(std::size_t n) const;
+  // FLUSHALL on every running node (keeps the data sets small between scenarios).
+  void flush_nodes() const;
+};
+
+void scenario_floor(env& e, std::size_t nodes);
+void scenario_latency(env& e, const std::vector<std::size_t>& node_counts);
+void scenario_throughput(env& e, std::size_t nodes, const std::vector<int>& inflight);
+void scenario_contention(env& e, std::size_t nodes);
+void scenario_paused(env& e, std::size_t nodes);
+void scenario_slow(env& e, std::size_t nodes, std::chrono::milliseconds delay);
+void scenario_watchdog(env& e, std::size_t nodes);
+void scenario_memory(env& e, std::size_t nodes);
+
+// The summary table (floors, library figures, ratios, targets) on `f`.
+void print_summary(std::FILE* f, const std::vector<record>& records);
+// gnuplot data files in `dir`: latency_vs_nodes.dat, throughput_vs_inflight.dat.
+// Returns false (and says why on stderr) if a file cannot be written.
+bool write_plot_data(const std::string& dir, const std::vector<record>& records);
+
+}  // namespace redlock::bench

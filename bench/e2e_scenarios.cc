@@ -1,0 +1,778 @@
+// The scenarios of bench_e2e: each measures the library and the raw floor it is
+// compared with on the shared redis-server nodes, and emits its records.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdarg>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+
+#include "delay_proxy.h"
+#include "e2e.h"
+#include "library_load.h"
+#include "raw_floor.h"
+
+namespace redlock::bench {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// ------------------------------------------------------------------ sizing, sink, env
+
+sizing sizing::make(bool quick) {
+  sizing s;
+  s.quick = quick;
+  if (quick) {
+    s.repeats = 1;
+    s.floor_time = milliseconds(150);
+    s.latency_time = milliseconds(200);
+    s.throughput_time = milliseconds(250);
+    s.contention_time = milliseconds(500);
+    s.fault_time = milliseconds(300);
+    s.ping_count = 200;
+    s.warmup_pairs = 20;
+    s.watchdog_locks = 1000;
+    s.watchdog_runs = {{milliseconds(30000), milliseconds(500)}, {milliseconds(3000), milliseconds(1200)}};
+    s.memory_ops = 1000;
+  } else {
+    s.repeats = 3;
+    s.floor_time = milliseconds(1500);
+    s.latency_time = milliseconds(2000);
+    s.throughput_time = milliseconds(3000);
+    s.contention_time = milliseconds(5000);
+    s.fault_time = milliseconds(3000);
+    s.ping_count = 5000;
+    s.warmup_pairs = 300;
+    s.watchdog_locks = 10000;
+    s.watchdog_runs = {{milliseconds(30000), seconds(30)}, {milliseconds(3000), seconds(10)}};
+    s.memory_ops = 10000;
+  }
+  return s;
+}
+
+void sizing::scale(double factor) {
+  auto times = [factor](bench_clock::duration& d) {
+    d = std::chrono::duration_cast<bench_clock::duration>(d * factor);
+  };
+  for (auto* d : {&floor_time, &latency_time, &throughput_time, &contention_time, &fault_time}) times(*d);
+  for (auto& run : watchdog_runs) times(run.second);
+}
+
+sink::sink(std::FILE* json, bool progress_to_stderr)
+    : json_(json), human_(progress_to_stderr ? stderr : stdout) {}
+
+void sink::emit(const record& r) {
+  records_.push_back(r);
+  if (json_ != nullptr) {
+    std::fprintf(json_, "%s\n", r.to_json().c_str());
+    std::fflush(json_);
+  }
+}
+
+void sink::note(const char* fmt, ...) {
+  std::va_list ap;
+  va_start(ap, fmt);
+  std::vfprintf(human_, fmt, ap);
+  va_end(ap);
+  std::fputc('\n', human_);
+  std::fflush(human_);
+}
+
+std::vector<int> env::ports(std::size_t n) const {
+  std::vector<int> v;
+  for (std::size_t i = 0; i < n; ++i) v.push_back((*cluster)[i].port());
+  return v;
+}
+
+std::vector<int> env::pids(std::size_t n) const {
+  std::vector<int> v;
+  for (std::size_t i = 0; i < n; ++i) v.push_back(static_cast<int>((*cluster)[i].pid()));
+  return v;
+}
+
+std::vector<std::string> env::uris(std::size_t n) const {
+  std::vector<std::string> v;
+  for (std::size_t i = 0; i < n; ++i) v.push_back((*cluster)[i].uri());
+  return v;
+}
+
+void env::flush_nodes() const {
+  for (std::size_t i = 0; i < cluster->size(); ++i) {
+    if ((*cluster)[i].running() && !(*cluster)[i].paused()) (*cluster)[i].command({"FLUSHALL"});
+  }
+}
+
+namespace {
+
+constexpr std::uint64_t kUnbounded = 100'000'000;  // loops are bounded by time first
+
+// A client with the run's command timeout (or `command_timeout` if not zero), warmed up.
+std::unique_ptr<client> make_client(const env& e, std::vector<std::string> uris,
+                                    milliseconds command_timeout = milliseconds(0)) {
+  client_options o;
+  o.nodes = std::move(uris);
+  o.command_timeout = command_timeout.count() > 0 ? command_timeout : e.size.command_timeout;
+  auto c = std::make_unique<client>(std::move(o));
+  // The first acquires wait for the connections; the next ones load the scripts.
+  const auto deadline = bench_clock::now() + seconds(5);
+  std::uint64_t ok = 0;
+  for (std::uint64_t i = 0; ok < e.size.warmup_pairs && bench_clock::now() < deadline; ++i) {
+    acquire_result a = c->acquire("bench:warmup:" + unique_key_suffix(), bench_acquire_options());
+    if (a && !a.lock.release().error) ++ok;
+  }
+  if (ok < e.size.warmup_pairs) throw std::runtime_error("warm-up failed: the client cannot lock");
+  return c;
+}
+
+double per_second(std::uint64_t n, double secs) { return secs > 0 ? static_cast<double>(n) / secs : 0; }
+
+record floor_record(const char* name, std::size_t nodes, floor_result& f) {
+  record r(name);
+  r.set_int("nodes", static_cast<std::int64_t>(nodes));
+  r.set_int("pairs", static_cast<std::int64_t>(f.pairs));
+  r.set_int("errors", static_cast<std::int64_t>(f.errors));
+  r.set("seconds", f.seconds);
+  r.set("pairs_per_s", per_second(f.pairs, f.seconds));
+  r.set_summary("pair", f.pair.summarize());
+  r.set_summary("acquire", f.acquire.summarize());
+  r.set_summary("release", f.release.summarize());
+  return r;
+}
+
+// CPU per pair of this process (the client) and of the servers, since `m` started.
+void add_cpu(record& r, const std::string& prefix, const cpu_meter& m, std::uint64_t pairs) {
+  r.set(prefix + "client_cpu_us_per_pair", m.own_us_per(pairs));
+  r.set(prefix + "server_cpu_us_per_pair", m.servers_us_per(pairs));
+  r.set(prefix + "others_busy_cores", m.other_busy_cores());
+}
+
+// Pauses a node for the guard's lifetime (resumes it even when a measurement throws).
+class pause_guard {
+ public:
+  explicit pause_guard(test::redis_node& n) : n_(n) { n_.pause(); }
+  ~pause_guard() { n_.resume(); }
+  pause_guard(const pause_guard&) = delete;
+  pause_guard& operator=(const pause_guard&) = delete;
+
+ private:
+  test::redis_node& n_;
+};
+
+// A node's INFO commandstats: calls and microseconds spent executing, per command
+// ("set", "evalsha", ...). Empty if the node cannot be asked.
+struct command_stat {
+  double calls = 0, usec = 0;
+};
+std::map<std::string, command_stat> command_stats(test::redis_node& node) {
+  std::map<std::string, command_stat> out;
+  std::string text;
+  try {
+    text = node.command({"INFO", "commandstats"});
+  } catch (const std::exception&) {
+    return out;
+  }
+  // Lines like "cmdstat_set:calls=12,usec=34,usec_per_call=2.83,...".
+  for (std::size_t at = text.find("cmdstat_"); at != std::string::npos; at = text.find("cmdstat_", at + 1)) {
+    const std::size_t colon = text.find(':', at);
+    if (colon == std::string::npos) break;
+    const std::string name = text.substr(at + 8, colon - at - 8);
+    const std::size_t calls = text.find("calls=", colon), usec = text.find("usec=", colon);
+    if (calls == std::string::npos || usec == std::string::npos) continue;
+    out[name] = command_stat{std::strtod(text.c_str() + calls + 6, nullptr),
+                             std::strtod(text.c_str() + usec + 5, nullptr)};
+  }
+  return out;
+}
+
+// Calls of `name` per pair on one node between two command_stats looks. Redis
+// counts the commands a script calls too (the acquire script's SET and TIME).
+double calls_per_pair(const std::map<std::string, command_stat>& a, const std::map<std::string, command_stat>& b,
+                      const std::string& name, std::uint64_t pairs) {
+  const auto ia = a.find(name), ib = b.find(name);
+  const double before = ia == a.end() ? 0 : ia->second.calls;
+  const double after = ib == b.end() ? 0 : ib->second.calls;
+  return pairs > 0 ? (after - before) / static_cast<double>(pairs) : NAN;
+}
+
+// Waits (bounded) until `count` more releases than `before` have completed.
+bool wait_releases(client& c, std::uint64_t before, std::uint64_t count, bench_clock::duration limit) {
+  const auto deadline = bench_clock::now() + limit;
+  while (c.stats().releases - before < count) {
+    if (bench_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  return true;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ floors
+
+void scenario_floor(env& e, std::size_t n) {
+  e.flush_nodes();
+  std::vector<record> ping, seq, par, quo, setget, scr, pipe, pipe_setget, pipe_scr;
+  for (int rep = 0; rep < e.size.repeats; ++rep) {
+    raw_nodes rn(e.ports(n));
+    const std::vector<summary> pings = ping_per_node(rn, e.size.ping_count, seconds(2));
+    record p("floor.ping");
+    p.set_int("nodes", static_cast<std::int64_t>(n));
+    std::vector<double> p50s, p99s;
+    for (std::size_t i = 0; i < pings.size(); ++i) {
+      p.set("node" + std::to_string(i) + "_p50_us", pings[i].p50);
+      p50s.push_back(pings[i].p50);
+      p99s.push_back(pings[i].p99);
+    }
+    p.set("p50_us", median(p50s));
+    p.set("p99_us", median(p99s));
+    p.set("slowest_node_p50_us", *std::max_element(p50s.begin(), p50s.end()));
+    ping.push_back(p);
+
+    auto measured = [&](const char* name, std::vector<record>& into,
+                        const std::function<floor_result()>& fn) {
+      cpu_meter m(e.pids(n));
+      floor_result f = fn();
+      record r = floor_record(name, n, f);
+      add_cpu(r, "", m, f.pairs);
+      into.push_back(r);
+    };
+    measured("floor.sequential", seq, [&] { return sequential_floor(rn, e.size.floor_time, kUnbounded); });
+    measured("floor.parallel", par,
+             [&] { return parallel_floor(rn, floor_acquire::set_nx, e.size.floor_time, kUnbounded); });
+    measured("floor.quorum", quo, [&] { return quorum_floor(rn, n / 2 + 1, e.size.floor_time, kUnbounded); });
+    measured("floor.parallel_set_get", setget, [&] {
+      return parallel_floor(rn, floor_acquire::library_set_get, e.size.floor_time, kUnbounded);
+    });
+    measured("floor.parallel_script", scr, [&] {
+      return parallel_floor(rn, floor_acquire::library_script, e.size.floor_time, kUnbounded);
+    });
+    measured("floor.pipelined", pipe, [&] { return pipelined_floor(rn, 64, e.size.floor_time, kUnbounded); });
+    pipe.back().set_int("batch", 64);
+    measured("floor.pipelined_set_get", pipe_setget, [&] {
+      return pipelined_floor(rn, 64, e.size.floor_time, kUnbounded, floor_acquire::library_set_get);
+    });
+    pipe_setget.back().set_int("batch", 64);
+    measured("floor.pipelined_script", pipe_scr, [&] {
+      return pipelined_floor(rn, 64, e.size.floor_time, kUnbounded, floor_acquire::library_script);
+    });
+    pipe_scr.back().set_int("batch", 64);
+  }
+  e.out->emit(record::median_of(ping, {"p50_us"}));
+  for (auto* runs : {&seq, &par, &quo, &setget, &scr})
+    e.out->emit(record::median_of(*runs, {"pair_p50_us", "pairs_per_s"}));
+  double parallel_p50 = NAN, pipelined = NAN;
+  for (const record& r : e.out->all()) {
+    if (r.scenario() == "floor.parallel") parallel_p50 = r.num("pair_p50_us");
+  }
+  for (auto* runs : {&pipe, &pipe_setget, &pipe_scr}) {
+    e.out->emit(record::median_of(*runs, {"pairs_per_s"}));
+    if (runs == &pipe) pipelined = e.out->all().back().num("pairs_per_s");
+  }
+  e.out->note("  floor: parallel pair p50 %.0f us, pipelined %.0f pairs/s", parallel_p50, pipelined);
+}
+
+// ------------------------------------------------------------------ latency vs node count
+
+void scenario_latency(env& e, const std::vector<std::size_t>& node_counts) {
+  for (std::size_t n : node_counts) {
+    e.flush_nodes();
+    auto c = make_client(e, e.uris(n));
+    raw_nodes rn(e.ports(n));
+    std::vector<record> runs;
+    for (int rep = 0; rep < e.size.repeats; ++rep) {
+      floor_result f;
+      pair_result l;
+      record r("latency");
+      auto run_floor = [&] {
+        cpu_meter m(e.pids(n));
+        f = parallel_floor(rn, floor_acquire::set_nx, e.size.latency_time, kUnbounded);
+        add_cpu(r, "floor_", m, f.pairs);
+        floor_result q = quorum_floor(rn, n / 2 + 1, e.size.latency_time, kUnbounded);
+        r.set_summary("quorum_floor_pair", q.pair.summarize());
+      };
+      auto run_lib = [&] {
+        cpu_meter m(e.pids(n));
+        l = sync_pairs(*c, bench_acquire_options(), e.size.latency_time, kUnbounded);
+        add_cpu(r, "lib_", m, l.pairs);
+        // The same pairs from callbacks on the loop thread: no thread hand-off.
+        chain_config cfg;
+        cfg.inflight = 1;
+        cfg.duration = e.size.latency_time;
+        chain_result a = run_chains({c.get()}, cfg);
+        r.set_summary("lib_async_pair", a.pair.summarize());
+      };
+      // Alternate the order so neither side always runs on a warmer machine.
+      if (rep % 2 == 0) {
+        run_floor();
+        run_lib();
+      } else {
+        run_lib();
+        run_floor();
+      }
+      r.set_int("nodes", static_cast<std::int64_t>(n));
+      const summary fs = f.pair.summarize();
+      const summary ls = l.pair.summarize();
+      r.set_summary("floor_pair", fs);
+      r.set("floor_pairs_per_s", per_second(f.pairs, f.seconds));
+      r.set_int("floor_errors", static_cast<std::int64_t>(f.errors));
+      r.set_summary("lib_pair", ls);
+      r.set_summary("lib_acquire", l.acquire.summarize());
+      r.set_summary("lib_release", l.release.summarize());
+      r.set("lib_pairs_per_s", per_second(l.pairs, l.seconds));
+      r.set_int("lib_errors", static_cast<std::int64_t>(l.errors));
+      r.set("ratio_p50", fs.p50 > 0 ? ls.p50 / fs.p50 : NAN);
+      r.set("ratio_p99", fs.p99 > 0 ? ls.p99 / fs.p99 : NAN);
+      runs.push_back(r);
+    }
+    record m = record::median_of(runs, {"floor_pair_p50_us", "lib_pair_p50_us", "ratio_p50"});
+    // Ratios of the medians (the per-run ratios are kept in ratio_p50_runs).
+    m.set("ratio_p50", m.num("lib_pair_p50_us") / m.num("floor_pair_p50_us"));
+    m.set("ratio_p99", m.num("lib_pair_p99_us") / m.num("floor_pair_p99_us"));
+    m.set("async_ratio_p50", m.num("lib_async_pair_p50_us") / m.num("floor_pair_p50_us"));
+    m.set("ratio_vs_quorum_floor_p50", m.num("lib_pair_p50_us") / m.num("quorum_floor_pair_p50_us"));
+    e.out->emit(m);
+    const record& r = e.out->all().back();
+    e.out->note("  latency N=%zu: floor p50 %.0f us, library p50 %.0f us (%.2fx), p99 %.0f / %.0f us (%.2fx)",
+                n, r.num("floor_pair_p50_us"), r.num("lib_pair_p50_us"), r.num("ratio_p50"),
+                r.num("floor_pair_p99_us"), r.num("lib_pair_p99_us"), r.num("ratio_p99"));
+  }
+}
+
+// ------------------------------------------------------------------ throughput vs in flight
+
+void scenario_throughput(env& e, std::size_t n, const std::vector<int>& inflight) {
+  e.flush_nodes();
+  auto c = make_client(e, e.uris(n));
+  raw_nodes rn(e.ports(n));
+  std::map<int, std::vector<record>> runs;
+  for (int rep = 0; rep < e.size.repeats; ++rep) {
+    // The raw floor at the same batch (1 = the parallel floor) and at 64 (the target's).
+    std::map<int, double> floor_pps, floor_client_cpu, floor_server_cpu;
+    for (int k : inflight) {
+      cpu_meter m(e.pids(n));
+      floor_result f = k == 1 ? parallel_floor(rn, floor_acquire::set_nx, e.size.floor_time, kUnbounded)
+                              : pipelined_floor(rn, k, e.size.floor_time, kUnbounded);
+      floor_pps[k] = per_second(f.pairs, f.seconds);
+      floor_client_cpu[k] = m.own_us_per(f.pairs);
+      floor_server_cpu[k] = m.servers_us_per(f.pairs);
+    }
+    if (floor_pps.count(64) == 0) {
+      floor_result f = pipelined_floor(rn, 64, e.size.floor_time, kUnbounded);
+      floor_pps[64] = per_second(f.pairs, f.seconds);
+    }
+    for (int k : inflight) {
+      chain_config cfg;
+      cfg.inflight = k;
+      cfg.duration = e.size.throughput_time;
+      const auto st0 = command_stats((*e.cluster)[0]);
+      cpu_meter m(e.pids(n));
+      chain_result res = run_chains({c.get()}, cfg);
+      record r("throughput");
+      add_cpu(r, "", m, res.pairs);
+      // Which acquire the library sent (node 1 of n): the TIME-sampling acquire
+      // script calls TIME once; the plain SET NX PX GET does not. EVALSHA per pair
+      // is 1 (the release) plus the script acquires, EVAL the script bodies sent.
+      const auto st1 = command_stats((*e.cluster)[0]);
+      r.set("node0_time_calls_per_pair", calls_per_pair(st0, st1, "time", res.pairs));
+      r.set("node0_evalsha_calls_per_pair", calls_per_pair(st0, st1, "evalsha", res.pairs));
+      r.set("node0_eval_calls_per_pair", calls_per_pair(st0, st1, "eval", res.pairs));
+      r.set("floor_client_cpu_us_per_pair", floor_client_cpu[k]);
+      r.set("floor_server_cpu_us_per_pair", floor_server_cpu[k]);
+      r.set_int("nodes", static_cast<std::int64_t>(n));
+      r.set_int("inflight", k);
+      r.set_int("pairs", static_cast<std::int64_t>(res.pairs));
+      r.set_int("errors", static_cast<std::int64_t>(res.errors));
+      r.set_int("node_timeouts", static_cast<std::int64_t>(res.node_timeouts));
+      r.set("seconds", res.seconds);
+      const double pps = per_second(res.pairs, res.seconds);
+      r.set("pairs_per_s", pps);
+      r.set_summary("pair", res.pair.summarize());
+      r.set("floor_same_batch_pairs_per_s", floor_pps[k]);
+      r.set("floor_pipelined64_pairs_per_s", floor_pps[64]);
+      r.set("ratio_vs_same_batch", floor_pps[k] > 0 ? pps / floor_pps[k] : NAN);
+      r.set("ratio_vs_pipelined64", floor_pps[64] > 0 ? pps / floor_pps[64] : NAN);
+      runs[k].push_back(r);
+    }
+  }
+  for (int k : inflight) {
+    record m = record::median_of(runs[k], {"pairs_per_s", "floor_same_batch_pairs_per_s"});
+    m.set("ratio_vs_same_batch", m.num("pairs_per_s") / m.num("floor_same_batch_pairs_per_s"));
+    m.set("ratio_vs_pipelined64", m.num("pairs_per_s") / m.num("floor_pipelined64_pairs_per_s"));
+    // What the ratio would be if CPU were the only limit (a dedicated, saturated
+    // machine): floor CPU per pair over library CPU per pair, client and servers.
+    m.set("cpu_bound_ratio_vs_same_batch",
+          (m.num("floor_client_cpu_us_per_pair") + m.num("floor_server_cpu_us_per_pair")) /
+              (m.num("client_cpu_us_per_pair") + m.num("server_cpu_us_per_pair")));
+    e.out->emit(m);
+    const record& r = e.out->all().back();
+    e.out->note(
+        "  throughput %3d in flight: %.0f pairs/s (p99 %.0f us); floor same batch %.0f, pipelined-64 %.0f "
+        "(%.2fx)",
+        k, r.num("pairs_per_s"), r.num("pair_p99_us"), r.num("floor_same_batch_pairs_per_s"),
+        r.num("floor_pipelined64_pairs_per_s"), r.num("ratio_vs_pipelined64"));
+  }
+}
+
+// ------------------------------------------------------------------ contention
+
+void scenario_contention(env& e, std::size_t n) {
+  e.flush_nodes();
+  constexpr int kClients = 4, kInflight = 64, kKeys = 4;
+  std::vector<std::unique_ptr<client>> clients;
+  std::vector<client*> ptrs;
+  for (int i = 0; i < kClients; ++i) {
+    clients.push_back(make_client(e, e.uris(n)));
+    ptrs.push_back(clients.back().get());
+  }
+  chain_config cfg;
+  cfg.inflight = kInflight;
+  cfg.keys = kKeys;
+  cfg.duration = e.size.contention_time;
+  chain_result res = run_chains(ptrs, cfg);
+  record r("contention");
+  r.set_int("nodes", static_cast<std::int64_t>(n));
+  r.set_int("clients", kClients);
+  r.set_int("inflight", kInflight);
+  r.set_int("keys", kKeys);
+  r.set("seconds", res.seconds);
+  r.set_int("attempts", static_cast<std::int64_t>(res.attempts));
+  r.set_int("acquired", static_cast<std::int64_t>(res.acquired));
+  r.set_int("contended", static_cast<std::int64_t>(res.contended));
+  r.set_int("errors", static_cast<std::int64_t>(res.errors));
+  r.set_int("node_timeouts", static_cast<std::int64_t>(res.node_timeouts));
+  for (const auto& [why, times] : res.error_reasons)
+    r.set_int("error: " + why, static_cast<std::int64_t>(times));
+  r.set("attempts_per_s", per_second(res.attempts, res.seconds));
+  r.set("acquired_per_s", per_second(res.acquired, res.seconds));
+  r.set("contended_fraction",
+        res.attempts > 0 ? static_cast<double>(res.contended) / static_cast<double>(res.attempts) : 0);
+  r.set_summary("pair", res.pair.summarize());
+  e.out->emit(r);
+  e.out->note("  contention: %.0f attempts/s, %.0f acquired/s, %.1f%% contended, %llu errors",
+              r.num("attempts_per_s"), r.num("acquired_per_s"), 100 * r.num("contended_fraction"),
+              static_cast<unsigned long long>(res.errors));
+}
+
+// ------------------------------------------------------------------ a paused node, a slow node
+
+namespace {
+record fault_record(const char* name, std::size_t n, pair_result& base, pair_result& bad,
+                    milliseconds timeout) {
+  record r(name);
+  r.set_int("nodes", static_cast<std::int64_t>(n));
+  r.set_int("command_timeout_ms", timeout.count());
+  const summary b = base.acquire.summarize();
+  const summary f = bad.acquire.summarize();
+  r.set_summary("base_acquire", b);
+  r.set_summary("fault_acquire", f);
+  r.set_summary("base_pair", base.pair.summarize());
+  r.set_summary("fault_pair", bad.pair.summarize());
+  r.set_int("base_errors", static_cast<std::int64_t>(base.errors));
+  r.set_int("fault_errors", static_cast<std::int64_t>(bad.errors));
+  r.set("p50_ratio", b.p50 > 0 ? f.p50 / b.p50 : NAN);
+  r.set("p99_delta_us", f.p99 - b.p99);
+  return r;
+}
+
+// Copies the base_/fault_ CPU figures of `cpu` (see add_cpu) into `r`: this process
+// (the client, and the delay proxy's thread for the slow node), the servers, others.
+void add_fault_cpu(record& r, const record& cpu) {
+  for (const char* phase : {"base_", "fault_"}) {
+    for (const char* what : {"client_cpu_us_per_pair", "server_cpu_us_per_pair", "others_busy_cores"}) {
+      const std::string key = std::string(phase) + what;
+      r.set(key, cpu.num(key));
+    }
+  }
+}
+
+// Medians over the runs, with the ratio and delta recomputed from the medians.
+void emit_fault(env& e, const std::vector<record>& runs) {
+  record m = record::median_of(runs, {"base_acquire_p50_us", "fault_acquire_p50_us", "fault_acquire_p99_us"});
+  m.set("p50_ratio", m.num("fault_acquire_p50_us") / m.num("base_acquire_p50_us"));
+  m.set("p99_delta_us", m.num("fault_acquire_p99_us") - m.num("base_acquire_p99_us"));
+  if (!std::isnan(m.num("raw_quorum_base_acquire_p50_us"))) {
+    m.set("raw_quorum_p50_ratio",
+          m.num("raw_quorum_fault_acquire_p50_us") / m.num("raw_quorum_base_acquire_p50_us"));
+  }
+  e.out->emit(m);
+}
+}  // namespace
+
+void scenario_paused(env& e, std::size_t n) {
+  e.flush_nodes();
+  const milliseconds timeout = e.size.command_timeout;
+  auto c = make_client(e, e.uris(n), timeout);
+  // The same effect without a library: a raw client that decides at the quorum, on
+  // all n nodes and on the n - 1 that stay up (the quorum stays n/2 + 1).
+  raw_nodes all(e.ports(n)), rest(e.ports(n - 1));
+  std::vector<record> runs;
+  for (int rep = 0; rep < e.size.repeats; ++rep) {
+    floor_result raw_base = quorum_floor(all, n / 2 + 1, e.size.fault_time, kUnbounded);
+    floor_result raw_less = quorum_floor(rest, n / 2 + 1, e.size.fault_time, kUnbounded);
+    cpu_meter mb(e.pids(n));
+    pair_result base = sync_pairs(*c, bench_acquire_options(), e.size.fault_time, kUnbounded);
+    record cpu("cpu");
+    add_cpu(cpu, "base_", mb, base.pairs);
+    pair_result bad;
+    {
+      pause_guard paused((*e.cluster)[n - 1]);
+      cpu_meter mf(e.pids(n));
+      bad = sync_pairs(*c, bench_acquire_options(), e.size.fault_time, kUnbounded);
+      add_cpu(cpu, "fault_", mf, bad.pairs);
+    }
+    record r = fault_record("fault.paused", n, base, bad, timeout);
+    add_fault_cpu(r, cpu);
+    const summary rb = raw_base.acquire.summarize(), rl = raw_less.acquire.summarize();
+    r.set_summary("raw_quorum_base_acquire", rb);
+    r.set_summary("raw_quorum_fault_acquire", rl);
+    runs.push_back(r);
+    // Let the client reconnect to the resumed node (backoff <= 1 s) before the next run.
+    std::this_thread::sleep_for(milliseconds(e.size.quick ? 300 : 1500));
+    (void)sync_pairs(*c, bench_acquire_options(), milliseconds(100), 1000);
+  }
+  emit_fault(e, runs);
+  const record& r = e.out->all().back();
+  e.out->note(
+      "  paused node: acquire p50 %.0f -> %.0f us (%.2fx), p99 %.0f -> %.0f us, errors %.0f; raw quorum "
+      "client, 5 -> 4 nodes: p50 %.0f -> %.0f us (%.2fx)",
+      r.num("base_acquire_p50_us"), r.num("fault_acquire_p50_us"), r.num("p50_ratio"),
+      r.num("base_acquire_p99_us"), r.num("fault_acquire_p99_us"), r.num("fault_errors"),
+      r.num("raw_quorum_base_acquire_p50_us"), r.num("raw_quorum_fault_acquire_p50_us"),
+      r.num("raw_quorum_p50_ratio"));
+}
+
+void scenario_slow(env& e, std::size_t n, milliseconds delay) {
+  e.flush_nodes();
+  const milliseconds timeout = e.size.command_timeout;
+  delay_proxy proxy((*e.cluster)[n - 1].port(), std::chrono::microseconds(0));
+  std::vector<std::string> uris = e.uris(n - 1);
+  uris.push_back(proxy.uri());
+  auto c = make_client(e, uris, timeout);
+  std::vector<record> runs;
+  for (int rep = 0; rep < e.size.repeats; ++rep) {
+    proxy.set_delay(std::chrono::microseconds(0));
+    record cpu("cpu");
+    cpu_meter mb(e.pids(n));
+    pair_result base = sync_pairs(*c, bench_acquire_options(), e.size.fault_time, kUnbounded);
+    add_cpu(cpu, "base_", mb, base.pairs);
+    proxy.set_delay(delay);
+    cpu_meter mf(e.pids(n));
+    pair_result bad = sync_pairs(*c, bench_acquire_options(), e.size.fault_time, kUnbounded);
+    add_cpu(cpu, "fault_", mf, bad.pairs);
+    record r = fault_record("fault.slow", n, base, bad, timeout);
+    add_fault_cpu(r, cpu);
+    r.set_int("delay_ms", delay.count());
+    runs.push_back(r);
+  }
+  proxy.set_delay(std::chrono::microseconds(0));
+  emit_fault(e, runs);
+  const record& r = e.out->all().back();
+  e.out->note("  slow node (+%lld ms): acquire p50 %.0f -> %.0f us (%.2fx), p99 %.0f -> %.0f us, errors %.0f",
+              static_cast<long long>(delay.count()), r.num("base_acquire_p50_us"),
+              r.num("fault_acquire_p50_us"), r.num("p50_ratio"), r.num("base_acquire_p99_us"),
+              r.num("fault_acquire_p99_us"), r.num("fault_errors"));
+}
+
+// ------------------------------------------------------------------ watchdog
+
+void scenario_watchdog(env& e, std::size_t n) {
+  for (const auto& [ttl, window] : e.size.watchdog_runs) {
+    e.flush_nodes();
+    auto c = make_client(e, e.uris(n));
+    const std::size_t count = e.size.watchdog_locks;
+    record r("watchdog");
+    r.set_int("nodes", static_cast<std::int64_t>(n));
+    r.set_int("locks", static_cast<std::int64_t>(count));
+    r.set_int("ttl_ms", ttl.count());
+    const double interval_s = std::chrono::duration<double>(ttl).count() / 3;
+    r.set("extend_interval_s", interval_s);
+
+    // The client at rest, no lock held.
+    const auto idle = e.size.quick ? milliseconds(200) : milliseconds(1000);
+    double cpu0 = process_cpu_seconds();
+    auto t0 = bench_clock::now();
+    std::this_thread::sleep_for(idle);
+    r.set("idle_cpu_percent", 100 * (process_cpu_seconds() - cpu0) / to_seconds(bench_clock::now() - t0));
+
+    // Why locks were lost, if any: the report's error and what each node said.
+    // The report carries what the last failed extension saw (node statuses and
+    // details); the first one is kept whole.
+    struct loss_tally {
+      std::mutex mu;
+      std::map<std::string, std::int64_t> counts;
+      std::string first;
+    };
+    auto losses = std::make_shared<loss_tally>();
+    acquire_options o = bench_acquire_options();
+    o.ttl = ttl;
+    o.auto_extend = true;
+    o.on_lost = [losses](const lease&, const report& why) {
+      std::lock_guard<std::mutex> g(losses->mu);
+      if (losses->first.empty()) losses->first = why.message();
+      ++losses->counts["lost_error_" + why.error.message()];
+      for (const node_result& nr : why.nodes) {
+        ++losses->counts[std::string("lost_node_") + to_string(nr.status)];
+        if (!nr.detail.empty()) ++losses->counts["lost_detail_" + nr.detail];
+      }
+    };
+    const client_stats sa = c->stats();
+    const std::int64_t heap0 = heap_in_use_bytes(), rss0 = rss_bytes();
+    hold_result held = acquire_many(*c, count, 64, o);
+    const std::int64_t heap1 = heap_in_use_bytes(), rss1 = rss_bytes();
+    const auto ok = static_cast<std::int64_t>(count - held.failures);
+    r.set_int("acquire_failures", static_cast<std::int64_t>(held.failures));
+    for (const auto& [why, times] : held.failure_reasons) {
+      r.set_int("acquire_error_" + why, static_cast<std::int64_t>(times));
+    }
+    r.set("acquire_seconds", held.seconds);
+    r.set("heap_bytes_per_lock", ok > 0 ? static_cast<double>(heap1 - heap0) / static_cast<double>(ok) : NAN);
+    r.set("rss_bytes_per_lock", ok > 0 ? static_cast<double>(rss1 - rss0) / static_cast<double>(ok) : NAN);
+
+    const client_stats s0 = c->stats();
+    cpu_meter window_meter(e.pids(n));
+    cpu0 = process_cpu_seconds();
+    t0 = bench_clock::now();
+    std::this_thread::sleep_for(window);
+    const double cpu = process_cpu_seconds() - cpu0;
+    const double secs = to_seconds(bench_clock::now() - t0);
+    const client_stats s1 = c->stats();
+    const std::uint64_t extends = s1.extends - s0.extends;
+    r.set_int("reconnects", static_cast<std::int64_t>(s1.reconnects - s0.reconnects));
+    r.set("server_cpu_us_per_extend", window_meter.servers_us_per(extends));
+    r.set("others_busy_cores", window_meter.other_busy_cores());
+    r.set_int("command_timeout_ms", e.size.command_timeout.count());
+    std::int64_t owned = 0;
+    for (const lock& l : held.locks) owned += l.owns_lock() ? 1 : 0;
+    r.set("window_s", secs);
+    r.set("cpu_seconds", cpu);
+    r.set("cpu_percent", 100 * cpu / secs);
+    r.set_int("extends", static_cast<std::int64_t>(extends));
+    r.set("extends_per_s", per_second(extends, secs));
+    r.set("expected_extends_per_s", static_cast<double>(ok) / interval_s);
+    const double per_extend = extends > 0 ? cpu / static_cast<double>(extends) : NAN;
+    r.set("cpu_us_per_extend", per_extend * 1e6);
+    // At steady state every lock extends once per interval.
+    r.set("steady_cpu_percent", 100 * per_extend * static_cast<double>(ok) / interval_s);
+    r.set_int("locks_lost", static_cast<std::int64_t>(s1.locks_lost - s0.locks_lost));
+    // Locks can be lost before the window too, while the others are still being
+    // acquired (at a short TTL the first extensions start during the acquisition).
+    r.set_int("locks_lost_before_window", static_cast<std::int64_t>(s0.locks_lost - sa.locks_lost));
+    r.set_int("acquire_reconnects", static_cast<std::int64_t>(s0.reconnects - sa.reconnects));
+    r.set_int("still_owned", owned);
+    {
+      std::lock_guard<std::mutex> g(losses->mu);
+      for (const auto& [what, times] : losses->counts) r.set_int(what, times);
+      if (!losses->first.empty()) r.set_str("first_lost_report", losses->first);
+    }
+
+    const std::uint64_t rel0 = c->stats().releases;
+    t0 = bench_clock::now();
+    held.locks.clear();  // each handle's destructor releases without blocking
+    const bool released = wait_releases(*c, rel0, static_cast<std::uint64_t>(ok), seconds(60));
+    r.set("release_all_seconds", released ? to_seconds(bench_clock::now() - t0) : NAN);
+    e.out->emit(r);
+    e.out->note(
+        "  watchdog %zu locks, ttl %lld ms: %.2f%% of a core measured (%.2f%% steady), %.1f us/extend, "
+        "%.0f heap bytes/lock, %.0f extends/s (expected %.0f), lost %lld (+%lld before the window), still "
+        "owned %lld",
+        count, static_cast<long long>(ttl.count()), r.num("cpu_percent"), r.num("steady_cpu_percent"),
+        r.num("cpu_us_per_extend"), r.num("heap_bytes_per_lock"), r.num("extends_per_s"),
+        r.num("expected_extends_per_s"), static_cast<long long>(r.num("locks_lost")),
+        static_cast<long long>(r.num("locks_lost_before_window")), static_cast<long long>(r.num("still_owned")));
+  }
+}
+
+// ------------------------------------------------------------------ memory
+
+void scenario_memory(env& e, std::size_t n) {
+  e.flush_nodes();
+  record r("memory");
+  r.set_int("nodes", static_cast<std::int64_t>(n));
+  {
+    // Completed work must give its memory back: heap before and after many pairs.
+    auto c = make_client(e, e.uris(n));
+    (void)sync_pairs(*c, bench_acquire_options(), milliseconds(100), 1000);
+    std::this_thread::sleep_for(milliseconds(100));
+    const std::int64_t heap0 = heap_in_use_bytes();
+    std::uint64_t pairs = 0;
+    {
+      // The samples this keeps are freed before the second look.
+      pair_result p = sync_pairs(*c, bench_acquire_options(), seconds(30), e.size.memory_ops);
+      pairs = p.pairs;
+    }
+    std::this_thread::sleep_for(milliseconds(200));  // late replies and rollbacks settle
+    const std::int64_t heap1 = heap_in_use_bytes();
+    r.set_int("retained_pairs", static_cast<std::int64_t>(pairs));
+    r.set("retained_heap_bytes_per_pair",
+          pairs > 0 ? static_cast<double>(heap1 - heap0) / static_cast<double>(pairs) : NAN);
+  }
+  {
+    // Held locks without the watchdog.
+    auto c = make_client(e, e.uris(n));
+    const std::size_t count = e.size.watchdog_locks;
+    const std::int64_t heap0 = heap_in_use_bytes(), rss0 = rss_bytes();
+    hold_result held = acquire_many(*c, count, 64, bench_acquire_options());
+    const std::int64_t heap1 = heap_in_use_bytes(), rss1 = rss_bytes();
+    const auto ok = static_cast<double>(count - held.failures);
+    r.set_int("held_locks", static_cast<std::int64_t>(count - held.failures));
+    r.set("held_heap_bytes_per_lock", ok > 0 ? static_cast<double>(heap1 - heap0) / ok : NAN);
+    r.set("held_rss_bytes_per_lock", ok > 0 ? static_cast<double>(rss1 - rss0) / ok : NAN);
+    const std::uint64_t rel0 = c->stats().releases;
+    held.locks.clear();
+    wait_releases(*c, rel0, count - held.failures, seconds(60));
+  }
+  {
+    // In-flight acquires: every node paused, so nothing completes while we look.
+    // A long command timeout keeps them in flight; resuming lets them finish.
+    auto c = make_client(e, e.uris(n), milliseconds(5000));
+    const std::size_t ops = e.size.memory_ops;
+    struct counters {
+      std::atomic<std::uint64_t> done{0}, acquired{0};
+    };
+    // Shared with the callbacks: they may outlive this scope if a node never answers.
+    auto k = std::make_shared<counters>();
+    std::atomic<std::uint64_t>& done = k->done;
+    std::atomic<std::uint64_t>& acquired = k->acquired;
+    const std::int64_t heap0 = heap_in_use_bytes(), rss0 = rss_bytes();
+    std::int64_t heap1 = 0, rss1 = 0;
+    {
+      std::vector<std::unique_ptr<pause_guard>> paused;
+      for (std::size_t i = 0; i < n; ++i) paused.push_back(std::make_unique<pause_guard>((*e.cluster)[i]));
+      const std::string prefix = "bench:mem:" + unique_key_suffix() + ":";
+      for (std::size_t i = 0; i < ops; ++i) {
+        c->acquire_async(prefix + std::to_string(i), bench_acquire_options(), [k](acquire_result a) {
+          if (a) k->acquired.fetch_add(1);
+          k->done.fetch_add(1);  // `a.lock` releases as it goes out of scope
+        });
+      }
+      // Two looks, 200 ms apart: the larger is taken (all requests queued by then).
+      for (int look = 0; look < 2; ++look) {
+        std::this_thread::sleep_for(milliseconds(e.size.quick ? 100 : 200));
+        heap1 = std::max(heap1, heap_in_use_bytes());
+        rss1 = std::max(rss1, rss_bytes());
+      }
+      r.set_int("inflight_done_while_paused", static_cast<std::int64_t>(done.load()));
+    }
+    sleep_unless(seconds(30), [&] { return done.load() >= ops; });
+    r.set_int("inflight_ops", static_cast<std::int64_t>(ops));
+    r.set_int("inflight_completed", static_cast<std::int64_t>(done.load()));
+    r.set_int("inflight_acquired", static_cast<std::int64_t>(acquired.load()));
+    r.set("inflight_heap_bytes_per_op", static_cast<double>(heap1 - heap0) / static_cast<double>(ops));
+    r.set("inflight_rss_bytes_per_op", static_cast<double>(rss1 - rss0) / static_cast<double>(ops));
+    if (done.load() < ops)
+      throw std::runtime_error("memory: in-flight acquires did not complete after resume");
+  }
+  r.set_int("peak_rss_bytes", peak_rss_bytes());
+  e.out->emit(r);
+  e.out->note(
+      "  memory: %.0f heap bytes per held lock, %.0f per in-flight acquire, %.0f retained per completed "
+      "pair, peak RSS %.1f MiB",
+      r.num("held_heap_bytes_per_lock"), r.num("inflight_heap_bytes_per_op"),
+      r.num("retained_heap_bytes_per_pair"), r.num("peak_rss_bytes") / 1048576.0);
+}
+
+}  // namespace redlock::bench

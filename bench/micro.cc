@@ -1,0 +1,245 @@
+// Google Benchmark micro-benchmarks of the pure parts of the library: the quorum
+// decision, validity math, token generation, SHA-1, reply classification, URI
+// parsing, the retry schedule, and (for reference) hiredis's command encoding.
+#include <benchmark/benchmark.h>
+#include <hiredis/hiredis.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "decision.h"
+#include "reply.h"
+#include "retry.h"
+#include "scripts.h"
+#include "token.h"
+#include "uri.h"
+
+namespace {
+
+using namespace redlock;
+using namespace redlock::detail;
+
+// Votes of an acquire that reached quorum on n nodes, the rest still pending.
+std::vector<vote> quorum_votes(std::size_t n) {
+  std::vector<vote> v(n);
+  for (std::size_t i = 0; i < quorum_of(n); ++i) v[i].status = node_status::ok;
+  return v;
+}
+
+void BM_count_votes_and_decide(benchmark::State& state) {
+  const std::vector<vote> votes = quorum_votes(static_cast<std::size_t>(state.range(0)));
+  for (auto _ : state) {
+    const tally t = count_votes(votes);
+    benchmark::DoNotOptimize(decide(t));
+  }
+}
+BENCHMARK(BM_count_votes_and_decide)->Arg(1)->Arg(3)->Arg(5)->Arg(7);
+
+void BM_failure_reason_contended(benchmark::State& state) {
+  std::vector<vote> votes(5);
+  votes[0].status = node_status::ok;
+  votes[1].status = node_status::held;
+  votes[2].status = node_status::held;
+  votes[3].status = node_status::held;
+  votes[4].status = node_status::timeout;
+  for (auto _ : state) benchmark::DoNotOptimize(failure_reason(op_kind::acquire, votes));
+}
+BENCHMARK(BM_failure_reason_contended);
+
+void BM_validity_of(benchmark::State& state) {
+  milliseconds ttl(30000);
+  microseconds elapsed(250);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(ttl);
+    benchmark::DoNotOptimize(elapsed);
+    benchmark::DoNotOptimize(validity_of(ttl, elapsed, 0.01));
+  }
+}
+BENCHMARK(BM_validity_of);
+
+void BM_make_token(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(make_token());
+}
+BENCHMARK(BM_make_token);
+
+void BM_sha1_hex_script(benchmark::State& state) {
+  const std::string body = kRelease;
+  for (auto _ : state) benchmark::DoNotOptimize(sha1_hex(body));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) *
+                          static_cast<std::int64_t>(body.size()));
+}
+BENCHMARK(BM_sha1_hex_script);
+
+// A granted acquire as the acquire scripts answer it (script_id::acquire, sent when
+// the clock-jump guard wants a TIME sample, and script_id::acquire_fenced):
+// {1, fence counter, server seconds, server microseconds}.
+struct acquire_reply {
+  char counter[8] = "41";
+  char sec[16] = "1795990000";
+  char usec[8] = "123456";
+  redisReply one{}, fence{}, s{}, us{};
+  redisReply* elems[4] = {&one, &fence, &s, &us};
+  redisReply top{};
+
+  acquire_reply() {
+    one.type = REDIS_REPLY_INTEGER;
+    one.integer = 1;
+    set_str(fence, counter);
+    set_str(s, sec);
+    set_str(us, usec);
+    top.type = REDIS_REPLY_ARRAY;
+    top.elements = 4;
+    top.element = elems;
+  }
+  static void set_str(redisReply& r, char* text) {
+    r.type = REDIS_REPLY_STRING;
+    r.str = text;
+    r.len = std::strlen(text);
+  }
+};
+
+// Measures classify_reply on `r`; fails the benchmark if the reply no longer
+// classifies as a grant (the script's reply shape changed: update this file).
+void classify_granted(benchmark::State& state, script_id script, const redisReply* r) {
+  if (classify_reply(script, r).v.status != node_status::ok) {
+    state.SkipWithError("reply does not classify as granted: the script's reply shape changed");
+    return;
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(classify_reply(script, r));
+}
+
+// The usual acquire, SET key token NX PX ttl GET (script_id::acquire_set): nil when
+// it set the key (granted), the holder's token as a bulk string when it did not.
+void BM_classify_reply_acquire_set_granted(benchmark::State& state) {
+  redisReply r{};
+  r.type = REDIS_REPLY_NIL;
+  classify_granted(state, script_id::acquire_set, &r);
+}
+BENCHMARK(BM_classify_reply_acquire_set_granted);
+
+void BM_classify_reply_acquire_set_held(benchmark::State& state) {
+  char holder[] = "0123456789abcdef0123456789abcdef";
+  redisReply r{};
+  r.type = REDIS_REPLY_STRING;
+  r.str = holder;
+  r.len = sizeof holder - 1;
+  if (classify_reply(script_id::acquire_set, &r).v.status != node_status::held) {
+    state.SkipWithError("a bulk-string reply to SET NX PX GET does not classify as held: update this file");
+    return;
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(classify_reply(script_id::acquire_set, &r));
+}
+BENCHMARK(BM_classify_reply_acquire_set_held);
+
+// The TIME-sampling acquire script's grant.
+void BM_classify_reply_acquire_granted(benchmark::State& state) {
+  acquire_reply r;
+  classify_granted(state, script_id::acquire, &r.top);
+}
+BENCHMARK(BM_classify_reply_acquire_granted);
+
+void BM_classify_reply_fenced_granted(benchmark::State& state) {
+  acquire_reply r;
+  classify_granted(state, script_id::acquire_fenced, &r.top);
+}
+BENCHMARK(BM_classify_reply_fenced_granted);
+
+void BM_classify_reply_release_deleted(benchmark::State& state) {
+  redisReply r{};
+  r.type = REDIS_REPLY_INTEGER;
+  r.integer = 1;
+  classify_granted(state, script_id::release, &r);
+}
+BENCHMARK(BM_classify_reply_release_deleted);
+
+void BM_classify_reply_error(benchmark::State& state) {
+  char text[] = "WRONGTYPE Operation against a key holding the wrong kind of value";
+  redisReply r{};
+  r.type = REDIS_REPLY_ERROR;
+  r.str = text;
+  r.len = sizeof text - 1;
+  for (auto _ : state) benchmark::DoNotOptimize(classify_reply(script_id::acquire, &r));
+}
+BENCHMARK(BM_classify_reply_error);
+
+void BM_parse_node_uri(benchmark::State& state) {
+  const std::string uri =
+      state.range(0) == 0 ? "redis://127.0.0.1:6379" : "redis://alice:s%40cret@redis-3.example:6380/2";
+  for (auto _ : state) {
+    node_address a;
+    std::string err;
+    benchmark::DoNotOptimize(parse_node_uri(uri, a, err));
+    benchmark::DoNotOptimize(a);
+  }
+}
+BENCHMARK(BM_parse_node_uri)->Arg(0)->Arg(1);
+
+void BM_redact_uri(benchmark::State& state) {
+  const std::string uri = "redis://alice:secret@redis-3.example:6380/2";
+  for (auto _ : state) benchmark::DoNotOptimize(redact_uri(uri));
+}
+BENCHMARK(BM_redact_uri);
+
+void BM_retry_delay(benchmark::State& state) {
+  retry_policy p;
+  jitter_rng rng(42);
+  int attempt = 2;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(retry_delay(p, attempt, rng.next()));
+    attempt = attempt == 8 ? 2 : attempt + 1;
+  }
+}
+BENCHMARK(BM_retry_delay);
+
+// Reference: what encoding one EVALSHA acquire costs in hiredis's
+// redisFormatCommandArgv (what the library's transport used before c67eeb1; it now
+// encodes each round's command once with its own RESP writer, as below).
+void BM_hiredis_format_evalsha(benchmark::State& state) {
+  const std::string sha = get_script(script_id::acquire).sha();
+  const std::string key = "lock:orders:42", token = make_token(), ttl = "30000";
+  const char* argv[] = {"EVALSHA", sha.c_str(), "1", key.c_str(), token.c_str(), ttl.c_str()};
+  const std::size_t lens[] = {7, sha.size(), 1, key.size(), token.size(), ttl.size()};
+  for (auto _ : state) {
+    char* out = nullptr;
+    const int n = redisFormatCommandArgv(&out, 6, argv, lens);
+    benchmark::DoNotOptimize(n);
+    std::free(out);
+  }
+}
+BENCHMARK(BM_hiredis_format_evalsha);
+
+// Reference for the above: the same command encoded by a minimal RESP writer into a
+// reused buffer (no printf, no allocation). Not library code: the library's own
+// encoder (lib/connection.cc, internal) works the same way.
+void append_bulk(std::string& out, const char* s, std::size_t n) {
+  char digits[24];
+  std::size_t len = 0;
+  for (std::size_t v = n; len == 0 || v != 0; v /= 10) digits[len++] = static_cast<char>('0' + v % 10);
+  out += '$';
+  while (len > 0) out += digits[--len];
+  out += "\r\n";
+  out.append(s, n);
+  out += "\r\n";
+}
+
+void BM_reference_resp_writer_evalsha(benchmark::State& state) {
+  const std::string sha = get_script(script_id::acquire).sha();
+  const std::string key = "lock:orders:42", token = make_token(), ttl = "30000";
+  const char* argv[] = {"EVALSHA", sha.c_str(), "1", key.c_str(), token.c_str(), ttl.c_str()};
+  const std::size_t lens[] = {7, sha.size(), 1, key.size(), token.size(), ttl.size()};
+  std::string out;
+  out.reserve(256);
+  for (auto _ : state) {
+    out.clear();
+    out += "*6\r\n";
+    for (std::size_t i = 0; i < 6; ++i) append_bulk(out, argv[i], lens[i]);
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+BENCHMARK(BM_reference_resp_writer_evalsha);
+
+}  // namespace
+
+BENCHMARK_MAIN();

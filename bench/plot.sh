@@ -1,0 +1,64 @@
+#!/bin/sh
+# Draws the benchmark plots from the data files bench_e2e writes with --data-dir.
+#
+#   bench/plot.sh [DATA_DIR] [OUT_DIR]
+#
+# DATA_DIR (default .) holds latency_vs_nodes.dat and throughput_vs_inflight.dat;
+# OUT_DIR (default docs/img) receives latency_vs_nodes.png and
+# throughput_vs_inflight.png. Needs gnuplot with the pngcairo terminal (Debian:
+# gnuplot-nox); nothing else.
+set -eu
+
+data=${1:-.}
+out=${2:-docs/img}
+
+if ! command -v gnuplot >/dev/null 2>&1; then
+  echo "plot.sh: gnuplot not found (Debian: apt-get install gnuplot-nox)" >&2
+  exit 1
+fi
+for f in latency_vs_nodes.dat throughput_vs_inflight.dat; do
+  if [ ! -s "$data/$f" ]; then
+    echo "plot.sh: $data/$f is missing or empty (run bench_e2e --data-dir $data)" >&2
+    exit 1
+  fi
+done
+mkdir -p "$out"
+
+gnuplot <<GNUPLOT
+set terminal pngcairo size 960,600 font "DejaVu Sans,11" enhanced
+set grid ytics mytics xtics lc rgb "#dddddd"
+set key box opaque
+
+set output "$out/latency_vs_nodes.png"
+set title "Lock + unlock pair latency, single client, vs node count\n{/*0.8 raw hiredis parallel floor measured in the same run; TTL 30 s, uncontended keys}"
+set xlabel "nodes (N)"
+set ylabel "microseconds per pair (log scale)"
+set key bottom right
+set logscale y
+set xtics (1, 3, 5, 7)
+set xrange [0.5:7.5]
+plot "$data/latency_vs_nodes.dat" using 1:4 with linespoints lw 2 pt 7 lc rgb "#1f77b4" title "library p50 (sync call)", \
+     "$data/latency_vs_nodes.dat" using 1:5 with linespoints lw 2 pt 6 dt 2 lc rgb "#1f77b4" title "library p99 (sync call)", \
+     "$data/latency_vs_nodes.dat" using 1:8 with linespoints lw 2 pt 9 lc rgb "#9467bd" title "library p50 (async, from the loop)", \
+     "$data/latency_vs_nodes.dat" using 1:2 with linespoints lw 2 pt 5 lc rgb "#2ca02c" title "parallel floor p50", \
+     "$data/latency_vs_nodes.dat" using 1:3 with linespoints lw 2 pt 4 dt 2 lc rgb "#2ca02c" title "parallel floor p99", \
+     "$data/latency_vs_nodes.dat" using 1:7 with linespoints lw 2 pt 13 lc rgb "#ff7f0e" title "quorum floor p50 (first N/2+1 replies)"
+
+set output "$out/throughput_vs_inflight.png"
+set title "Lock + unlock pairs per second vs operations in flight (5 nodes, distinct keys)\n{/*0.8 raw hiredis floors measured in the same run}"
+set xlabel "operations in flight (log scale)"
+set ylabel "pairs per second"
+unset logscale y
+set logscale x 2
+set key bottom right
+set xtics (1, 4, 16, 64, 256)
+set xrange [0.7:360]
+set yrange [0:*]
+set format y "%.0f"
+plot "$data/throughput_vs_inflight.dat" using 1:2 with linespoints lw 2 pt 7 lc rgb "#1f77b4" title "library", \
+     "$data/throughput_vs_inflight.dat" using 1:3 with linespoints lw 2 pt 5 lc rgb "#2ca02c" title "raw floor, same batch per round", \
+     "$data/throughput_vs_inflight.dat" using 1:4 with lines lw 1 dt 3 lc rgb "#2ca02c" title "raw floor, 64 pipelined", \
+     "$data/throughput_vs_inflight.dat" using 1:(0.8*\$4) with lines lw 1 dt 2 lc rgb "#d62728" title "target: 0.8 x 64-pipelined floor"
+GNUPLOT
+
+echo "plot.sh: wrote $out/latency_vs_nodes.png and $out/throughput_vs_inflight.png"
