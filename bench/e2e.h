@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "record.h"
+#include "redlock/options.h"
 #include "redis_node.h"
 
 namespace redlock::bench {
@@ -30,6 +31,8 @@ struct sizing {
   std::vector<std::pair<std::chrono::milliseconds, bench_clock::duration>> watchdog_runs;  // (ttl, window)
   std::size_t memory_ops = 0;                     // in-flight operations for bytes per operation
   std::chrono::milliseconds command_timeout{50};  // client_options::command_timeout of every client
+  // client_options::clock_sample_interval of every client (default: the library's).
+  std::chrono::milliseconds clock_sample_interval = client_options{}.clock_sample_interval;
 
   static sizing make(bool quick);
   // Multiplies every measurement window (not counts) by `factor`.

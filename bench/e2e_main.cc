@@ -59,6 +59,8 @@ void usage(std::FILE* f) {
                "  --scale F           multiply every measurement window by F (e.g. 4 for profiling)\n"
                "  --inflight LIST     in-flight levels of the throughput scenario (default 1,16,64,256)\n"
                "  --command-timeout MS  client_options::command_timeout of every client (default 50)\n"
+               "  --clock-sample-interval MS  client_options::clock_sample_interval of every client\n"
+               "                      (default: the library's; 0 = the TIME acquire script on every acquire)\n"
                "  --watchdog-locks N  locks held in the watchdog and memory scenarios\n"
                "  --watchdog-ttl LIST lock TTLs of the watchdog scenario in ms (default 30000,3000)\n");
 }
@@ -99,6 +101,8 @@ record run_record(const sizing& size, std::size_t nodes) {
       std::string(server != nullptr && *server ? server : "redis-server") + " --version 2>&1";
   r.set_str("redis_version", first_line_of_command(cmd.c_str()));
   r.set_int("unix_time", static_cast<std::int64_t>(std::time(nullptr)));
+  r.set_int("command_timeout_ms", size.command_timeout.count());
+  r.set_int("clock_sample_interval_ms", size.clock_sample_interval.count());
   return r;
 }
 
@@ -112,7 +116,7 @@ bool parse_int(const char* s, long lo, long hi, long& out) {
 
 int run(int argc, char** argv) {
   bool quick = false, json_stdout = false;
-  long repeat = -1, nodes = 5, watchdog_locks = -1, command_timeout_ms = -1;
+  long repeat = -1, nodes = 5, watchdog_locks = -1, command_timeout_ms = -1, sample_interval_ms = -1;
   double scale = 1.0;
   std::string out_path, data_dir;
   std::vector<std::string> chosen;
@@ -148,6 +152,8 @@ int run(int argc, char** argv) {
       nodes = int_value("--nodes", 1, 15);
     } else if (a == "--command-timeout") {
       command_timeout_ms = int_value("--command-timeout", 1, 60000);
+    } else if (a == "--clock-sample-interval") {
+      sample_interval_ms = int_value("--clock-sample-interval", 0, 3600000);
     } else if (a == "--watchdog-locks") {
       watchdog_locks = int_value("--watchdog-locks", 1, 1000000);
     } else if (a == "--scale") {
@@ -223,6 +229,7 @@ int run(int argc, char** argv) {
   }
   size.scale(scale);
   if (command_timeout_ms > 0) size.command_timeout = std::chrono::milliseconds(command_timeout_ms);
+  if (sample_interval_ms >= 0) size.clock_sample_interval = std::chrono::milliseconds(sample_interval_ms);
 
   std::FILE* json = nullptr;
   if (!out_path.empty()) {

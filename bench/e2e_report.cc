@@ -30,6 +30,9 @@ void print_summary(std::FILE* f, const std::vector<record>& rs) {
     std::fprintf(f, "machine: %s, %.0f cores; %s; mode %s, %.0f repeats\n", run->str("cpu_model").c_str(),
                  run->num("nproc"), run->str("redis_version").c_str(), run->str("mode").c_str(),
                  run->num("repeats"));
+    std::fprintf(f, "clients: command_timeout %g ms, clock_sample_interval %g ms (0 = TIME acquire script on every "
+                    "acquire)\n",
+                 run->num("command_timeout_ms"), run->num("clock_sample_interval_ms"));
   }
 
   const record* ping = find(rs, "floor.ping");
@@ -66,6 +69,7 @@ void print_summary(std::FILE* f, const std::vector<record>& rs) {
     pipe_row("pipelined floor, 64 locks per round", pipe);
     pipe_row("pipelined, library's SET NX PX GET", find(rs, "floor.pipelined_set_get"));
     pipe_row("pipelined, library's TIME acquire script", pipe_scr);
+    pipe_row("pipelined, TIME + SET NX PX GET (no Lua)", find(rs, "floor.pipelined_set_get_time"));
     std::fprintf(f, "  (CPU columns: microseconds of CPU per pair, this process / all nodes together)\n");
   }
 
@@ -151,9 +155,12 @@ void print_summary(std::FILE* f, const std::vector<record>& rs) {
                  what.c_str(), r->num("nodes"), r->num("command_timeout_ms"), r->num("base_acquire_p50_us"),
                  r->num("fault_acquire_p50_us"), r->num("p50_ratio"), r->num("base_acquire_p99_us"),
                  r->num("fault_acquire_p99_us"), r->num("p99_delta_us"), r->num("fault_errors"));
-    std::fprintf(f, "  CPU per pair base -> fault: client %.0f -> %.0f us, servers %.0f -> %.0f us; others %.2f -> %.2f\n",
+    std::fprintf(f,
+                 "  base -> fault: CPU per pair client %.0f -> %.0f us, servers %.0f -> %.0f us; acquires that "
+                 "sampled TIME %.0f%% -> %.0f%%; others %.2f -> %.2f\n",
                  r->num("base_client_cpu_us_per_pair"), r->num("fault_client_cpu_us_per_pair"),
                  r->num("base_server_cpu_us_per_pair"), r->num("fault_server_cpu_us_per_pair"),
+                 100 * r->num("base_node0_time_calls_per_pair"), 100 * r->num("fault_node0_time_calls_per_pair"),
                  r->num("base_others_busy_cores"), r->num("fault_others_busy_cores"));
     if (!std::isnan(r->num("raw_quorum_p50_ratio"))) {
       std::fprintf(f,

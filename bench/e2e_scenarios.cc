@@ -117,6 +117,7 @@ std::unique_ptr<client> make_client(const env& e, std::vector<std::string> uris,
   client_options o;
   o.nodes = std::move(uris);
   o.command_timeout = command_timeout.count() > 0 ? command_timeout : e.size.command_timeout;
+  o.clock_sample_interval = e.size.clock_sample_interval;
   auto c = std::make_unique<client>(std::move(o));
   // The first acquires wait for the connections; the next ones load the scripts.
   const auto deadline = bench_clock::now() + seconds(5);
@@ -215,7 +216,7 @@ bool wait_releases(client& c, std::uint64_t before, std::uint64_t count, bench_c
 
 void scenario_floor(env& e, std::size_t n) {
   e.flush_nodes();
-  std::vector<record> ping, seq, par, quo, setget, scr, pipe, pipe_setget, pipe_scr;
+  std::vector<record> ping, seq, par, quo, setget, scr, pipe, pipe_setget, pipe_scr, pipe_time;
   for (int rep = 0; rep < e.size.repeats; ++rep) {
     raw_nodes rn(e.ports(n));
     const std::vector<summary> pings = ping_per_node(rn, e.size.ping_count, seconds(2));
@@ -260,6 +261,10 @@ void scenario_floor(env& e, std::size_t n) {
       return pipelined_floor(rn, 64, e.size.floor_time, kUnbounded, floor_acquire::library_script);
     });
     pipe_scr.back().set_int("batch", 64);
+    measured("floor.pipelined_set_get_time", pipe_time, [&] {
+      return pipelined_floor(rn, 64, e.size.floor_time, kUnbounded, floor_acquire::set_get_time);
+    });
+    pipe_time.back().set_int("batch", 64);
   }
   e.out->emit(record::median_of(ping, {"p50_us"}));
   for (auto* runs : {&seq, &par, &quo, &setget, &scr})
@@ -268,7 +273,7 @@ void scenario_floor(env& e, std::size_t n) {
   for (const record& r : e.out->all()) {
     if (r.scenario() == "floor.parallel") parallel_p50 = r.num("pair_p50_us");
   }
-  for (auto* runs : {&pipe, &pipe_setget, &pipe_scr}) {
+  for (auto* runs : {&pipe, &pipe_setget, &pipe_scr, &pipe_time}) {
     e.out->emit(record::median_of(*runs, {"pairs_per_s"}));
     if (runs == &pipe) pipelined = e.out->all().back().num("pairs_per_s");
   }
@@ -478,11 +483,13 @@ record fault_record(const char* name, std::size_t n, pair_result& base, pair_res
   return r;
 }
 
-// Copies the base_/fault_ CPU figures of `cpu` (see add_cpu) into `r`: this process
-// (the client, and the delay proxy's thread for the slow node), the servers, others.
+// Copies the base_/fault_ figures of `cpu` into `r`: CPU per pair (see add_cpu) of
+// this process (the client, and the delay proxy's thread for the slow node), of the
+// servers, other tenants' load, and the share of acquires that sampled TIME.
 void add_fault_cpu(record& r, const record& cpu) {
   for (const char* phase : {"base_", "fault_"}) {
-    for (const char* what : {"client_cpu_us_per_pair", "server_cpu_us_per_pair", "others_busy_cores"}) {
+    for (const char* what :
+         {"client_cpu_us_per_pair", "server_cpu_us_per_pair", "others_busy_cores", "node0_time_calls_per_pair"}) {
       const std::string key = std::string(phase) + what;
       r.set(key, cpu.num(key));
     }
@@ -513,16 +520,22 @@ void scenario_paused(env& e, std::size_t n) {
   for (int rep = 0; rep < e.size.repeats; ++rep) {
     floor_result raw_base = quorum_floor(all, n / 2 + 1, e.size.fault_time, kUnbounded);
     floor_result raw_less = quorum_floor(rest, n / 2 + 1, e.size.fault_time, kUnbounded);
+    auto st0 = command_stats((*e.cluster)[0]);
     cpu_meter mb(e.pids(n));
     pair_result base = sync_pairs(*c, bench_acquire_options(), e.size.fault_time, kUnbounded);
     record cpu("cpu");
     add_cpu(cpu, "base_", mb, base.pairs);
+    auto st1 = command_stats((*e.cluster)[0]);
+    cpu.set("base_node0_time_calls_per_pair", calls_per_pair(st0, st1, "time", base.pairs));
     pair_result bad;
     {
       pause_guard paused((*e.cluster)[n - 1]);
       cpu_meter mf(e.pids(n));
+      st0 = command_stats((*e.cluster)[0]);
       bad = sync_pairs(*c, bench_acquire_options(), e.size.fault_time, kUnbounded);
       add_cpu(cpu, "fault_", mf, bad.pairs);
+      st1 = command_stats((*e.cluster)[0]);
+      cpu.set("fault_node0_time_calls_per_pair", calls_per_pair(st0, st1, "time", bad.pairs));
     }
     record r = fault_record("fault.paused", n, base, bad, timeout);
     add_fault_cpu(r, cpu);
@@ -556,13 +569,19 @@ void scenario_slow(env& e, std::size_t n, milliseconds delay) {
   for (int rep = 0; rep < e.size.repeats; ++rep) {
     proxy.set_delay(std::chrono::microseconds(0));
     record cpu("cpu");
+    auto st0 = command_stats((*e.cluster)[0]);
     cpu_meter mb(e.pids(n));
     pair_result base = sync_pairs(*c, bench_acquire_options(), e.size.fault_time, kUnbounded);
     add_cpu(cpu, "base_", mb, base.pairs);
+    auto st1 = command_stats((*e.cluster)[0]);
+    cpu.set("base_node0_time_calls_per_pair", calls_per_pair(st0, st1, "time", base.pairs));
     proxy.set_delay(delay);
     cpu_meter mf(e.pids(n));
+    st0 = command_stats((*e.cluster)[0]);
     pair_result bad = sync_pairs(*c, bench_acquire_options(), e.size.fault_time, kUnbounded);
     add_cpu(cpu, "fault_", mf, bad.pairs);
+    st1 = command_stats((*e.cluster)[0]);
+    cpu.set("fault_node0_time_calls_per_pair", calls_per_pair(st0, st1, "time", bad.pairs));
     record r = fault_record("fault.slow", n, base, bad, timeout);
     add_fault_cpu(r, cpu);
     r.set_int("delay_ms", delay.count());

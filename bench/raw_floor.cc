@@ -56,6 +56,9 @@ void append_acquire(const raw_nodes& nodes, redisContext* c, floor_acquire how, 
     append(c, {"SET", key, token, "NX", "PX", "30000"});
   } else if (how == floor_acquire::library_set_get) {
     append(c, {"SET", key, token, "NX", "PX", "30000", "GET"});
+  } else if (how == floor_acquire::set_get_time) {
+    append(c, {"TIME"});
+    append(c, {"SET", key, token, "NX", "PX", "30000", "GET"});
   } else {
     append(c, {"EVALSHA", nodes.acquire_sha(), "1", key, token, "30000"});
   }
@@ -76,7 +79,17 @@ bool granted(const redisReply* r) {
 // The same for `how`: SET ... NX ... GET answers nil when it set the key (it returns
 // the old value, and there was none).
 bool granted_as(floor_acquire how, const redisReply* r) {
-  return how == floor_acquire::library_set_get ? r->type == REDIS_REPLY_NIL : granted(r);
+  return how == floor_acquire::library_set_get || how == floor_acquire::set_get_time ? r->type == REDIS_REPLY_NIL
+                                                                                      : granted(r);
+}
+// Reads the replies to one append_acquire() on `c`; true if it granted.
+bool read_acquire(redisContext* c, floor_acquire how) {
+  if (how == floor_acquire::set_get_time) {
+    reply_ptr t{read_reply(c)};
+    if (t.r->type != REDIS_REPLY_ARRAY || t.r->elements != 2) fail(c, "TIME");
+  }
+  reply_ptr r{read_reply(c)};
+  return granted_as(how, r.r);
 }
 bool deleted(const redisReply* r) { return r->type == REDIS_REPLY_INTEGER && r->integer == 1; }
 
@@ -150,8 +163,7 @@ floor_result parallel_floor(raw_nodes& nodes, floor_acquire how, bench_clock::du
     for (std::size_t n = 0; n < nodes.size(); ++n) append_acquire(nodes, nodes.at(n), how, key, token);
     for (std::size_t n = 0; n < nodes.size(); ++n) flush(nodes.at(n));
     for (std::size_t n = 0; n < nodes.size(); ++n) {
-      reply_ptr r{read_reply(nodes.at(n))};
-      if (!granted_as(how, r.r)) ++out.errors;
+      if (!read_acquire(nodes.at(n), how)) ++out.errors;
     }
     const auto t1 = bench_clock::now();
     for (std::size_t n = 0; n < nodes.size(); ++n) append_release(nodes, nodes.at(n), key, token);
@@ -296,8 +308,7 @@ floor_result pipelined_floor(raw_nodes& nodes, int batch, bench_clock::duration 
     for (std::size_t n = 0; n < nodes.size(); ++n) flush(nodes.at(n));
     for (std::size_t n = 0; n < nodes.size(); ++n) {
       for (std::size_t k = 0; k < b; ++k) {
-        reply_ptr r{read_reply(nodes.at(n))};
-        if (!granted_as(how, r.r)) ++out.errors;
+        if (!read_acquire(nodes.at(n), how)) ++out.errors;
       }
     }
     for (std::size_t n = 0; n < nodes.size(); ++n) {

@@ -51,7 +51,9 @@ class raw_nodes {
 // How the parallel floor takes the lock on each node.
 enum class floor_acquire {
   set_nx,           // SET key token NX PX 30000 (the floor of the issue)
-  library_set_get,  // SET key token NX PX 30000 GET: the library's usual acquire (nil = granted)
+  library_set_get,  // SET key token NX PX 30000 GET: the library's plain acquire (nil = granted)
+  set_get_time,     // TIME, then SET key token NX PX 30000 GET, pipelined on the same connection:
+                    // a server clock sample per acquire without Lua (not what the library does)
   library_script,   // EVALSHA of the library's acquire script (SET NX PX and TIME in Lua): what
                     // the library sends when the clock-jump guard wants a TIME sample
 };

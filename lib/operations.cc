@@ -92,12 +92,13 @@ void round::evaluate() {
   } else {
     outcome = decide(t);
     if (outcome == verdict::undecided) return;
-    // No quorum, but the answers still pending could show that a quorum refused
-    // (held / not owner): wait for them (bounded by the node timeout) so the caller
-    // hears "contended" rather than "unavailable".
+    // No quorum, but the answers still pending could show that the refusals
+    // (held / not owner) alone rule out a quorum: wait for them (bounded by the
+    // node timeout), so the reason ("contended" or "unavailable") never depends on
+    // the order of the replies.
     const std::size_t refused = kind_ == op_kind::acquire ? t.held : t.not_owner;
     const std::size_t blocking = t.n - quorum_of(t.n) + 1;  // refusals that alone rule out a quorum
-    if (outcome == verdict::no_quorum && refused > 0 && refused < blocking && refused + t.pending >= blocking) {
+    if (outcome == verdict::no_quorum && refused < blocking && refused + t.pending >= blocking) {
       outcome = verdict::undecided;
       return;
     }

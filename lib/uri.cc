@@ -69,22 +69,27 @@ std::string redact_uri(std::string_view uri) {
   for (char& c : s) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
   }
-  std::size_t at = s.rfind('@');
+  const std::size_t at = s.rfind('@');
   if (at == std::string::npos) return s;
-  if (starts_with_ci(s, "unix://")) {
-    // A path may contain '@': only an '@' before the path's first '/' ends user info.
-    const std::size_t slash = s.find('/', 7);
-    at = s.find('@', 7);
-    if (at == std::string::npos || (slash != std::string::npos && slash < at)) return s;
-  }
+  // Only a real scheme ([A-Za-z][A-Za-z0-9+.-]*) ends at "://"; one inside the user
+  // info (a password may contain "://") must not move the start of the user info.
   std::size_t scheme = s.find("://");
-  const std::size_t auth_begin = scheme == std::string::npos || scheme > at ? 0 : scheme + 3;
-  const std::size_t colon = s.find(':', auth_begin);
-  if (colon == std::string::npos || colon > at) {
-    // No ':' in the user info: it may be a bare password (redis://secret@host).
+  for (std::size_t i = 0; scheme != std::string::npos && i < scheme; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (!(std::isalpha(c) || (i > 0 && (std::isdigit(c) || c == '+' || c == '.' || c == '-')))) {
+      scheme = std::string::npos;
+    }
+  }
+  const std::size_t auth_begin = scheme == std::string::npos || scheme == 0 || scheme > at ? 0 : scheme + 3;
+  const std::string_view userinfo(s.data() + auth_begin, at - auth_begin);
+  const std::size_t colon = userinfo.find(':');
+  if (colon == std::string_view::npos) {
+    // A unix socket path may contain '@' (unix:///tmp/a@b.sock): no user info there.
+    if (starts_with_ci(s, "unix://") && !userinfo.empty() && userinfo.front() == '/') return s;
+    // Otherwise it may be a bare password (redis://secret@host).
     return s.substr(0, auth_begin) + "***" + s.substr(at);
   }
-  return s.substr(0, colon + 1) + "***" + s.substr(at);
+  return s.substr(0, auth_begin + colon + 1) + "***" + s.substr(at);
 }
 
 bool parse_node_uri(std::string_view uri, node_address& out, std::string& error) {

@@ -63,9 +63,20 @@ std::uint64_t restart_nemesis(redis_cluster& nodes, std::mt19937& rng, std::size
     auto victims = pick(rng, nodes.size(), k);
     for (std::size_t i : victims) nodes[i].kill();
     std::vector<std::thread> starts;
-    for (std::size_t i : victims)
-      starts.emplace_back([&nodes, i, keep_data] { nodes[i].restart(keep_data); });
+    std::vector<std::string> errors(victims.size());
+    for (std::size_t v = 0; v < victims.size(); ++v) {
+      starts.emplace_back([&nodes, &errors, v, i = victims[v], keep_data] {
+        try {
+          nodes[i].restart(keep_data);
+        } catch (const std::exception& e) {
+          errors[v] = e.what();
+        }
+      });
+    }
     for (auto& t : starts) t.join();
+    for (const auto& e : errors) {
+      if (!e.empty()) ADD_FAILURE() << "restart failed: " << e;
+    }
     restarts += victims.size();
     const auto next = steady::now() + period;
     while (steady::now() < next && steady::now() < until) std::this_thread::sleep_for(10ms);

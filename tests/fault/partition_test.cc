@@ -4,7 +4,8 @@
 // black-holed), while B and C are each cut from a different single node (a
 // minority). Checked: (M) no overlap across all clients and rounds; every attempt
 // A starts while cut fails `unavailable` within the command timeout plus slack;
-// B and C keep acquiring; after healing, A acquires within TTL + retry delay.
+// B and C (between them) keep acquiring; after healing, A acquires within TTL +
+// retry delay.
 //
 // Healing is slow by design: a SET that was sent on a connection the client later
 // gave up on (declared stalled) still reaches the server when the partition heals,
@@ -114,17 +115,17 @@ TEST(Partition, majority_cut_fails_fast_minority_cut_keeps_working_no_overlap) {
         // when it was cut has expired).
         const std::int64_t t_free =
             t_cut + std::chrono::duration_cast<std::chrono::nanoseconds>(kTtl + 50ms).count();
+        // (B and C compete with each other, so one of them may win every time.)
+        std::uint64_t grants = 0;
         for (std::size_t i = 1; i < all.size(); ++i) {
-          std::uint64_t grants = 0;
           for (const attempt& at : results[i].log) {
             if (at.start_ns < t_free || at.end_ns > t_end) continue;
             if (at.error.empty()) ++grants;
             if (at.error == "unavailable") ++bc_unavailable;
           }
-          EXPECT_GT(grants, 0u) << all[i]->owner << " got no grant while cut from a minority, round "
-                                << round;
-          bc_grants_cut += grants;
         }
+        EXPECT_GT(grants, 0u) << "neither B nor C got a grant while cut from a minority, round " << round;
+        bc_grants_cut += grants;
         // After healing, A gets the lock within TTL + retry delay.
         acquire_result r;
         while (!(r = a.c->acquire(res, once(kTtl))) &&

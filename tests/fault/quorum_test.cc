@@ -223,6 +223,27 @@ TEST(QuorumReason, failure_reason_names_contention_only_when_holders_alone_block
   }
 }
 
+// Pins a library bug found by fuzz_decision: with an even number of nodes, as many
+// failures as refusals can each rule out a quorum (N = 4: two of either). The round
+// waits for pending answers that could still make it "contended" only once a
+// refusal has arrived, so when the two failures arrive first (down nodes refuse
+// the connection at once) the acquire reports `unavailable`, and `contended` in
+// the other order; decision.h says contended whenever the refusals alone rule out
+// a quorum. Fixed: the round now also waits when no refusal has arrived yet but
+// the pending answers could still block (refused + pending >= N - q + 1).
+TEST(QuorumReason, failure_reason_does_not_depend_on_reply_order_with_an_even_node_count) {
+  redis_cluster nodes(4);
+  nodes[0].kill();
+  nodes[1].kill();
+  nodes[2].command({"SET", "even-key", "foreign", "PX", "60000"});
+  nodes[3].command({"SET", "even-key", "foreign", "PX", "60000"});
+  for (int i = 0; i < 5; ++i) {
+    client c(scenario_options(nodes.uris()));  // fresh: the down nodes fail first
+    auto r = c.acquire("even-key", once(10000ms));
+    EXPECT_EQ(r.report.error, errc::contended) << r.report.message();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(N, QuorumTable, ::testing::Values(3, 5, 7),
                          [](const ::testing::TestParamInfo<int>& i) {
                            return "n" + std::to_string(i.param);
