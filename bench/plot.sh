@@ -1,28 +1,44 @@
 #!/bin/sh
 # Draws the benchmark plots from the data files bench_e2e writes with --data-dir.
 #
-#   bench/plot.sh [DATA_DIR] [OUT_DIR]
+#   bench/plot.sh [DATA_DIR] [OUT_DIR] [DATA_DIR2 [LABEL2 [LABEL1]]]
 #
 # DATA_DIR (default .) holds latency_vs_nodes.dat and throughput_vs_inflight.dat;
 # OUT_DIR (default docs/img) receives latency_vs_nodes.png and
-# throughput_vs_inflight.png. Needs gnuplot with the pngcairo terminal (Debian:
-# gnuplot-nox); nothing else.
+# throughput_vs_inflight.png. DATA_DIR2, if given, holds the same files from a
+# second configuration (e.g. bench_e2e --clock-sample-interval 100): its library
+# curves are drawn too, named LABEL2; LABEL1 then names DATA_DIR's. The floors
+# drawn are DATA_DIR's. Labels go through gnuplot's enhanced text: avoid '_' and
+# '^'. Needs gnuplot with the pngcairo terminal (Debian: gnuplot-nox); nothing else.
 set -eu
 
 data=${1:-.}
 out=${2:-docs/img}
+data2=${3:-}
+label2=${4:-second configuration}
+label1=${5:-}
+l1=${label1:+, $label1}
 
 if ! command -v gnuplot >/dev/null 2>&1; then
   echo "plot.sh: gnuplot not found (Debian: apt-get install gnuplot-nox)" >&2
   exit 1
 fi
-for f in latency_vs_nodes.dat throughput_vs_inflight.dat; do
-  if [ ! -s "$data/$f" ]; then
-    echo "plot.sh: $data/$f is missing or empty (run bench_e2e --data-dir $data)" >&2
-    exit 1
-  fi
+for d in "$data" ${data2:+"$data2"}; do
+  for f in latency_vs_nodes.dat throughput_vs_inflight.dat; do
+    if [ ! -s "$d/$f" ]; then
+      echo "plot.sh: $d/$f is missing or empty (run bench_e2e --data-dir $d)" >&2
+      exit 1
+    fi
+  done
 done
 mkdir -p "$out"
+# Extra plot clauses for the second configuration (empty without DATA_DIR2).
+lat2=""
+tp2=""
+if [ -n "$data2" ]; then
+  lat2=", \"$data2/latency_vs_nodes.dat\" using 1:4 with linespoints lw 2 pt 11 lc rgb \"#17becf\" title \"library p50 (sync call), $label2\""
+  tp2=", \"$data2/throughput_vs_inflight.dat\" using 1:2 with linespoints lw 2 pt 11 lc rgb \"#17becf\" title \"library, $label2\""
+fi
 
 gnuplot <<GNUPLOT
 set terminal pngcairo size 960,600 font "DejaVu Sans,11" enhanced
@@ -37,12 +53,12 @@ set key bottom right
 set logscale y
 set xtics (1, 3, 5, 7)
 set xrange [0.5:7.5]
-plot "$data/latency_vs_nodes.dat" using 1:4 with linespoints lw 2 pt 7 lc rgb "#1f77b4" title "library p50 (sync call)", \
-     "$data/latency_vs_nodes.dat" using 1:5 with linespoints lw 2 pt 6 dt 2 lc rgb "#1f77b4" title "library p99 (sync call)", \
-     "$data/latency_vs_nodes.dat" using 1:8 with linespoints lw 2 pt 9 lc rgb "#9467bd" title "library p50 (async, from the loop)", \
+plot "$data/latency_vs_nodes.dat" using 1:4 with linespoints lw 2 pt 7 lc rgb "#1f77b4" title "library p50 (sync call)$l1", \
+     "$data/latency_vs_nodes.dat" using 1:5 with linespoints lw 2 pt 6 dt 2 lc rgb "#1f77b4" title "library p99 (sync call)$l1", \
+     "$data/latency_vs_nodes.dat" using 1:8 with linespoints lw 2 pt 9 lc rgb "#9467bd" title "library p50 (async, from the loop)$l1", \
      "$data/latency_vs_nodes.dat" using 1:2 with linespoints lw 2 pt 5 lc rgb "#2ca02c" title "parallel floor p50", \
      "$data/latency_vs_nodes.dat" using 1:3 with linespoints lw 2 pt 4 dt 2 lc rgb "#2ca02c" title "parallel floor p99", \
-     "$data/latency_vs_nodes.dat" using 1:7 with linespoints lw 2 pt 13 lc rgb "#ff7f0e" title "quorum floor p50 (first N/2+1 replies)"
+     "$data/latency_vs_nodes.dat" using 1:7 with linespoints lw 2 pt 13 lc rgb "#ff7f0e" title "quorum floor p50 (first N/2+1 replies)"$lat2
 
 set output "$out/throughput_vs_inflight.png"
 set title "Lock + unlock pairs per second vs operations in flight (5 nodes, distinct keys)\n{/*0.8 raw hiredis floors measured in the same run}"
@@ -55,10 +71,10 @@ set xtics (1, 4, 16, 64, 256)
 set xrange [0.7:360]
 set yrange [0:*]
 set format y "%.0f"
-plot "$data/throughput_vs_inflight.dat" using 1:2 with linespoints lw 2 pt 7 lc rgb "#1f77b4" title "library", \
+plot "$data/throughput_vs_inflight.dat" using 1:2 with linespoints lw 2 pt 7 lc rgb "#1f77b4" title "library$l1", \
      "$data/throughput_vs_inflight.dat" using 1:3 with linespoints lw 2 pt 5 lc rgb "#2ca02c" title "raw floor, same batch per round", \
      "$data/throughput_vs_inflight.dat" using 1:4 with lines lw 1 dt 3 lc rgb "#2ca02c" title "raw floor, 64 pipelined", \
-     "$data/throughput_vs_inflight.dat" using 1:(0.8*\$4) with lines lw 1 dt 2 lc rgb "#d62728" title "target: 0.8 x 64-pipelined floor"
+     "$data/throughput_vs_inflight.dat" using 1:(0.8*\$4) with lines lw 1 dt 2 lc rgb "#d62728" title "target: 0.8 x 64-pipelined floor"$tp2
 GNUPLOT
 
 echo "plot.sh: wrote $out/latency_vs_nodes.png and $out/throughput_vs_inflight.png"
