@@ -43,7 +43,6 @@ struct held {
   std::chrono::milliseconds interval{0};
   std::function<void(const lease&, const report&)> on_lost;
   std::uint64_t timer = 0;
-  bool extending = false;
   int max_extensions = 0;  // 0 = no cap
   int extensions = 0;
   std::chrono::milliseconds max_hold{0};  // 0 = no cap

@@ -547,12 +547,10 @@ void core::watchdog_tick(const std::shared_ptr<held>& h) {
     });
     return;
   }
-  h->extending = true;
   std::weak_ptr<held> w = h;
   extend_round(*this, l, *ttl, [this, w](report r, clock_tp valid_until) {
     auto hp = w.lock();
     if (!hp) return;
-    hp->extending = false;
     if (!hp->watchdog || hp->finished.load() || hp->lost.load()) return;
     if (!r.error) {
       ++hp->extensions;
