@@ -54,6 +54,14 @@ const std::string& wire::eval_form() const {
   return eval_;
 }
 
+const std::string& wire::timed_form() const {
+  if (timed_.empty()) {
+    timed_ = sha_.empty() ? encode(false) : sha_;
+    append_resp(timed_, {"TIME"});
+  }
+  return timed_;
+}
+
 std::string wire::encode(bool with_body) const {
   const redlock::detail::script& sc = get_script(cmd_.script);
   const std::string_view verb = with_body ? "EVAL" : "EVALSHA";
@@ -285,13 +293,12 @@ void connection::on_read(const char* data, std::size_t n) {
       return;
     }
     if (reply == nullptr) break;
-    auto* r = static_cast<redisReply*>(reply);
+    std::unique_ptr<redisReply, reply_deleter> r(static_cast<redisReply*>(reply));
     if (state_ == state::handshake) {
-      on_handshake_reply(r);
+      on_handshake_reply(r.get());
     } else if (state_ == state::ready) {
-      on_request_reply(r);
+      on_request_reply(std::move(r));
     }
-    freeReplyObject(r);
   }
 }
 
@@ -411,9 +418,13 @@ void connection::become_ready() {
 
 void connection::encode(request& r) {
   if (r.cmd->script() == script_id::acquire_set) {
-    // The plain SET form, unless this server rejected it before (then EVAL).
+    // The plain SET form, unless this server rejected it before (then EVAL: that
+    // script returns the server's TIME itself). When the clock-jump guard wants a
+    // sample, a TIME rides right behind the SET: a few microseconds of server time
+    // (a Lua script costs tens) and no extra round trip.
     const bool plain = !r.force_eval && !r.cmd->force_eval() && !set_get_unsupported_;
-    out_.append(plain ? r.cmd->sha_form() : r.cmd->eval_form());
+    r.with_time = plain && time_sample_due(core_.now());
+    out_.append(!plain ? r.cmd->eval_form() : r.with_time ? r.cmd->timed_form() : r.cmd->sha_form());
     r.used_sha = plain;
     r.sent = true;
     return;
@@ -509,11 +520,31 @@ void connection::complete(request& r, const reply_event& ev) {
   if (target) target->on_reply(index_, r.tag, ev);
 }
 
-void connection::on_request_reply(redisReply* reply) {
+void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> owned) {
   if (queue_.empty()) {
     fail_connection(node_status::protocol_error, "reply without a request");
     return;
   }
+  bool time_sampled = false;
+  std::unique_ptr<redisReply, reply_deleter> time_reply;
+  if (queue_.front().with_time) {
+    if (!first_of_two_) {
+      first_of_two_ = std::move(owned);  // the SET's reply; its TIME comes next
+      return;
+    }
+    time_reply = std::move(owned);
+    owned = std::move(first_of_two_);
+    const redisReply* t = time_reply.get();
+    if (t->type == REDIS_REPLY_ARRAY && t->elements == 2 && t->element[0]->type == REDIS_REPLY_STRING &&
+        t->element[1]->type == REDIS_REPLY_STRING) {
+      const std::int64_t sec = std::atoll(t->element[0]->str), usec = std::atoll(t->element[1]->str);
+      const auto now = core_.now();
+      observe_server_time(sec * 1000000 + usec, now - (now - queue_.front().submitted) / 2);
+      time_sampled = true;
+    }
+    // An error (TIME not permitted to this user) leaves the guard without a sample.
+  }
+  redisReply* reply = owned.get();
   request r = std::move(queue_.front());
   queue_.pop_front();
   if (r.expired) {
@@ -541,6 +572,7 @@ void connection::on_request_reply(redisReply* reply) {
   }
   reply_event ev;
   ev.reply = reply;
+  ev.time_sampled = time_sampled;
   ev.latency = std::chrono::duration_cast<std::chrono::microseconds>(core_.now() - r.submitted);
   if (reply->type == REDIS_REPLY_ERROR) {
     std::string_view e(reply->str, reply->len);
@@ -632,6 +664,7 @@ void connection::fail_connection(node_status status, std::string detail, bool pe
   if (stream_ != nullptr) stream_->release(core_);
   stream_ = nullptr;
   out_.clear();
+  first_of_two_.reset();
   down_status_ = status == node_status::timeout && !ever_connected_ ? node_status::connection_error : status;
   if (status == node_status::auth_error) down_status_ = node_status::auth_error;
   down_detail_ = detail;
@@ -679,6 +712,7 @@ void connection::shutdown() {
   state_ = state::closed;
   if (stream_ != nullptr) stream_->release(core_);
   stream_ = nullptr;
+  first_of_two_.reset();
   std::deque<request> pending;
   pending.swap(queue_);
   for (request& r : pending) {

@@ -44,12 +44,16 @@ class wire {
   bool force_eval() const noexcept { return cmd_.force_eval; }
   const std::string& sha_form() const noexcept { return sha_; }
   const std::string& eval_form() const;  // loop thread only
+  // acquire_set only: the plain SET followed by a pipelined TIME (two replies),
+  // the clock-jump guard's sample for the node (encoded on first need).
+  const std::string& timed_form() const;  // loop thread only
 
  private:
   std::string encode(bool with_body) const;
   command cmd_;
   std::string sha_;
   mutable std::string eval_;
+  mutable std::string timed_;
 };
 
 // Appends a RESP array of bulk strings.
@@ -61,6 +65,9 @@ struct reply_event {
   const redisReply* reply = nullptr;            // valid during the call only
   std::string_view detail;
   std::chrono::microseconds latency{0};
+  // The connection sampled the server's TIME right after this request (pipelined)
+  // and fed it to the clock-jump guard before delivering this reply.
+  bool time_sampled = false;
 };
 
 class sink {
@@ -111,7 +118,11 @@ class connection {
     std::uint64_t deadline_ms = 0;  // on uv_now()
     bool sent = false;
     bool used_sha = false;
-    bool expired = false;  // the sink was told "timeout"; a late reply is dropped
+    bool with_time = false;  // a TIME was pipelined after it: two replies
+    bool expired = false;    // the sink was told "timeout"; a late reply is dropped
+  };
+  struct reply_deleter {
+    void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
   };
 
  public:
@@ -124,7 +135,8 @@ class connection {
   void on_read(const char* data, std::size_t n);
   void on_handshake_reply(redisReply* r);
   void on_info(std::string_view info);
-  void on_request_reply(redisReply* r);
+  // Takes the reply (it is freed here or kept for the request's second reply).
+  void on_request_reply(std::unique_ptr<redisReply, reply_deleter> r);
   void fail_connection(node_status status, std::string detail, bool permanent = false);
   void become_ready();
   void encode(request& r);
@@ -140,6 +152,8 @@ class connection {
   stream_holder* stream_ = nullptr;
   redisReader* reader_ = nullptr;
   std::deque<request> queue_;  // in write order; replies match the front
+  // The front request's first reply while its pipelined TIME is still to come.
+  std::unique_ptr<redisReply, reply_deleter> first_of_two_;
   std::string out_;            // encoded, not yet written
   bool dirty_ = false;
   std::deque<char> handshake_steps_;  // 'A'uth, 'S'elect, 'P'ing, 'I'nfo, 'T'ime

@@ -59,12 +59,13 @@ void round::on_reply(std::size_t node, std::uint32_t, const reply_event& ev) {
     fences[node] = c.fence;
     values[node] = std::move(c.value);
     pttls[node] = c.pttl;
-    if (c.server_time_us) {
+    if (c.server_time_us || ev.time_sampled) {
       // The clock-jump guard also covers this very reply: a grant from a node whose
-      // clock just jumped (or that is quarantined) does not count.
+      // clock just jumped (or that is quarantined) does not count. (A TIME pipelined
+      // behind the plain SET was observed by the connection already.)
       const auto now = core_.now();
       connection& conn = core_.conn(node);
-      conn.observe_server_time(*c.server_time_us, now - ev.latency / 2);
+      if (c.server_time_us) conn.observe_server_time(*c.server_time_us, now - ev.latency / 2);
       if (v.status == node_status::ok) {
         std::string why = conn.acquire_exclusion(now, core_.quarantine_for(milliseconds(0)));
         if (!why.empty()) {
@@ -170,17 +171,10 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
     retry_timer_ = 0;
     ++attempt_;
     token_ = make_token();
-    // Fenced: the fenced script. Otherwise the plain SET NX PX GET, or the script
-    // that also returns TIME when the clock-jump guard wants a sample.
+    // Fenced: the fenced script. Otherwise the plain SET NX PX GET (each
+    // connection pipelines a TIME behind it when the clock-jump guard wants one).
     const auto t0 = c_.now();
-    script_id sid = script_id::acquire_set;
-    if (o_.fencing) {
-      sid = script_id::acquire_fenced;
-    } else {
-      for (std::size_t i = 0; i < c_.size() && sid == script_id::acquire_set; ++i) {
-        if (c_.conn(i).time_sample_due(t0)) sid = script_id::acquire;
-      }
-    }
+    const script_id sid = o_.fencing ? script_id::acquire_fenced : script_id::acquire_set;
     auto r = std::make_shared<round>(c_, op_kind::acquire, sid, false);
     auto self = shared_from_this();
     r->on_decided = [self](round& rd) { self->on_acquired(rd); };

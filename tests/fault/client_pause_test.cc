@@ -103,7 +103,9 @@ TEST(ClientPause, paused_holder_learns_validity_ran_out_and_fencing_refuses_its_
         redis_counter ctr(store.port(), res + ":counter");
         fenced_resource fenced(store.port(), res + ":resource");
         ctr.write(ctr.read() + 1);
-        EXPECT_TRUE(fenced.write(*second.lock.fence(), "second"));
+        ASSERT_TRUE(second.lock.fence().has_value());
+        const std::uint64_t second_fence = *second.lock.fence();  // the handle forgets it on release
+        EXPECT_TRUE(fenced.write(second_fence, "second"));
         EXPECT_TRUE(second.lock.release());
         fig.operations += 2;
         // Resume the paused holder.
@@ -114,7 +116,7 @@ TEST(ClientPause, paused_holder_learns_validity_ran_out_and_fencing_refuses_its_
         const std::string out = w.output();
         fig.operations += 4;
         const std::uint64_t first_fence = std::stoull(field(out, "fence"));
-        EXPECT_GT(*second.lock.fence(), first_fence);
+        EXPECT_GT(second_fence, first_fence);
         EXPECT_EQ(field(out, "remaining_ms"), "0") << out;
         EXPECT_EQ(field(out, "extend"), "lock_lost") << "an extend after the pause must not succeed: " << out;
         EXPECT_EQ(field(out, "fenced_write"), "refused") << out;

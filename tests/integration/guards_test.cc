@@ -1,8 +1,10 @@
-// The client-side safety guards: restart quarantine and the extension cap.
-// (The server clock-jump guard is exercised in tests/fault with a clock shim.)
+// The client-side safety guards: restart quarantine, the extension cap, and how
+// the clock-jump guard samples the servers' TIME. (Clock jumps themselves are
+// exercised in tests/fault with a clock shim.)
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <string>
 #include <thread>
 
 #include "test_util.h"
@@ -129,6 +131,88 @@ TEST(ExtensionCap, explicit_extend_is_refused_past_the_cap_and_shortened_by_max_
   auto e2 = r.lock.extend(1000ms);
   EXPECT_EQ(e2.error, errc::extension_limit) << e2.message();
   EXPECT_TRUE(r.lock.owns_lock());  // still held until it runs out
+}
+
+// calls=N in the node's `INFO commandstats` line for `cmd` (0 when absent).
+long long calls_of(redis_node& n, const std::string& cmd) {
+  const std::string info = n.command({"INFO", "commandstats"});
+  const std::string field = "cmdstat_" + cmd + ":calls=";
+  const auto at = info.find(field);
+  return at == std::string::npos ? 0 : std::stoll(info.substr(at + field.size()));
+}
+
+// Commands seen by each node while `fn` runs.
+template <typename Fn>
+std::vector<std::pair<long long, long long>> time_and_script_calls(redis_cluster& cl, Fn fn) {
+  auto snap = [&] {
+    std::vector<std::pair<long long, long long>> v;
+    for (std::size_t i = 0; i < cl.size(); ++i) {
+      v.emplace_back(calls_of(cl[i], "time"), calls_of(cl[i], "evalsha") + calls_of(cl[i], "eval"));
+    }
+    return v;
+  };
+  const auto before = snap();
+  fn();
+  auto after = snap();
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    after[i].first -= before[i].first;
+    after[i].second -= before[i].second;
+  }
+  return after;
+}
+
+TEST(ClockSample, default_pipelines_one_TIME_behind_each_plain_SET_and_runs_no_script) {
+  redis_cluster cl(3);
+  client c(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(c));
+  std::vector<lock> held;
+  const auto calls = time_and_script_calls(cl, [&] {
+    for (int i = 0; i < 10; ++i) {
+      auto r = c.acquire("sample-" + std::to_string(i), once());
+      ASSERT_TRUE(r) << r.report.message();
+      held.push_back(std::move(r.lock));
+    }
+  });
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    // The INFO itself is not counted until it returns; one TIME per acquire.
+    EXPECT_EQ(calls[i].first, 10) << "node " << i;
+    EXPECT_EQ(calls[i].second, 0) << "node " << i;
+  }
+  for (auto& l : held) EXPECT_TRUE(l.release());
+}
+
+TEST(ClockSample, a_positive_interval_samples_at_most_once_per_interval) {
+  redis_cluster cl(3);
+  auto o = options_for(cl.uris());
+  o.clock_sample_interval = std::chrono::hours(1);
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  const auto calls = time_and_script_calls(cl, [&] {
+    for (int i = 0; i < 10; ++i) {
+      auto r = c.acquire("interval-" + std::to_string(i), once());
+      ASSERT_TRUE(r) << r.report.message();
+      EXPECT_TRUE(r.lock.release());
+    }
+  });
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(calls[i].first, 0) << "node " << i;  // the handshake's sample is fresh
+    EXPECT_EQ(calls[i].second, 10) << "node " << i;  // the releases only
+  }
+}
+
+TEST(ClockSample, a_user_without_TIME_permission_still_acquires) {
+  node_config cfg;
+  cfg.acl_users = {"user locker on >lockpw ~* +@all -time"};
+  redis_cluster cl(3, cfg);
+  std::vector<std::string> uris;
+  for (std::size_t i = 0; i < 3; ++i) uris.push_back("redis://locker:lockpw@127.0.0.1:" + std::to_string(cl[i].port()));
+  client c(options_for(uris));
+  for (int i = 0; i < 3; ++i) {
+    auto r = c.acquire("no-time-" + std::to_string(i), once());
+    ASSERT_TRUE(r) << r.report.message();
+    EXPECT_TRUE(r.lock.release());
+  }
+  EXPECT_EQ(calls_of(cl[0], "time"), 0);
 }
 
 }  // namespace

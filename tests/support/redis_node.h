@@ -95,8 +95,8 @@ class redis_node {
   void start();
   // SIGKILL + waitpid. No-op if not running.
   void kill();
-  // kill(); if !keep_data, delete everything in the directory but the logs
-  // (dump.rdb, appendonlydir, ...); start().
+  // kill(); if !keep_data, delete the data files (dump.rdb, appendonly.aof,
+  // appendonlydir); start().
   void restart(bool keep_data);
   // SIGSTOP, and wait until the process is stopped. Connections to a paused node
   // are accepted by the kernel but never answered.
