@@ -60,7 +60,7 @@ void usage(std::FILE* f) {
                "  --inflight LIST     in-flight levels of the throughput scenario (default 1,16,64,256)\n"
                "  --command-timeout MS  client_options::command_timeout of every client (default 50)\n"
                "  --clock-sample-interval MS  client_options::clock_sample_interval of every client\n"
-               "                      (default: the library's; 0 = the TIME acquire script on every acquire)\n"
+               "                      (default: the library's; 0 = a TIME behind every acquire)\n"
                "  --watchdog-locks N  locks held in the watchdog and memory scenarios\n"
                "  --watchdog-ttl LIST lock TTLs of the watchdog scenario in ms (default 30000,3000)\n");
 }

@@ -30,8 +30,8 @@ void print_summary(std::FILE* f, const std::vector<record>& rs) {
     std::fprintf(f, "machine: %s, %.0f cores; %s; mode %s, %.0f repeats\n", run->str("cpu_model").c_str(),
                  run->num("nproc"), run->str("redis_version").c_str(), run->str("mode").c_str(),
                  run->num("repeats"));
-    std::fprintf(f, "clients: command_timeout %g ms, clock_sample_interval %g ms (0 = TIME acquire script on every "
-                    "acquire)\n",
+    std::fprintf(f, "clients: command_timeout %g ms, clock_sample_interval %g ms (0 = a TIME pipelined behind "
+                    "every acquire)\n",
                  run->num("command_timeout_ms"), run->num("clock_sample_interval_ms"));
   }
 
@@ -59,17 +59,18 @@ void print_summary(std::FILE* f, const std::vector<record>& rs) {
     row("sequential floor pair (node by node)", seq);
     row("parallel floor pair (SET NX PX, EVALSHA)", par);
     row("quorum floor pair (first q replies)", find(rs, "floor.quorum"));
-    row("parallel, library's SET NX PX GET", find(rs, "floor.parallel_set_get"));
-    row("parallel, library's TIME acquire script", scr);
+    row("parallel, SET NX PX GET (no TIME)", find(rs, "floor.parallel_set_get"));
+    row("parallel, SET NX PX GET + TIME (library)", find(rs, "floor.parallel_set_get_time"));
+    row("parallel, TIME acquire script (Lua)", scr);
     auto pipe_row = [&](const char* name, const record* r) {
       if (r == nullptr) return;
       std::fprintf(f, "  %-44s %9s %9s %12.0f %11.1f %11.1f\n", name, "-", "-", r->num("pairs_per_s"),
                    r->num("client_cpu_us_per_pair"), r->num("server_cpu_us_per_pair"));
     };
     pipe_row("pipelined floor, 64 locks per round", pipe);
-    pipe_row("pipelined, library's SET NX PX GET", find(rs, "floor.pipelined_set_get"));
-    pipe_row("pipelined, library's TIME acquire script", pipe_scr);
-    pipe_row("pipelined, TIME + SET NX PX GET (no Lua)", find(rs, "floor.pipelined_set_get_time"));
+    pipe_row("pipelined, SET NX PX GET (no TIME)", find(rs, "floor.pipelined_set_get"));
+    pipe_row("pipelined, SET NX PX GET + TIME (library)", find(rs, "floor.pipelined_set_get_time"));
+    pipe_row("pipelined, TIME acquire script (Lua)", pipe_scr);
     std::fprintf(f, "  (CPU columns: microseconds of CPU per pair, this process / all nodes together)\n");
   }
 
@@ -124,7 +125,7 @@ void print_summary(std::FILE* f, const std::vector<record>& rs) {
     for (const record& r : rs) {
       if (r.scenario() != "throughput") continue;
       std::fprintf(f,
-                   "  %4.0f in flight: acquires that sampled TIME (acquire script) %.1f%%; node 1 EVALSHA per "
+                   "  %4.0f in flight: acquires that sampled TIME %.1f%%; node 1 EVALSHA per "
                    "pair %.3f, EVAL %.4f\n",
                    r.num("inflight"), 100 * r.num("node0_time_calls_per_pair"),
                    r.num("node0_evalsha_calls_per_pair"), r.num("node0_eval_calls_per_pair"));

@@ -216,7 +216,7 @@ bool wait_releases(client& c, std::uint64_t before, std::uint64_t count, bench_c
 
 void scenario_floor(env& e, std::size_t n) {
   e.flush_nodes();
-  std::vector<record> ping, seq, par, quo, setget, scr, pipe, pipe_setget, pipe_scr, pipe_time;
+  std::vector<record> ping, seq, par, quo, setget, settime, scr, pipe, pipe_setget, pipe_scr, pipe_time;
   for (int rep = 0; rep < e.size.repeats; ++rep) {
     raw_nodes rn(e.ports(n));
     const std::vector<summary> pings = ping_per_node(rn, e.size.ping_count, seconds(2));
@@ -248,6 +248,9 @@ void scenario_floor(env& e, std::size_t n) {
     measured("floor.parallel_set_get", setget, [&] {
       return parallel_floor(rn, floor_acquire::library_set_get, e.size.floor_time, kUnbounded);
     });
+    measured("floor.parallel_set_get_time", settime, [&] {
+      return parallel_floor(rn, floor_acquire::set_get_time, e.size.floor_time, kUnbounded);
+    });
     measured("floor.parallel_script", scr, [&] {
       return parallel_floor(rn, floor_acquire::library_script, e.size.floor_time, kUnbounded);
     });
@@ -267,7 +270,7 @@ void scenario_floor(env& e, std::size_t n) {
     pipe_time.back().set_int("batch", 64);
   }
   e.out->emit(record::median_of(ping, {"p50_us"}));
-  for (auto* runs : {&seq, &par, &quo, &setget, &scr})
+  for (auto* runs : {&seq, &par, &quo, &setget, &settime, &scr})
     e.out->emit(record::median_of(*runs, {"pair_p50_us", "pairs_per_s"}));
   double parallel_p50 = NAN, pipelined = NAN;
   for (const record& r : e.out->all()) {
@@ -378,9 +381,9 @@ void scenario_throughput(env& e, std::size_t n, const std::vector<int>& inflight
       chain_result res = run_chains({c.get()}, cfg);
       record r("throughput");
       add_cpu(r, "", m, res.pairs);
-      // Which acquire the library sent (node 1 of n): the TIME-sampling acquire
-      // script calls TIME once; the plain SET NX PX GET does not. EVALSHA per pair
-      // is 1 (the release) plus the script acquires, EVAL the script bodies sent.
+      // Which acquire the library sent (node 1 of n): a sampled acquire carries one
+      // TIME (pipelined behind the SET), the plain SET NX PX GET none. EVALSHA per
+      // pair is 1 (the release) plus any script acquires, EVAL the bodies sent.
       const auto st1 = command_stats((*e.cluster)[0]);
       r.set("node0_time_calls_per_pair", calls_per_pair(st0, st1, "time", res.pairs));
       r.set("node0_evalsha_calls_per_pair", calls_per_pair(st0, st1, "evalsha", res.pairs));

@@ -72,8 +72,8 @@ void BM_sha1_hex_script(benchmark::State& state) {
 }
 BENCHMARK(BM_sha1_hex_script);
 
-// A granted acquire as the acquire scripts answer it (script_id::acquire, sent when
-// the clock-jump guard wants a TIME sample, and script_id::acquire_fenced):
+// A granted acquire as the acquire scripts answer it (script_id::acquire, the
+// fallback for servers without SET ... NX ... GET, and script_id::acquire_fenced):
 // {1, fence counter, server seconds, server microseconds}.
 struct acquire_reply {
   char counter[8] = "41";

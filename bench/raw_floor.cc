@@ -57,8 +57,8 @@ void append_acquire(const raw_nodes& nodes, redisContext* c, floor_acquire how, 
   } else if (how == floor_acquire::library_set_get) {
     append(c, {"SET", key, token, "NX", "PX", "30000", "GET"});
   } else if (how == floor_acquire::set_get_time) {
-    append(c, {"TIME"});
     append(c, {"SET", key, token, "NX", "PX", "30000", "GET"});
+    append(c, {"TIME"});
   } else {
     append(c, {"EVALSHA", nodes.acquire_sha(), "1", key, token, "30000"});
   }
@@ -84,11 +84,11 @@ bool granted_as(floor_acquire how, const redisReply* r) {
 }
 // Reads the replies to one append_acquire() on `c`; true if it granted.
 bool read_acquire(redisContext* c, floor_acquire how) {
+  reply_ptr r{read_reply(c)};
   if (how == floor_acquire::set_get_time) {
     reply_ptr t{read_reply(c)};
     if (t.r->type != REDIS_REPLY_ARRAY || t.r->elements != 2) fail(c, "TIME");
   }
-  reply_ptr r{read_reply(c)};
   return granted_as(how, r.r);
 }
 bool deleted(const redisReply* r) { return r->type == REDIS_REPLY_INTEGER && r->integer == 1; }

@@ -52,10 +52,12 @@ class raw_nodes {
 enum class floor_acquire {
   set_nx,           // SET key token NX PX 30000 (the floor of the issue)
   library_set_get,  // SET key token NX PX 30000 GET: the library's plain acquire (nil = granted)
-  set_get_time,     // TIME, then SET key token NX PX 30000 GET, pipelined on the same connection:
-                    // a server clock sample per acquire without Lua (not what the library does)
+  set_get_time,     // SET key token NX PX 30000 GET, then TIME, pipelined on the same connection:
+                    // the library's acquire when the clock-jump guard wants a sample (by default,
+                    // every acquire)
   library_script,   // EVALSHA of the library's acquire script (SET NX PX and TIME in Lua): what
-                    // the library sends when the clock-jump guard wants a TIME sample
+                    // the library fell back to before 7.0's SET ... NX ... GET (and, before the
+                    // pipelined TIME, sent for every sample)
 };
 
 struct floor_result {
