@@ -16,6 +16,8 @@
 //  - non-Redis listeners (banner + garbage, silent, hang-up, random bytes) and a
 //    lying server that passes the handshake and then answers with random RESP:
 //    node errors, no crash, no hang.
+//  - a server before 7.0 (a proxy refusing SET ... NX ... GET): the acquire
+//    falls back to the Lua script and behaves the same.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -480,6 +482,44 @@ TEST(ErrorReplies, lying_server_random_replies_never_crash_or_hang) {
   }
   fig.extra = "noise_replies=" + std::to_string(noise_replies) + " liar_votes=" + statuses;
   fig.publish();
+}
+
+TEST(ErrorReplies, a_server_before_7_0_refusing_set_nx_get_gets_the_lua_acquire_script) {
+  // Real Redis 7.0 nodes behind proxies that refuse SET ... NX ... GET the way
+  // servers before 7.0 do ("ERR syntax error"): the first acquire on each
+  // connection (with its pipelined TIME) falls back to the acquire script, and
+  // later ones use the script directly.
+  redis_cluster nodes(3);
+  std::vector<std::unique_ptr<noise_server>> old;
+  std::vector<std::string> uris;
+  for (std::size_t i = 0; i < 3; ++i) {
+    old.push_back(std::make_unique<noise_server>(noise_server::pre_7_0{nodes[i].port()}));
+    uris.push_back(old.back()->uri());
+  }
+  client a(scenario_options(uris));
+  client b(scenario_options(uris));
+  for (int i = 0; i < 5; ++i) {
+    const std::string res = "pre7-" + std::to_string(i);
+    auto r = a.acquire(res, once());
+    ASSERT_TRUE(r) << r.report.message();
+    const std::string token = r.lock.info().token;
+    EXPECT_TRUE(eventually([&] { return nodes.count_value(res, token) == 3; }));
+    auto rival = b.acquire(res, once());
+    EXPECT_EQ(rival.report.error, errc::contended) << rival.report.message();
+    EXPECT_TRUE(r.lock.release());
+    EXPECT_TRUE(eventually([&] { return nodes.count_key(res) == 0; }));
+  }
+  acquire_options fenced = once();
+  fenced.fencing = true;
+  auto f = b.acquire("pre7-fenced", fenced);
+  ASSERT_TRUE(f) << f.report.message();
+  EXPECT_TRUE(f.lock.fence().has_value());
+  EXPECT_TRUE(f.lock.release());
+  for (std::size_t i = 0; i < 3; ++i) {
+    // One refusal per client connection; every acquire after it ran the script.
+    EXPECT_EQ(old[i]->refused_set_get(), 2u) << "node " << i;
+    EXPECT_GE(command_calls(nodes[i], "eval"), 10) << "node " << i;
+  }
 }
 
 }  // namespace

@@ -34,11 +34,39 @@ struct reader_free {
   }
 };
 
+struct context_free {
+  void operator()(redisContext* c) const noexcept {
+    if (c != nullptr) redisFree(c);
+  }
+};
+
 struct peer {
   int fd = -1;
   std::unique_ptr<redisReader, reader_free> reader;
+  std::unique_ptr<redisContext, context_free> upstream;  // pre_7_0 mode
   std::string out;
 };
+
+// A reply as the server sent it (RESP2).
+std::string to_resp(const redisReply* r) {
+  switch (r->type) {
+    case REDIS_REPLY_STRING:
+      return "$" + std::to_string(r->len) + "\r\n" + std::string(r->str, r->len) + "\r\n";
+    case REDIS_REPLY_STATUS:
+      return "+" + std::string(r->str, r->len) + "\r\n";
+    case REDIS_REPLY_ERROR:
+      return "-" + std::string(r->str, r->len) + "\r\n";
+    case REDIS_REPLY_INTEGER:
+      return ":" + std::to_string(r->integer) + "\r\n";
+    case REDIS_REPLY_ARRAY: {
+      std::string s = "*" + std::to_string(r->elements) + "\r\n";
+      for (std::size_t i = 0; i < r->elements; ++i) s += to_resp(r->element[i]);
+      return s;
+    }
+    default:
+      return "$-1\r\n";
+  }
+}
 
 std::string random_text(std::mt19937& rng, std::size_t max_len) {
   std::string s;
@@ -144,12 +172,17 @@ std::string upper(const char* s, std::size_t n) {
 
 std::string bulk(const std::string& s) { return "$" + std::to_string(s.size()) + "\r\n" + s + "\r\n"; }
 
-// The answer to one request.
-std::string answer(const redisReply* req, std::mt19937& rng, std::atomic<std::uint64_t>& noise) {
-  std::string name;
+// The name of a request, upper case ("" if it is not an array of strings).
+std::string command_name(const redisReply* req) {
   if (req->type == REDIS_REPLY_ARRAY && req->elements > 0 && req->element[0]->type == REDIS_REPLY_STRING) {
-    name = upper(req->element[0]->str, req->element[0]->len);
+    return upper(req->element[0]->str, req->element[0]->len);
   }
+  return {};
+}
+
+// What a real server answers to the handshake commands; "" for anything else.
+std::string handshake_answer(const redisReply* req) {
+  const std::string name = command_name(req);
   if (name == "AUTH" || name == "SELECT") return "+OK\r\n";
   if (name == "PING") return "+PONG\r\n";
   if (name == "INFO") {
@@ -162,6 +195,12 @@ std::string answer(const redisReply* req, std::mt19937& rng, std::atomic<std::ui
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(now).count();
     return "*2\r\n" + bulk(std::to_string(us / 1000000)) + bulk(std::to_string(us % 1000000));
   }
+  return {};
+}
+
+// The liar's answer to one request.
+std::string answer(const redisReply* req, std::mt19937& rng, std::atomic<std::uint64_t>& noise) {
+  if (std::string a = handshake_answer(req); !a.empty()) return a;
   noise.fetch_add(1);
   switch (rng() % 10) {
     case 6:
@@ -179,9 +218,59 @@ std::string answer(const redisReply* req, std::mt19937& rng, std::atomic<std::ui
   }
 }
 
+// pre_7_0 mode: the handshake locally, SET ... NX ... GET refused, the rest
+// forwarded to the real server and its reply passed back.
+std::string forward(peer& p, int upstream_port, const redisReply* req, std::atomic<std::uint64_t>& refused) {
+  if (std::string a = handshake_answer(req); !a.empty()) return a;
+  const std::string name = command_name(req);
+  if (name.empty()) return "-ERR Protocol error\r\n";
+  if (name == "SET") {
+    bool nx = false, get = false;
+    for (std::size_t i = 3; i < req->elements; ++i) {
+      const std::string opt = upper(req->element[i]->str, req->element[i]->len);
+      nx = nx || opt == "NX";
+      get = get || opt == "GET";
+    }
+    if (nx && get) {
+      refused.fetch_add(1);
+      return "-ERR syntax error\r\n";
+    }
+  }
+  if (!p.upstream) {
+    const timeval tv{2, 0};
+    p.upstream.reset(redisConnectWithTimeout("127.0.0.1", upstream_port, tv));
+    if (!p.upstream || p.upstream->err != 0) {
+      p.upstream.reset();
+      return "-ERR upstream unreachable\r\n";
+    }
+    redisSetTimeout(p.upstream.get(), tv);
+  }
+  std::vector<const char*> argv;
+  std::vector<std::size_t> lens;
+  for (std::size_t i = 0; i < req->elements; ++i) {
+    argv.push_back(req->element[i]->str);
+    lens.push_back(req->element[i]->len);
+  }
+  auto* reply = static_cast<redisReply*>(
+      redisCommandArgv(p.upstream.get(), static_cast<int>(argv.size()), argv.data(), lens.data()));
+  if (reply == nullptr) {
+    p.upstream.reset();
+    return "-ERR upstream failed\r\n";
+  }
+  std::string out = to_resp(reply);
+  freeReplyObject(reply);
+  return out;
+}
+
 }  // namespace
 
-noise_server::noise_server(std::uint32_t seed, bool handshake) : seed_(seed), handshake_(handshake) {
+noise_server::noise_server(std::uint32_t seed, bool handshake) : seed_(seed), handshake_(handshake) { start(); }
+
+noise_server::noise_server(pre_7_0 mode) : seed_(0), handshake_(true), upstream_port_(mode.upstream_port) {
+  start();
+}
+
+void noise_server::start() {
   try {
     listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (listen_fd_ < 0) throw sys_error("socket");
@@ -264,7 +353,8 @@ void noise_server::loop() {
               }
               if (req == nullptr) break;
               commands_.fetch_add(1);
-              p.out += answer(static_cast<redisReply*>(req), rng, noise_);
+              const auto* rq = static_cast<redisReply*>(req);
+              p.out += upstream_port_ > 0 ? forward(p, upstream_port_, rq, refused_) : answer(rq, rng, noise_);
               freeReplyObject(req);
             }
           }
