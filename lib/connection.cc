@@ -13,6 +13,7 @@ namespace redlock::detail {
 namespace {
 
 constexpr std::size_t kReadBuf = 64 * 1024;
+constexpr std::uint64_t kNoDeadline = ~std::uint64_t{0};
 
 std::string first_line(const char* s, std::size_t n) {
   std::string out(s, std::min<std::size_t>(n, 200));
@@ -404,7 +405,8 @@ void connection::become_ready() {
   for (request& r : queue_) {
     if (!r.sent && !r.expired) {
       encode(r);
-      r.deadline_ms = std::min(r.deadline_ms, ready_deadline);
+      r.overdue_ms = std::min(r.overdue_ms, ready_deadline);
+      if (r.deadline_ms != kNoDeadline) r.deadline_ms = r.overdue_ms;
     }
   }
   if (deadline_timer_ != 0) core_.cancel_timer(deadline_timer_);
@@ -460,10 +462,11 @@ void connection::submit(std::shared_ptr<const wire> cmd, bool force_eval, std::s
   // connection and the command timeout starts when the request is written
   // (become_ready()). A node that was connected before and is reconnecting gets
   // only the command timeout: it is suspect.
-  r.deadline_ms = now_ms + cmd_ms;
+  r.overdue_ms = now_ms + cmd_ms;
   if (state_ != state::ready && !ever_connected_) {
-    r.deadline_ms = std::max(r.deadline_ms, connect_deadline_ms_ + cmd_ms);
+    r.overdue_ms = std::max(r.overdue_ms, connect_deadline_ms_ + cmd_ms);
   }
+  r.deadline_ms = r.cmd->untimed() ? kNoDeadline : r.overdue_ms;
   queue_.push_back(std::move(r));
   if (state_ == state::ready) {
     encode(queue_.back());
@@ -599,17 +602,18 @@ std::uint64_t connection::stall_ms() const noexcept {
 
 void connection::arm_deadline_timer() {
   // Deadlines grow along the queue (each is its submission + command_timeout), so
-  // the first request still waiting holds the earliest one: no full scan.
+  // the first timed request still waiting holds the earliest one: no full scan
+  // (untimed requests, rare, are stepped over).
   std::uint64_t next = 0;
   for (const request& r : queue_) {
-    if (!r.expired) {
+    if (!r.expired && r.deadline_ms != kNoDeadline) {
       next = r.deadline_ms;
       break;
     }
   }
   for (const request& r : queue_) {
     if (r.sent) {
-      const std::uint64_t stall = std::max(r.deadline_ms, last_read_ms_ + stall_ms());
+      const std::uint64_t stall = std::max(r.overdue_ms, last_read_ms_ + stall_ms());
       if (next == 0 || stall < next) next = stall;
       break;
     }
@@ -628,7 +632,7 @@ void connection::on_deadline_timer() {
   const std::uint64_t cmd_ms = static_cast<std::uint64_t>(core_.options().command_timeout.count());
   std::vector<std::pair<std::shared_ptr<sink>, std::uint32_t>> expired;
   for (request& r : queue_) {
-    if (r.expired) continue;
+    if (r.expired || r.deadline_ms == kNoDeadline) continue;
     if (r.deadline_ms > now) break;  // deadlines grow along the queue
     r.expired = true;
     expired.emplace_back(std::move(r.target), r.tag);
@@ -636,7 +640,7 @@ void connection::on_deadline_timer() {
   bool stalled = false;
   for (const request& r : queue_) {
     if (r.sent) {
-      stalled = r.deadline_ms <= now && last_read_ms_ + stall_ms() <= now;
+      stalled = r.overdue_ms <= now && last_read_ms_ + stall_ms() <= now;
       break;
     }
   }

@@ -33,6 +33,9 @@ struct command {
   std::string arg1;
   std::string arg2;
   bool force_eval = false;  // send the script body (EVAL), not EVALSHA
+  // No per-request deadline (command_timeout does not apply): for rounds that set
+  // their own (round::set_deadline). The stall detector still applies.
+  bool untimed = false;
 };
 
 // A command encoded once per round and shared by every node's request: the
@@ -42,6 +45,7 @@ class wire {
   explicit wire(command c);
   script_id script() const noexcept { return cmd_.script; }
   bool force_eval() const noexcept { return cmd_.force_eval; }
+  bool untimed() const noexcept { return cmd_.untimed; }
   const std::string& sha_form() const noexcept { return sha_; }
   const std::string& eval_form() const;  // loop thread only
   // acquire_set only: the plain SET followed by a pipelined TIME (two replies),
@@ -115,7 +119,8 @@ class connection {
     std::shared_ptr<sink> target;
     std::uint32_t tag = 0;
     std::chrono::steady_clock::time_point submitted;
-    std::uint64_t deadline_ms = 0;  // on uv_now()
+    std::uint64_t deadline_ms = 0;  // on uv_now(); kNoDeadline for untimed commands
+    std::uint64_t overdue_ms = 0;   // on uv_now(): submission + command_timeout (stall detection)
     bool sent = false;
     bool used_sha = false;
     bool with_time = false;  // a TIME was pipelined after it: two replies

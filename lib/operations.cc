@@ -27,10 +27,36 @@ round::round(core& c, op_kind kind, script_id script, bool wait_all)
   pttls.assign(n, -2);
 }
 
+round::~round() {
+  if (deadline_timer_ != 0) core_.cancel_timer(deadline_timer_);
+}
+
+void round::set_deadline(milliseconds after, std::string detail) {
+  deadline_after_ = after;
+  deadline_detail_ = std::move(detail);
+}
+
+void round::expire_pending() {
+  deadline_timer_ = 0;
+  if (outcome != verdict::undecided) return;
+  for (std::size_t i = 0; i < votes.size(); ++i) {
+    if (votes[i].status != node_status::pending) continue;
+    votes[i].status = results[i].status = node_status::timeout;
+    results[i].detail = deadline_detail_;
+  }
+  evaluate();
+}
+
 void round::send(const command& cmd, const std::vector<std::string>& skip, const std::vector<bool>& force_eval) {
   started = core_.now();
   sending_ = true;
   auto self = shared_from_this();
+  if (deadline_after_.count() > 0) {
+    std::weak_ptr<round> w = self;
+    deadline_timer_ = core_.schedule(deadline_after_, [w] {
+      if (auto r = w.lock()) r->expire_pending();
+    });
+  }
   auto w = std::make_shared<const wire>(cmd);
   for (std::size_t i = 0; i < core_.size(); ++i) {
     if (!skip.empty() && !skip[i].empty()) {
@@ -104,6 +130,8 @@ void round::evaluate() {
       return;
     }
   }
+  if (deadline_timer_ != 0) core_.cancel_timer(deadline_timer_);
+  deadline_timer_ = 0;
   auto fn = std::move(on_decided);
   on_decided = nullptr;
   if (fn) fn(*this);
@@ -376,7 +404,11 @@ void core::cancel(std::uint64_t id) {
 namespace {
 
 // One ownership-checked extension round; done(report, new valid_until).
-void extend_round(core& c, const lease& l, milliseconds ttl, std::function<void(report, clock_tp)> done) {
+// until_validity_ends: the requests wait for their replies (no command_timeout)
+// until the lock's validity runs out — an extension is worth having until then,
+// and on a starved machine replies can take longer than the command timeout.
+void extend_round(core& c, const lease& l, milliseconds ttl, std::function<void(report, clock_tp)> done,
+                  bool until_validity_ends = false) {
   const clock_tp start = c.now();
   if (l.valid_until && start >= *l.valid_until) {
     report rep = bare_report(c, make_error_code(errc::lock_lost), "");
@@ -384,6 +416,13 @@ void extend_round(core& c, const lease& l, milliseconds ttl, std::function<void(
     return;
   }
   auto r = std::make_shared<round>(c, op_kind::extend, script_id::extend, false);
+  command cmd = lock_command(script_id::extend, c.key_for(l.resource), l.token, std::to_string(ttl.count()));
+  if (until_validity_ends && l.valid_until) {
+    // Rounded up: the round must not give up before the validity is really gone.
+    const auto left = duration_cast<milliseconds>(*l.valid_until - start) + milliseconds(1);
+    cmd.untimed = true;
+    r->set_deadline(left, "no reply within the lock's remaining validity (" + std::to_string(left.count()) + " ms)");
+  }
   core* cp = &c;
   r->on_decided = [cp, ttl, start, done = std::move(done)](round& rd) {
     const clock_tp now = cp->now();
@@ -405,7 +444,7 @@ void extend_round(core& c, const lease& l, milliseconds ttl, std::function<void(
     cp->stats().extends.fetch_add(1, std::memory_order_relaxed);
     done(std::move(rep), valid_until);
   };
-  r->send(lock_command(script_id::extend, c.key_for(l.resource), l.token, std::to_string(ttl.count())));
+  r->send(cmd);
 }
 
 void release_round(core& c, const lease& l, std::function<void(report)> done) {
@@ -568,7 +607,7 @@ void core::watchdog_tick(const std::shared_ptr<held>& h) {
     hp->timer = schedule(gap, [this, w] {
       if (auto p = w.lock()) watchdog_tick(p);
     });
-  });
+  }, /*until_validity_ends=*/true);
 }
 
 void core::extend_held(const std::shared_ptr<held>& h, milliseconds ttl, std::function<void(report)> done) {

@@ -22,11 +22,16 @@ class round final : public sink, public std::enable_shared_from_this<round> {
   // wait_all: decide only when every node answered (inspect); otherwise decide at
   // quorum or when quorum became impossible.
   round(core& c, op_kind kind, script_id script, bool wait_all);
+  ~round() override;
 
   // Sends `cmd` to every node whose skip[i] is empty (all if `skip` is empty);
   // force_eval[i] sends the script body. Skipped nodes vote `excluded`, with
   // skip[i] as the detail.
   void send(const command& cmd, const std::vector<std::string>& skip = {}, const std::vector<bool>& force_eval = {});
+  // For a round of `untimed` commands (no per-request deadline): once `after`
+  // has passed without a decision, every node still pending votes `timeout` with
+  // `detail`, and the round decides. Call before send().
+  void set_deadline(std::chrono::milliseconds after, std::string detail);
 
   void on_reply(std::size_t node, std::uint32_t tag, const reply_event& ev) override;
 
@@ -45,7 +50,11 @@ class round final : public sink, public std::enable_shared_from_this<round> {
 
  private:
   void evaluate();
+  void expire_pending();
   core& core_;
+  std::uint64_t deadline_timer_ = 0;
+  std::chrono::milliseconds deadline_after_{0};
+  std::string deadline_detail_;
   op_kind kind_;
   script_id script_;
   bool wait_all_;

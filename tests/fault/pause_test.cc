@@ -7,11 +7,17 @@
 // (the p99 latency of its successful probes stays below the command timeout), so
 // the loop never stalls. The bounds are on p99 (the CI machine is shared); the
 // maxima are reported.
+//
+// Also: servers that answer, but slower than the command timeout (a starved
+// machine; here a latency proxy). The watchdog's extensions wait for their
+// replies until the lock's validity runs out instead of giving up at the command
+// timeout, so the lock is kept; an explicit extend() keeps the command timeout.
 #include <gtest/gtest.h>
 
 #include <random>
 #include <thread>
 
+#include "fault_proxy.h"
 #include "fault_util.h"
 
 namespace redlock::test {
@@ -122,6 +128,45 @@ TEST(ServerPause, two_of_five_paused_no_overlap_bounded_latency_no_stall) {
               " probes_ok=" + std::to_string(probe_ms.size()) +
               " probes_failed=" + std::to_string(total_probe_failures);
   fig.publish();
+}
+
+TEST(SlowReplies, watchdog_extensions_outwait_the_command_timeout_until_validity_ends) {
+  redis_cluster nodes(3);
+  std::vector<std::unique_ptr<fault_proxy>> proxies;
+  std::vector<std::string> uris;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    proxies.push_back(std::make_unique<fault_proxy>(nodes[i].port()));
+    uris.push_back(proxies.back()->uri());
+  }
+  auto o = scenario_options(uris);
+  o.command_timeout = 30ms;
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  std::atomic<int> lost{0};
+  acquire_options a = once(900ms);
+  a.auto_extend = true;
+  a.extend_interval = 300ms;
+  a.on_lost = [&](const lease&, const report&) { ++lost; };
+  auto r = c.acquire("slow-replies", a);
+  ASSERT_TRUE(r) << r.report.message();
+  const std::string token = r.lock.info().token;
+  // Every round trip now takes >= 160 ms: five times the command timeout, well
+  // inside the validity.
+  for (auto& p : proxies) p->latency(80ms);
+  const auto t0 = steady::now();
+  auto e = r.lock.extend(900ms);
+  EXPECT_EQ(e.error, errc::unavailable) << e.message();  // explicit: the command timeout applies
+  EXPECT_LT(steady::now() - t0, 500ms);
+  std::this_thread::sleep_for(2700ms);  // three TTLs
+  EXPECT_EQ(lost.load(), 0);
+  EXPECT_FALSE(r.lock.lost());
+  EXPECT_GT(r.lock.remaining_validity(), 0ms);
+  EXPECT_GE(c.stats().extends, 5u);  // the explicit one, and a watchdog round every ~460 ms
+  for (auto& p : proxies) p->pass();
+  EXPECT_EQ(nodes.count_value("slow-replies", token), 3);
+  std::this_thread::sleep_for(300ms);  // the chunks still delayed in the proxies arrive
+  auto rel = r.lock.release();
+  EXPECT_TRUE(rel) << rel.message();
 }
 
 }  // namespace
