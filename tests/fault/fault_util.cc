@@ -120,6 +120,16 @@ client_options scenario_options(const std::vector<std::string>& uris) {
   return o;
 }
 
+std::vector<std::unique_ptr<fault_proxy>> proxy_each(redis_cluster& nodes, std::vector<std::string>& uris) {
+  std::vector<std::unique_ptr<fault_proxy>> proxies;
+  uris.clear();
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    proxies.push_back(std::make_unique<fault_proxy>(nodes[i].port()));
+    uris.push_back(proxies.back()->uri());
+  }
+  return proxies;
+}
+
 // ------------------------------------------------------------------ redis_counter
 
 struct redis_counter::impl {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "fault_proxy.h"
 #include "history.h"
 #include "redis_node.h"
 #include "redlock/redlock.h"
@@ -49,6 +50,9 @@ struct figures {
 // Client options for the scenarios: the integration tests' timeouts (generous for
 // a loaded 2-core CI machine with sanitizers, far below the TTLs).
 client_options scenario_options(const std::vector<std::string>& uris);
+
+// A fault_proxy (in pass mode) in front of every node; `uris` receives their URIs.
+std::vector<std::unique_ptr<fault_proxy>> proxy_each(redis_cluster& nodes, std::vector<std::string>& uris);
 
 // A counter that critical sections increment by read, sleep, write (no atomic
 // read-modify-write, on purpose).

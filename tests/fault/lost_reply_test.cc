@@ -24,12 +24,8 @@ constexpr auto kNextAcquireBound = 1000ms;
 
 TEST(LostReplies, attempts_with_lost_replies_are_rolled_back_on_every_node) {
   redis_cluster nodes(5);
-  std::vector<std::unique_ptr<fault_proxy>> proxies;
   std::vector<std::string> via;
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    proxies.push_back(std::make_unique<fault_proxy>(nodes[i].port()));
-    via.push_back(proxies.back()->uri());
-  }
+  auto proxies = proxy_each(nodes, via);
   client a(scenario_options(via));
   client b(scenario_options(nodes.uris()));
   ASSERT_TRUE(wait_connected(a));

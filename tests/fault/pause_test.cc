@@ -17,7 +17,6 @@
 #include <random>
 #include <thread>
 
-#include "fault_proxy.h"
 #include "fault_util.h"
 
 namespace redlock::test {
@@ -132,12 +131,8 @@ TEST(ServerPause, two_of_five_paused_no_overlap_bounded_latency_no_stall) {
 
 TEST(SlowReplies, watchdog_extensions_outwait_the_command_timeout_until_validity_ends) {
   redis_cluster nodes(3);
-  std::vector<std::unique_ptr<fault_proxy>> proxies;
   std::vector<std::string> uris;
-  for (std::size_t i = 0; i < nodes.size(); ++i) {
-    proxies.push_back(std::make_unique<fault_proxy>(nodes[i].port()));
-    uris.push_back(proxies.back()->uri());
-  }
+  auto proxies = proxy_each(nodes, uris);
   auto o = scenario_options(uris);
   o.command_timeout = 30ms;
   client c(o);
