@@ -31,18 +31,20 @@ round::~round() {
   if (deadline_timer_ != 0) core_.cancel_timer(deadline_timer_);
 }
 
-void round::set_deadline(milliseconds after, std::string detail) {
+void round::set_deadline(milliseconds after, const char* what) {
   deadline_after_ = after;
-  deadline_detail_ = std::move(detail);
+  deadline_what_ = what;
 }
 
 void round::expire_pending() {
   deadline_timer_ = 0;
   if (outcome != verdict::undecided) return;
+  const std::string detail =
+      std::string("no reply within ") + deadline_what_ + " (" + std::to_string(deadline_after_.count()) + " ms)";
   for (std::size_t i = 0; i < votes.size(); ++i) {
     if (votes[i].status != node_status::pending) continue;
     votes[i].status = results[i].status = node_status::timeout;
-    results[i].detail = deadline_detail_;
+    results[i].detail = detail;
   }
   evaluate();
 }
@@ -52,10 +54,9 @@ void round::send(const command& cmd, const std::vector<std::string>& skip, const
   sending_ = true;
   auto self = shared_from_this();
   if (deadline_after_.count() > 0) {
-    std::weak_ptr<round> w = self;
-    deadline_timer_ = core_.schedule(deadline_after_, [w] {
-      if (auto r = w.lock()) r->expire_pending();
-    });
+    // A plain pointer (no allocation for the callback): the timer is cancelled at
+    // the decision, and by the destructor at the latest.
+    deadline_timer_ = core_.schedule(deadline_after_, [this] { expire_pending(); });
   }
   auto w = std::make_shared<const wire>(cmd);
   for (std::size_t i = 0; i < core_.size(); ++i) {
@@ -421,7 +422,7 @@ void extend_round(core& c, const lease& l, milliseconds ttl, std::function<void(
     // Rounded up: the round must not give up before the validity is really gone.
     const auto left = duration_cast<milliseconds>(*l.valid_until - start) + milliseconds(1);
     cmd.untimed = true;
-    r->set_deadline(left, "no reply within the lock's remaining validity (" + std::to_string(left.count()) + " ms)");
+    r->set_deadline(left, "the lock's remaining validity");
   }
   core* cp = &c;
   r->on_decided = [cp, ttl, start, done = std::move(done)](round& rd) {

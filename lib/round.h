@@ -29,9 +29,10 @@ class round final : public sink, public std::enable_shared_from_this<round> {
   // skip[i] as the detail.
   void send(const command& cmd, const std::vector<std::string>& skip = {}, const std::vector<bool>& force_eval = {});
   // For a round of `untimed` commands (no per-request deadline): once `after`
-  // has passed without a decision, every node still pending votes `timeout` with
-  // `detail`, and the round decides. Call before send().
-  void set_deadline(std::chrono::milliseconds after, std::string detail);
+  // has passed without a decision, every node still pending votes `timeout`
+  // ("no reply within <what> (<after> ms)"), and the round decides. Call before
+  // send(). `what` must outlive the round (a literal).
+  void set_deadline(std::chrono::milliseconds after, const char* what);
 
   void on_reply(std::size_t node, std::uint32_t tag, const reply_event& ev) override;
 
@@ -54,7 +55,7 @@ class round final : public sink, public std::enable_shared_from_this<round> {
   core& core_;
   std::uint64_t deadline_timer_ = 0;
   std::chrono::milliseconds deadline_after_{0};
-  std::string deadline_detail_;
+  const char* deadline_what_ = "";
   op_kind kind_;
   script_id script_;
   bool wait_all_;
