@@ -141,42 +141,40 @@ long long calls_of(redis_node& n, const std::string& cmd) {
   return at == std::string::npos ? 0 : std::stoll(info.substr(at + field.size()));
 }
 
-// Commands seen by each node while `fn` runs.
-template <typename Fn>
-std::vector<std::pair<long long, long long>> time_and_script_calls(redis_cluster& cl, Fn fn) {
-  auto snap = [&] {
-    std::vector<std::pair<long long, long long>> v;
-    for (std::size_t i = 0; i < cl.size(); ++i) {
-      v.emplace_back(calls_of(cl[i], "time"), calls_of(cl[i], "evalsha") + calls_of(cl[i], "eval"));
-    }
-    return v;
-  };
-  const auto before = snap();
-  fn();
-  auto after = snap();
-  for (std::size_t i = 0; i < after.size(); ++i) {
-    after[i].first -= before[i].first;
-    after[i].second -= before[i].second;
+// Per node: how many TIME and script calls (EVALSHA + EVAL) it executed since
+// the object was made. A call returns at the quorum, so the last node may still be
+// executing: wait_for() polls until a count reaches its expected value.
+struct call_counter {
+  explicit call_counter(redis_cluster& cl) : cl_(cl) {
+    for (std::size_t i = 0; i < cl.size(); ++i) base_.emplace_back(time(i), scripts(i));
   }
-  return after;
-}
+  long long time_calls(std::size_t i) { return time(i) - base_[i].first; }
+  long long script_calls(std::size_t i) { return scripts(i) - base_[i].second; }
+  bool wait_for(std::size_t i, long long (call_counter::*count)(std::size_t), long long expected) {
+    return eventually([&] { return (this->*count)(i) >= expected; }) && (this->*count)(i) == expected;
+  }
+
+ private:
+  long long time(std::size_t i) { return calls_of(cl_[i], "time"); }
+  long long scripts(std::size_t i) { return calls_of(cl_[i], "evalsha") + calls_of(cl_[i], "eval"); }
+  redis_cluster& cl_;
+  std::vector<std::pair<long long, long long>> base_;
+};
 
 TEST(ClockSample, default_pipelines_one_TIME_behind_each_plain_SET_and_runs_no_script) {
   redis_cluster cl(3);
   client c(options_for(cl.uris()));
   ASSERT_TRUE(wait_connected(c));
+  call_counter calls(cl);
   std::vector<lock> held;
-  const auto calls = time_and_script_calls(cl, [&] {
-    for (int i = 0; i < 10; ++i) {
-      auto r = c.acquire("sample-" + std::to_string(i), once());
-      ASSERT_TRUE(r) << r.report.message();
-      held.push_back(std::move(r.lock));
-    }
-  });
-  for (std::size_t i = 0; i < calls.size(); ++i) {
-    // The INFO itself is not counted until it returns; one TIME per acquire.
-    EXPECT_EQ(calls[i].first, 10) << "node " << i;
-    EXPECT_EQ(calls[i].second, 0) << "node " << i;
+  for (int i = 0; i < 10; ++i) {
+    auto r = c.acquire("sample-" + std::to_string(i), once());
+    ASSERT_TRUE(r) << r.report.message();
+    held.push_back(std::move(r.lock));
+  }
+  for (std::size_t i = 0; i < cl.size(); ++i) {
+    EXPECT_TRUE(calls.wait_for(i, &call_counter::time_calls, 10)) << "node " << i << ": " << calls.time_calls(i);
+    EXPECT_EQ(calls.script_calls(i), 0) << "node " << i;
   }
   for (auto& l : held) EXPECT_TRUE(l.release());
 }
@@ -187,16 +185,16 @@ TEST(ClockSample, a_positive_interval_samples_at_most_once_per_interval) {
   o.clock_sample_interval = std::chrono::hours(1);
   client c(o);
   ASSERT_TRUE(wait_connected(c));
-  const auto calls = time_and_script_calls(cl, [&] {
-    for (int i = 0; i < 10; ++i) {
-      auto r = c.acquire("interval-" + std::to_string(i), once());
-      ASSERT_TRUE(r) << r.report.message();
-      EXPECT_TRUE(r.lock.release());
-    }
-  });
-  for (std::size_t i = 0; i < calls.size(); ++i) {
-    EXPECT_EQ(calls[i].first, 0) << "node " << i;  // the handshake's sample is fresh
-    EXPECT_EQ(calls[i].second, 10) << "node " << i;  // the releases only
+  call_counter calls(cl);
+  for (int i = 0; i < 10; ++i) {
+    auto r = c.acquire("interval-" + std::to_string(i), once());
+    ASSERT_TRUE(r) << r.report.message();
+    EXPECT_TRUE(r.lock.release());
+  }
+  for (std::size_t i = 0; i < cl.size(); ++i) {
+    // The releases only (each node runs them after that connection's acquires).
+    EXPECT_TRUE(calls.wait_for(i, &call_counter::script_calls, 10)) << "node " << i << ": " << calls.script_calls(i);
+    EXPECT_EQ(calls.time_calls(i), 0) << "node " << i;  // the handshake's sample is fresh
   }
 }
 
