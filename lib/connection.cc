@@ -518,6 +518,15 @@ void connection::flush() {
   }
 }
 
+void connection::resend_with_body(request& r) {
+  // The same request again, as EVAL with the script body; its latency still counts
+  // from the first submission.
+  const auto submitted = r.submitted;
+  const std::uint32_t tag = r.tag;
+  submit(std::move(r.cmd), true, std::move(r.target), tag);
+  if (!queue_.empty() && queue_.back().tag == tag) queue_.back().submitted = submitted;
+}
+
 void connection::complete(request& r, const reply_event& ev) {
   std::shared_ptr<sink> target = std::move(r.target);
   if (target) target->on_reply(index_, r.tag, ev);
@@ -558,20 +567,12 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
       std::string_view(reply->str, reply->len).rfind("ERR syntax error", 0) == 0) {
     // A server older than 7.0 refuses SET ... NX ... GET: use the script from now on.
     set_get_unsupported_ = true;
-    auto submitted = r.submitted;
-    submit(std::move(r.cmd), true, std::move(r.target), r.tag);
-    if (!queue_.empty() && queue_.back().tag == r.tag) queue_.back().submitted = submitted;
-    return;
+    return resend_with_body(r);
   }
   if (reply->type == REDIS_REPLY_ERROR && std::string_view(reply->str, reply->len).rfind("NOSCRIPT", 0) == 0) {
     // The script cache was flushed (SCRIPT FLUSH, restart): send the body again.
     scripts_loaded_ &= ~(1u << static_cast<unsigned>(r.cmd->script()));
-    if (r.used_sha) {
-      auto submitted = r.submitted;
-      submit(std::move(r.cmd), true, std::move(r.target), r.tag);
-      if (!queue_.empty() && queue_.back().tag == r.tag) queue_.back().submitted = submitted;
-      return;
-    }
+    if (r.used_sha) return resend_with_body(r);
   }
   reply_event ev;
   ev.reply = reply;

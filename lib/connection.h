@@ -149,6 +149,7 @@ class connection {
   std::uint64_t stall_ms() const noexcept;
   void on_deadline_timer();
   void complete(request& r, const reply_event& ev);
+  void resend_with_body(request& r);
 
   core& core_;
   std::size_t index_;
