@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core.h"
+#include "reply.h"
 
 namespace redlock::detail {
 namespace {
@@ -320,12 +321,11 @@ void connection::on_handshake_reply(redisReply* r) {
     return fail_connection(node_status::protocol_error, "unexpected reply to PING (not a Redis server?)");
   } else if (step == 'I' && r->type == REDIS_REPLY_STRING) {
     on_info(std::string_view(r->str, r->len));
-  } else if (step == 'T' && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-             r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING) {
-    const std::int64_t sec = std::atoll(r->element[0]->str), usec = std::atoll(r->element[1]->str);
-    const auto now = core_.now();
-    last_time_.reset();
-    observe_server_time(sec * 1000000 + usec, time_sent_ + (now - time_sent_) / 2);
+  } else if (step == 'T') {
+    if (const auto server_us = parse_time_reply(r)) {
+      last_time_.reset();
+      observe_server_time(*server_us, time_sent_ + (core_.now() - time_sent_) / 2);
+    }
   }
   if (handshake_steps_.empty()) become_ready();
 }
@@ -369,9 +369,12 @@ std::string connection::acquire_exclusion(std::chrono::steady_clock::time_point 
   return {};
 }
 
-bool connection::time_sample_due(std::chrono::steady_clock::time_point now) const {
-  if (core_.options().clock_jump_threshold.count() <= 0) return false;
-  return !last_time_ || now - last_time_->first >= core_.options().clock_sample_interval;
+bool connection::time_sample_due() const {
+  const auto& o = core_.options();
+  if (o.clock_jump_threshold.count() <= 0) return false;
+  // Interval 0 (the default): every acquire, without reading the clock.
+  return o.clock_sample_interval.count() == 0 || !last_time_ ||
+         core_.now() - last_time_->first >= o.clock_sample_interval;
 }
 
 void connection::observe_server_time(std::int64_t server_us, std::chrono::steady_clock::time_point local_mid) {
@@ -425,7 +428,7 @@ void connection::encode(request& r) {
     // sample, a TIME rides right behind the SET: a few microseconds of server time
     // (a Lua script costs tens) and no extra round trip.
     const bool plain = !r.force_eval && !r.cmd->force_eval() && !set_get_unsupported_;
-    r.with_time = plain && time_sample_due(core_.now());
+    r.with_time = plain && time_sample_due();
     out_.append(!plain ? r.cmd->eval_form() : r.with_time ? r.cmd->timed_form() : r.cmd->sha_form());
     r.used_sha = plain;
     r.sent = true;
@@ -538,23 +541,19 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
     return;
   }
   bool time_sampled = false;
-  std::unique_ptr<redisReply, reply_deleter> time_reply;
   if (queue_.front().with_time) {
     if (!first_of_two_) {
       first_of_two_ = std::move(owned);  // the SET's reply; its TIME comes next
       return;
     }
-    time_reply = std::move(owned);
+    const std::unique_ptr<redisReply, reply_deleter> time_reply = std::move(owned);
     owned = std::move(first_of_two_);
-    const redisReply* t = time_reply.get();
-    if (t->type == REDIS_REPLY_ARRAY && t->elements == 2 && t->element[0]->type == REDIS_REPLY_STRING &&
-        t->element[1]->type == REDIS_REPLY_STRING) {
-      const std::int64_t sec = std::atoll(t->element[0]->str), usec = std::atoll(t->element[1]->str);
-      const auto now = core_.now();
-      observe_server_time(sec * 1000000 + usec, now - (now - queue_.front().submitted) / 2);
+    // An error (TIME not permitted to this user) leaves the guard without a sample.
+    if (const auto server_us = parse_time_reply(time_reply.get())) {
+      const auto submitted = queue_.front().submitted;
+      observe_server_time(*server_us, submitted + (core_.now() - submitted) / 2);
       time_sampled = true;
     }
-    // An error (TIME not permitted to this user) leaves the guard without a sample.
   }
   redisReply* reply = owned.get();
   request r = std::move(queue_.front());

@@ -108,8 +108,6 @@ class connection {
   // A server TIME sample taken at `local_mid` on the client's clock (the middle of
   // the request's round trip). Flags a forward clock jump.
   void observe_server_time(std::int64_t server_us, std::chrono::steady_clock::time_point local_mid);
-  // True when the clock-jump guard wants a new TIME sample from this node.
-  bool time_sample_due(std::chrono::steady_clock::time_point now) const;
 
  private:
   enum class state { idle, resolving, connecting, handshake, ready, backoff, closed };
@@ -145,6 +143,8 @@ class connection {
   void fail_connection(node_status status, std::string detail, bool permanent = false);
   void become_ready();
   void encode(request& r);
+  // True when the clock-jump guard wants a new TIME sample from this node.
+  bool time_sample_due() const;
   void arm_deadline_timer();
   std::uint64_t stall_ms() const noexcept;
   void on_deadline_timer();

@@ -202,7 +202,6 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
     token_ = make_token();
     // Fenced: the fenced script. Otherwise the plain SET NX PX GET (each
     // connection pipelines a TIME behind it when the clock-jump guard wants one).
-    const auto t0 = c_.now();
     const script_id sid = o_.fencing ? script_id::acquire_fenced : script_id::acquire_set;
     auto r = std::make_shared<round>(c_, op_kind::acquire, sid, false);
     auto self = shared_from_this();
@@ -214,7 +213,7 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
     if (o_.fencing) cmd.key2 = fence_key_;
     // Nodes that the restart or clock-jump guard quarantines get no vote.
     const auto quarantine = c_.quarantine_for(o_.ttl);
-    const auto now = t0;
+    const auto now = c_.now();
     std::vector<std::string> skip(c_.size());
     bool any = false;
     for (std::size_t i = 0; i < skip.size(); ++i) {

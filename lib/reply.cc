@@ -70,7 +70,21 @@ bool parse_u64(const redisReply* r, std::uint64_t& out) {
   return true;
 }
 
+// Server time from its two TIME fields; nullopt when malformed or out of range.
+std::optional<std::int64_t> server_time(const redisReply* sec_r, const redisReply* usec_r) {
+  std::uint64_t sec = 0, usec = 0;
+  if (!parse_u64(sec_r, sec) || !parse_u64(usec_r, usec) || usec >= 1000000 || sec > (std::uint64_t{1} << 40)) {
+    return std::nullopt;
+  }
+  return static_cast<std::int64_t>(sec * 1000000 + usec);
+}
+
 }  // namespace
+
+std::optional<std::int64_t> parse_time_reply(const redisReply* r) {
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) return std::nullopt;
+  return server_time(r->element[0], r->element[1]);
+}
 
 classified classify_reply(script_id script, const redisReply* r) {
   if (r->type == REDIS_REPLY_ERROR) return classify_error(std::string_view(r->str, r->len));
@@ -80,12 +94,8 @@ classified classify_reply(script_id script, const redisReply* r) {
     case script_id::acquire_fenced: {
       // {1 | 0, counter, seconds, microseconds}
       if (r->type != REDIS_REPLY_ARRAY || r->elements != 4) return protocol("unexpected reply to acquire");
-      std::uint64_t sec = 0, usec = 0;
-      if (!parse_u64(r->element[2], sec) || !parse_u64(r->element[3], usec) || usec >= 1000000 ||
-          sec > (std::uint64_t{1} << 40)) {
-        return protocol("unexpected server time in acquire reply");
-      }
-      c.server_time_us = static_cast<std::int64_t>(sec * 1000000 + usec);
+      c.server_time_us = server_time(r->element[2], r->element[3]);
+      if (!c.server_time_us) return protocol("unexpected server time in acquire reply");
       if (is_int(r->element[0], 1)) {
         std::uint64_t f = 0;
         if (!parse_u64(r->element[1], f)) return protocol("fence counter is not a non-negative integer");

@@ -27,4 +27,8 @@ classified classify_reply(script_id script, const redisReply* r);
 // Classifies an error text: auth_error, server_error (+ wrong_type permanence).
 classified classify_error(std::string_view text);
 
+// The reply to TIME ({seconds, microseconds} as strings) in microseconds; nullopt
+// for anything else (an error, a malformed or out-of-range value).
+std::optional<std::int64_t> parse_time_reply(const redisReply* r);
+
 }  // namespace redlock::detail

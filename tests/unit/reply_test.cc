@@ -208,6 +208,26 @@ TEST(ClassifyAcquire, MalformedServerTimeIsAProtocolError) {
   EXPECT_EQ(at_limit.v.status, node_status::ok);
 }
 
+// The plain TIME reply the connection pipelines behind SET ... GET: the same
+// validation as the acquire script's TIME fields.
+TEST(ParseTimeReply, AcceptsTwoDecimalStringsAndRejectsAnythingElse) {
+  EXPECT_EQ(parse_time_reply(array_of(make_str("1700000000"), make_str("123456")).get()),
+            std::optional<std::int64_t>(1700000000123456));
+  EXPECT_EQ(parse_time_reply(array_of(make_str("1099511627776"), make_str("999999")).get()),
+            std::optional<std::int64_t>(1099511627776999999));
+  EXPECT_FALSE(parse_time_reply(array_of(make_str("1099511627777"), make_str("0")).get()));  // > 2^40 s
+  EXPECT_FALSE(parse_time_reply(array_of(make_str("1700000000"), make_str("1000000")).get()));
+  EXPECT_FALSE(parse_time_reply(array_of(make_str("-5"), make_str("0")).get()));
+  EXPECT_FALSE(parse_time_reply(array_of(make_str("99999999999999999999999"), make_str("0")).get()));
+  // Integer fields are read too (as in the acquire script's reply); negative ones are not.
+  EXPECT_EQ(parse_time_reply(array_of(make_int(1700000000), make_int(5)).get()),
+            std::optional<std::int64_t>(1700000000000005));
+  EXPECT_FALSE(parse_time_reply(array_of(make_int(-1), make_str("0")).get()));
+  EXPECT_FALSE(parse_time_reply(array_of(make_str("1700000000")).get()));
+  EXPECT_FALSE(parse_time_reply(make_str("1700000000").get()));
+  EXPECT_FALSE(parse_time_reply(make_err("NOPERM this user has no permissions to run the 'time' command").get()));
+}
+
 TEST(ClassifyAcquireFenced, GrantedWithStringCounterCarriesTheFence) {
   const classified c =
       classify_reply(script_id::acquire_fenced, acquire_reply(make_int(1), make_str("41")).get());
