@@ -113,10 +113,7 @@ class Churn : public ::testing::Test {
  protected:
   void SetUp() override {
     nodes_ = std::make_unique<redis_cluster>(5);
-    for (std::size_t i = 0; i < 5; ++i) {
-      proxies_.push_back(std::make_unique<fault_proxy>((*nodes_)[i].port()));
-      via_.push_back(proxies_.back()->uri());
-    }
+    proxies_ = proxy_each(*nodes_, via_);
     // The harness's helper connection to each node, opened now so that the
     // descriptor count below does not see it appear.
     for (std::size_t i = 0; i < 5; ++i) (*nodes_)[i].dbsize();

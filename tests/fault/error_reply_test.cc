@@ -30,15 +30,6 @@
 namespace redlock::test {
 namespace {
 
-// calls=N of `cmd` in INFO commandstats (0 when the command never ran).
-long long command_calls(redis_node& n, const std::string& cmd) {
-  const std::string info = n.command({"INFO", "commandstats"});
-  const std::string tag = "cmdstat_" + cmd + ":calls=";
-  auto at = info.find(tag);
-  if (at == std::string::npos) return 0;
-  return std::stoll(info.substr(at + tag.size()));
-}
-
 bool status_is(const report& r, std::size_t node, std::initializer_list<node_status> allowed) {
   for (node_status s : allowed) {
     if (r.nodes.at(node).status == s) return true;
@@ -256,7 +247,7 @@ TEST(ErrorReplies, wrong_password_is_auth_error_never_the_default_user) {
   EXPECT_EQ(v.status, node_status::auth_error) << v.detail;
   EXPECT_EQ(v.detail.find("wrong-secret"), std::string::npos) << v.detail;
   EXPECT_EQ(
-      command_calls(guarded, "set") + command_calls(guarded, "eval") + command_calls(guarded, "evalsha"), 0)
+      guarded.calls("set") + guarded.calls("eval") + guarded.calls("evalsha"), 0)
       << "a script ran on the node whose AUTH failed";
   fig.publish();
 }
@@ -279,7 +270,7 @@ TEST(ErrorReplies, every_node_refusing_auth_fails_auth_failed_after_one_attempt)
   EXPECT_EQ(r.report.message().find("wrong-pw-123"), std::string::npos) << r.report.message();
   for (const auto& n : r.report.nodes) EXPECT_EQ(n.node.find("wrong-pw-123"), std::string::npos) << n.node;
   for (std::size_t i = 0; i < 3; ++i) {
-    EXPECT_EQ(command_calls(nodes[i], "set") + command_calls(nodes[i], "eval"), 0);
+    EXPECT_EQ(nodes[i].calls("set") + nodes[i].calls("eval"), 0);
   }
   figures fig{"error_auth_all_nodes", 1, 1, 3, 0, ""};
   fig.publish();
@@ -330,7 +321,7 @@ TEST(ErrorReplies, acl_user_without_eval_gets_noperm_and_stays_that_user) {
   }
   EXPECT_EQ(as_limited, lines - 1) << clients;  // all but this helper's own connection
   EXPECT_EQ(
-      command_calls(limited, "set") + command_calls(limited, "eval") + command_calls(limited, "evalsha"), 0);
+      limited.calls("set") + limited.calls("eval") + limited.calls("evalsha"), 0);
   const node_result v = decisive_vote(c, "noperm-decisive", {&nodes[0], &nodes[1]}, 4);
   EXPECT_EQ(v.status, node_status::auth_error) << v.detail;
   EXPECT_EQ(v.detail.rfind("NOPERM", 0), 0u) << v.detail;
@@ -518,7 +509,7 @@ TEST(ErrorReplies, a_server_before_7_0_refusing_set_nx_get_gets_the_lua_acquire_
   for (std::size_t i = 0; i < 3; ++i) {
     // One refusal per client connection; every acquire after it ran the script.
     // (Calls return at the quorum: the last node may still be catching up.)
-    EXPECT_TRUE(eventually([&] { return command_calls(nodes[i], "eval") >= 10; })) << "node " << i;
+    EXPECT_TRUE(eventually([&] { return nodes[i].calls("eval") >= 10; })) << "node " << i;
     EXPECT_EQ(old[i]->refused_set_get(), 2u) << "node " << i;
   }
 }

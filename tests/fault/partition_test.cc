@@ -40,10 +40,7 @@ struct proxied_client {
 
   proxied_client(redis_cluster& nodes, std::string name) : owner(std::move(name)) {
     std::vector<std::string> uris;
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
-      proxies.push_back(std::make_unique<fault_proxy>(nodes[i].port()));
-      uris.push_back(proxies.back()->uri());
-    }
+    proxies = proxy_each(nodes, uris);
     c = std::make_unique<client>(scenario_options(uris));
   }
   void cut(const std::vector<int>& from) {

@@ -647,14 +647,10 @@ TEST(Auth, acl_user_name_is_sent_with_the_password) {
   node_config cfg;
   cfg.acl_users = {"user locker on >lockpw ~* +@all"};
   redis_cluster cl(3, cfg);
-  std::vector<std::string> uris;
-  for (std::size_t i = 0; i < 3; ++i) uris.push_back("redis://locker:lockpw@127.0.0.1:" + std::to_string(cl[i].port()));
-  client c(options_for(uris));
+  client c(options_for(uris_as(cl, "locker", "lockpw")));
   auto r = c.acquire("acl", once());
   ASSERT_TRUE(r) << r.report.message();
-  std::vector<std::string> wrong;
-  for (std::size_t i = 0; i < 3; ++i) wrong.push_back("redis://locker:nope@127.0.0.1:" + std::to_string(cl[i].port()));
-  client w(options_for(wrong));
+  client w(options_for(uris_as(cl, "locker", "nope")));
   EXPECT_EQ(w.acquire("acl2", once()).report.error, errc::auth_failed);
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -133,39 +134,24 @@ TEST(ExtensionCap, explicit_extend_is_refused_past_the_cap_and_shortened_by_max_
   EXPECT_TRUE(r.lock.owns_lock());  // still held until it runs out
 }
 
-// calls=N in the node's `INFO commandstats` line for `cmd` (0 when absent).
-long long calls_of(redis_node& n, const std::string& cmd) {
-  const std::string info = n.command({"INFO", "commandstats"});
-  const std::string field = "cmdstat_" + cmd + ":calls=";
-  const auto at = info.find(field);
-  return at == std::string::npos ? 0 : std::stoll(info.substr(at + field.size()));
+// Script calls (EVALSHA + EVAL) a node executed.
+long long script_calls(redis_node& n) { return n.calls("evalsha") + n.calls("eval"); }
+
+// A call returns at the quorum, so the last node may still be executing: polls
+// until `count` reaches `expected`, then checks it did not go past it.
+bool settles_at(const std::function<long long()>& count, long long expected) {
+  return eventually([&] { return count() >= expected; }) && count() == expected;
 }
-
-// Per node: how many TIME and script calls (EVALSHA + EVAL) it executed since
-// the object was made. A call returns at the quorum, so the last node may still be
-// executing: wait_for() polls until a count reaches its expected value.
-struct call_counter {
-  explicit call_counter(redis_cluster& cl) : cl_(cl) {
-    for (std::size_t i = 0; i < cl.size(); ++i) base_.emplace_back(time(i), scripts(i));
-  }
-  long long time_calls(std::size_t i) { return time(i) - base_[i].first; }
-  long long script_calls(std::size_t i) { return scripts(i) - base_[i].second; }
-  bool wait_for(std::size_t i, long long (call_counter::*count)(std::size_t), long long expected) {
-    return eventually([&] { return (this->*count)(i) >= expected; }) && (this->*count)(i) == expected;
-  }
-
- private:
-  long long time(std::size_t i) { return calls_of(cl_[i], "time"); }
-  long long scripts(std::size_t i) { return calls_of(cl_[i], "evalsha") + calls_of(cl_[i], "eval"); }
-  redis_cluster& cl_;
-  std::vector<std::pair<long long, long long>> base_;
-};
 
 TEST(ClockSample, default_pipelines_one_TIME_behind_each_plain_SET_and_runs_no_script) {
   redis_cluster cl(3);
   client c(options_for(cl.uris()));
   ASSERT_TRUE(wait_connected(c));
-  call_counter calls(cl);
+  std::vector<long long> time0, scripts0;
+  for (std::size_t i = 0; i < cl.size(); ++i) {
+    time0.push_back(cl[i].calls("time"));
+    scripts0.push_back(script_calls(cl[i]));
+  }
   std::vector<lock> held;
   for (int i = 0; i < 10; ++i) {
     auto r = c.acquire("sample-" + std::to_string(i), once());
@@ -173,8 +159,8 @@ TEST(ClockSample, default_pipelines_one_TIME_behind_each_plain_SET_and_runs_no_s
     held.push_back(std::move(r.lock));
   }
   for (std::size_t i = 0; i < cl.size(); ++i) {
-    EXPECT_TRUE(calls.wait_for(i, &call_counter::time_calls, 10)) << "node " << i << ": " << calls.time_calls(i);
-    EXPECT_EQ(calls.script_calls(i), 0) << "node " << i;
+    EXPECT_TRUE(settles_at([&] { return cl[i].calls("time") - time0[i]; }, 10)) << "node " << i;
+    EXPECT_EQ(script_calls(cl[i]) - scripts0[i], 0) << "node " << i;
   }
   for (auto& l : held) EXPECT_TRUE(l.release());
 }
@@ -185,7 +171,11 @@ TEST(ClockSample, a_positive_interval_samples_at_most_once_per_interval) {
   o.clock_sample_interval = std::chrono::hours(1);
   client c(o);
   ASSERT_TRUE(wait_connected(c));
-  call_counter calls(cl);
+  std::vector<long long> time0, scripts0;
+  for (std::size_t i = 0; i < cl.size(); ++i) {
+    time0.push_back(cl[i].calls("time"));
+    scripts0.push_back(script_calls(cl[i]));
+  }
   for (int i = 0; i < 10; ++i) {
     auto r = c.acquire("interval-" + std::to_string(i), once());
     ASSERT_TRUE(r) << r.report.message();
@@ -193,8 +183,8 @@ TEST(ClockSample, a_positive_interval_samples_at_most_once_per_interval) {
   }
   for (std::size_t i = 0; i < cl.size(); ++i) {
     // The releases only (each node runs them after that connection's acquires).
-    EXPECT_TRUE(calls.wait_for(i, &call_counter::script_calls, 10)) << "node " << i << ": " << calls.script_calls(i);
-    EXPECT_EQ(calls.time_calls(i), 0) << "node " << i;  // the handshake's sample is fresh
+    EXPECT_TRUE(settles_at([&] { return script_calls(cl[i]) - scripts0[i]; }, 10)) << "node " << i;
+    EXPECT_EQ(cl[i].calls("time") - time0[i], 0) << "node " << i;  // the handshake's sample is fresh
   }
 }
 
@@ -202,15 +192,13 @@ TEST(ClockSample, a_user_without_TIME_permission_still_acquires) {
   node_config cfg;
   cfg.acl_users = {"user locker on >lockpw ~* +@all -time"};
   redis_cluster cl(3, cfg);
-  std::vector<std::string> uris;
-  for (std::size_t i = 0; i < 3; ++i) uris.push_back("redis://locker:lockpw@127.0.0.1:" + std::to_string(cl[i].port()));
-  client c(options_for(uris));
+  client c(options_for(uris_as(cl, "locker", "lockpw")));
   for (int i = 0; i < 3; ++i) {
     auto r = c.acquire("no-time-" + std::to_string(i), once());
     ASSERT_TRUE(r) << r.report.message();
     EXPECT_TRUE(r.lock.release());
   }
-  EXPECT_EQ(calls_of(cl[0], "time"), 0);
+  EXPECT_EQ(cl[0].calls("time"), 0);
 }
 
 }  // namespace

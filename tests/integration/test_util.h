@@ -26,6 +26,15 @@ inline bool eventually(const std::function<bool()>& pred, std::chrono::milliseco
 
 // Options for a client of `cluster`, with timeouts generous enough for a loaded
 // CI machine running sanitizers, yet far below the TTLs the tests use.
+// The cluster's TCP URIs with an ACL user and password.
+inline std::vector<std::string> uris_as(redis_cluster& cl, const std::string& user, const std::string& password) {
+  std::vector<std::string> uris;
+  for (std::size_t i = 0; i < cl.size(); ++i) {
+    uris.push_back("redis://" + user + ":" + password + "@127.0.0.1:" + std::to_string(cl[i].port()));
+  }
+  return uris;
+}
+
 inline client_options options_for(const std::vector<std::string>& uris) {
   client_options o;
   o.nodes = uris;

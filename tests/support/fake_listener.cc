@@ -30,21 +30,38 @@ void close_fd(int& fd) noexcept {
 
 }  // namespace
 
+int listen_on_loopback(const char* who, int& port) {
+  auto fail = [who](const char* step) {
+    return std::runtime_error(std::string(who) + ": " + step + ": " + std::strerror(errno));
+  };
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) throw fail("socket");
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  const char* step = nullptr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    step = "bind";
+  } else if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    step = "getsockname";
+  } else if (::listen(fd, 128) != 0) {
+    step = "listen";
+  }
+  if (step != nullptr) {
+    auto e = fail(step);
+    ::close(fd);
+    throw e;
+  }
+  port = ntohs(addr.sin_port);
+  return fd;
+}
+
 fake_listener::fake_listener(mode m) : mode_(m) {
   try {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (listen_fd_ < 0) throw sys_error("socket");
-    int one = 1;
-    ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) throw sys_error("bind");
-    if (::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-      throw sys_error("getsockname");
-    port_ = ntohs(addr.sin_port);
-    if (::listen(listen_fd_, 128) != 0) throw sys_error("listen");
+    listen_fd_ = listen_on_loopback("fake_listener", port_);
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) throw sys_error("pipe2");
     wake_rd_ = fds[0];

@@ -8,6 +8,10 @@
 
 namespace redlock::test {
 
+// A non-blocking listening socket on 127.0.0.1 on a free port (stored in `port`),
+// for the harness's fake servers. Throws std::runtime_error("<who>: <step>: ...").
+int listen_on_loopback(const char* who, int& port);
+
 class fake_listener {
  public:
   enum class mode {

@@ -1,9 +1,7 @@
 #include "noise_server.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -18,6 +16,8 @@
 #include <random>
 #include <stdexcept>
 #include <vector>
+
+#include "fake_listener.h"
 
 namespace redlock::test {
 namespace {
@@ -272,19 +272,7 @@ noise_server::noise_server(pre_7_0 mode) : seed_(0), handshake_(true), upstream_
 
 void noise_server::start() {
   try {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (listen_fd_ < 0) throw sys_error("socket");
-    int one = 1;
-    ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) throw sys_error("bind");
-    if (::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-      throw sys_error("getsockname");
-    port_ = ntohs(addr.sin_port);
-    if (::listen(listen_fd_, 128) != 0) throw sys_error("listen");
+    listen_fd_ = listen_on_loopback("noise_server", port_);
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) throw sys_error("pipe2");
     wake_rd_ = fds[0];

@@ -668,6 +668,13 @@ long long redis_node::dbsize() {
   return r->integer;
 }
 
+long long redis_node::calls(const std::string& cmd) {
+  const std::string info = command({"INFO", "commandstats"});
+  const std::string field = "cmdstat_" + cmd + ":calls=";
+  const auto at = info.find(field);
+  return at == std::string::npos ? 0 : std::stoll(info.substr(at + field.size()));
+}
+
 std::string redis_node::command(const std::vector<std::string>& argv) {
   if (argv.empty()) throw std::invalid_argument("redis_node::command: empty argv");
   reply_ptr r = run(argv);

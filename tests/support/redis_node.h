@@ -116,6 +116,10 @@ class redis_node {
   // their text, integers in decimal, nil as "(nil)", errors as "(error) ERR ...",
   // arrays as "[a, b]" (nested arrays nest, the empty array is "[]").
   std::string command(const std::vector<std::string>& argv);
+  // How many times the server executed `cmd` (lower case, e.g. "evalsha"): its
+  // calls= in INFO commandstats; 0 if it never ran. Commands a script calls count
+  // too; commands refused before running (ACL, syntax) do not.
+  long long calls(const std::string& cmd);
 
  private:
   struct context_deleter {
