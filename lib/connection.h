@@ -1,6 +1,7 @@
 // One node's transport: a libuv stream carrying pipelined RESP, with deadlines,
 // background reconnects and a handshake (AUTH, SELECT, PING) on every connect.
-// hiredis is used for the protocol only (redisFormatCommandArgv, redisReader).
+// hiredis is used for decoding replies only (redisReader); requests are encoded
+// here (append_resp).
 //
 // Loop thread only. Every submitted request gets exactly one sink call: a reply,
 // or timeout / connection_error / auth_error / cancelled.
