@@ -37,13 +37,14 @@
 //     ("ERR fencing token is not a number ..."), a token >= 2^53 ("ERR fencing token
 //     is not below 2^53 ..."), a KEYS[2] value that is not a number ("ERR the
 //     highest-seen key does not hold a fencing token"), and Redis' own WRONGTYPE
-//     when KEYS[1] or KEYS[2] is not a string.
+//     when KEYS[2], or KEYS[1] of the read and the compare-and-set, is not a string
+//     (fenced_write_script SETs KEYS[1] whatever it held).
 //   - Each script writes, so it runs on a primary (not EVAL_RO). With Redis Cluster,
 //     put KEYS[1] and KEYS[2] in one slot with a hash tag ("{orders:4711}" and
 //     "{orders:4711}:seen").
 //   - The resource must keep KEYS[2] as durably as the data it protects: a resource
-//     that loses it (restart without persistence, failover to a lagging replica)
-//     accepts older tokens again.
+//     that loses it (restart without persistence, failover to a lagging replica,
+//     eviction under an allkeys-* maxmemory policy) accepts older tokens again.
 //   - Each script is also valid as the body of a Lua function, so it can be wrapped
 //     in a larger script ("local function f() <script> end ...").
 #pragma once

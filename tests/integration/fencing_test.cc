@@ -170,6 +170,9 @@ class holder_process {
 class FencedRmw : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    // A write to a holder that exited early fails with EPIPE (and the test with it)
+    // instead of killing the test binary.
+    ::signal(SIGPIPE, SIG_IGN);
     locks_ = new redis_cluster(3);
     store_ = new redis_node();
   }
@@ -190,23 +193,29 @@ class FencedRmw : public ::testing::Test {
     int accepted = 0;  // increments the resource accepted
   };
 
+  // How a holder reads (plain | fenced) and writes (fenced | cas): fencing_holder's
+  // READ and WRITE arguments.
+  struct pattern {
+    std::string read, write;
+  };
+
   // Counter starts at 10. A reads, is SIGSTOPped past its TTL; B acquires (a higher
   // fence) and reads; A resumes and writes; then B writes.
-  static outcome interleave(const std::string& read_mode, const std::string& write_mode) {
+  static outcome interleave(const pattern& pa, const pattern& pb) {
     const std::string res = unique("rmw"), data = "counter:" + res, seen = "counter:" + res + ":seen";
     EXPECT_EQ(store_->command({"SET", data, "10"}), "OK");
     std::string nodes;
     for (const auto& u : locks_->uris()) nodes += (nodes.empty() ? "" : ",") + u;
-    auto args = [&](const char* ttl_ms) {
-      return std::vector<std::string>{
-          nodes, std::to_string(store_->port()), res, data, seen, ttl_ms, read_mode, write_mode};
+    auto args = [&](const char* ttl_ms, const pattern& p) {
+      return std::vector<std::string>{nodes,  std::to_string(store_->port()), res, data, seen, ttl_ms, p.read,
+                                      p.write};
     };
     outcome o;
-    holder_process a(args("1500"));
+    holder_process a(args("1500", pa));
     o.fence_a = std::stoull(a.expect("fence", 30000ms));
     o.read_a = a.expect("read", 10000ms);
     a.stop();  // the pause: A's lock keys expire while it is stopped
-    holder_process b(args("30000"));
+    holder_process b(args("30000", pb));
     o.fence_b = std::stoull(b.expect("fence", 30000ms));  // after A's keys expired
     o.read_b = b.expect("read", 10000ms);
     a.send("go");  // queued in the pipe; A reads it once it runs again
@@ -235,7 +244,7 @@ redis_node* FencedRmw::store_ = nullptr;
 // increments. This pins that the pre-existing pattern does not protect a
 // read-modify-write (docs/fencing.md says so, with this timeline).
 TEST_F(FencedRmw, plain_read_then_fenced_write_loses_an_update_when_the_paused_holder_resumes) {
-  const auto o = interleave("plain", "fenced");
+  const auto o = interleave({"plain", "fenced"}, {"plain", "fenced"});
   EXPECT_GT(o.fence_b, o.fence_a);
   EXPECT_EQ(o.validity_a_ms, 0) << "A must write after its lock expired";
   EXPECT_EQ(o.read_a, "10");
@@ -249,7 +258,7 @@ TEST_F(FencedRmw, plain_read_then_fenced_write_loses_an_update_when_the_paused_h
 // B's fenced read tells the resource about fence B before A's write: A is refused,
 // B's increment lands, and the counter equals the increments accepted.
 TEST_F(FencedRmw, fenced_read_then_fenced_write_refuses_the_paused_holder_and_loses_no_update) {
-  const auto o = interleave("fenced", "fenced");
+  const auto o = interleave({"fenced", "fenced"}, {"fenced", "fenced"});
   EXPECT_GT(o.fence_b, o.fence_a);
   EXPECT_EQ(o.validity_a_ms, 0);
   EXPECT_EQ(o.read_a, "10");
@@ -260,8 +269,22 @@ TEST_F(FencedRmw, fenced_read_then_fenced_write_refuses_the_paused_holder_and_lo
   EXPECT_EQ(o.final_value, "11");
 }
 
+// The protection comes from the newer holder's fenced read: A uses the old pattern
+// throughout (plain read, fenced_write_script) and is still refused. (The converse
+// does not hold: a newer holder that reads plainly tells the resource nothing, so
+// every holder of the resource must read fenced.)
+TEST_F(FencedRmw, fenced_read_by_the_newer_holder_refuses_an_older_holder_that_read_plainly) {
+  const auto o = interleave({"plain", "fenced"}, {"fenced", "fenced"});
+  EXPECT_GT(o.fence_b, o.fence_a);
+  EXPECT_EQ(o.validity_a_ms, 0);
+  EXPECT_EQ(o.write_a, "stale");
+  EXPECT_EQ(o.write_b, "written");
+  EXPECT_EQ(o.final_value, std::to_string(10 + o.accepted));
+  EXPECT_EQ(o.final_value, "11");
+}
+
 TEST_F(FencedRmw, fenced_read_then_compare_and_set_refuses_the_paused_holder_as_stale) {
-  const auto o = interleave("fenced", "cas");
+  const auto o = interleave({"fenced", "cas"}, {"fenced", "cas"});
   EXPECT_GT(o.fence_b, o.fence_a);
   EXPECT_EQ(o.validity_a_ms, 0);
   EXPECT_EQ(o.write_a, "stale");
@@ -275,7 +298,7 @@ TEST_F(FencedRmw, fenced_read_then_compare_and_set_refuses_the_paused_holder_as_
 // compare then fails on the changed value, and B knows it must re-read. No update
 // is lost either way.
 TEST_F(FencedRmw, compare_and_set_after_a_plain_read_refuses_the_write_based_on_a_changed_value) {
-  const auto o = interleave("plain", "cas");
+  const auto o = interleave({"plain", "cas"}, {"plain", "cas"});
   EXPECT_GT(o.fence_b, o.fence_a);
   EXPECT_EQ(o.validity_a_ms, 0);
   EXPECT_EQ(o.write_a, "written");
@@ -456,6 +479,9 @@ TEST_F(FencingScripts, keys_of_another_type_are_wrongtype_and_register_no_token)
   EXPECT_NE(eval(fenced_write_script, {other, other + ":seen"}, {"5", "w"}).find("WRONGTYPE"),
             std::string::npos);
   EXPECT_FALSE(node_->exists(other));
+  // fenced_write_script SETs the resource key whatever it held (documented).
+  EXPECT_EQ(write("5", "w"), "1");
+  EXPECT_EQ(value(), "w");
 }
 
 TEST_F(FencingScripts, missing_keys_or_arguments_are_errors) {
