@@ -58,6 +58,12 @@ std::vector<sockaddr_storage> connect_order(const struct addrinfo* list) {
   return out;
 }
 
+double clock_jump_allowance_us(std::chrono::milliseconds threshold, double drift_factor, std::int64_t gap_us) {
+  const double threshold_us = static_cast<double>(threshold.count()) * 1000.0;
+  const double drift_us = static_cast<double>(std::max<std::int64_t>(gap_us, 0)) * drift_factor;
+  return threshold_us + std::min(threshold_us, drift_us);
+}
+
 std::string address_text(const sockaddr_storage& a) {
   char ip[INET6_ADDRSTRLEN] = {};
   if (a.ss_family == AF_INET6) {
@@ -491,15 +497,8 @@ void connection::observe_server_time(std::int64_t server_us, std::chrono::steady
     const std::int64_t local_us =
         std::chrono::duration_cast<std::chrono::microseconds>(local_mid - last_time_->first).count();
     const std::int64_t server_delta = server_us - last_time_->second;
-    // Allowed: the threshold plus the configured drift rate over the interval, the
-    // drift part capped at the threshold itself (so never more than twice the
-    // threshold, however long since the last sample).
-    const double threshold_us = static_cast<double>(threshold.count()) * 1000.0;
-    const double allowed =
-        threshold_us +
-        std::min(threshold_us, static_cast<double>(std::max<std::int64_t>(local_us, 0)) *
-                                   core_.options().clock_drift_factor);
-    if (static_cast<double>(server_delta - local_us) > allowed) {
+    if (static_cast<double>(server_delta - local_us) >
+        clock_jump_allowance_us(threshold, core_.options().clock_drift_factor, local_us)) {
       jumped_at_ = local_mid;
       jump_ms_ = (server_delta - local_us) / 1000;
     }

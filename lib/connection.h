@@ -67,6 +67,12 @@ std::vector<sockaddr_storage> connect_order(const struct addrinfo* list);
 // "127.0.0.1:6379" or "[::1]:6379".
 std::string address_text(const sockaddr_storage& a);
 
+// How far a node's clock may run ahead of the local monotonic clock between two
+// TIME samples `gap_us` apart before the clock-jump guard calls it a jump: the
+// threshold plus drift_factor x the gap, that drift part capped at the threshold
+// (so never more than 2 x threshold, however long the gap).
+double clock_jump_allowance_us(std::chrono::milliseconds threshold, double drift_factor, std::int64_t gap_us);
+
 // Test seam: resolves a host name (never a numeric address) in place of
 // getaddrinfo, returning numeric addresses in the order to try them. Null (the
 // default) = the system resolver. Set it before creating a client; any thread.

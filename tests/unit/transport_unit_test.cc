@@ -84,6 +84,19 @@ TEST(ConnectOrder, an_empty_list_gives_nothing_to_try) {
   EXPECT_TRUE(connect_order(nullptr).empty());
 }
 
+TEST(ClockJumpAllowance, is_the_threshold_plus_the_drift_over_the_gap_capped_at_twice_the_threshold) {
+  using std::chrono::milliseconds;
+  // 10 s between samples at 1 %: 100 ms of drift on top of the 1 s threshold.
+  EXPECT_DOUBLE_EQ(clock_jump_allowance_us(milliseconds(1000), 0.01, 10'000'000), 1'100'000.0);
+  // An hour between samples: uncapped that would allow 37 s; capped, 2 s.
+  EXPECT_DOUBLE_EQ(clock_jump_allowance_us(milliseconds(1000), 0.01, 3'600'000'000), 2'000'000.0);
+  // The cap follows the threshold.
+  EXPECT_DOUBLE_EQ(clock_jump_allowance_us(milliseconds(250), 0.01, 3'600'000'000), 500'000.0);
+  // No drift allowance, or samples out of order: the threshold alone.
+  EXPECT_DOUBLE_EQ(clock_jump_allowance_us(milliseconds(1000), 0.0, 3'600'000'000), 1'000'000.0);
+  EXPECT_DOUBLE_EQ(clock_jump_allowance_us(milliseconds(1000), 0.01, -5'000'000), 1'000'000.0);
+}
+
 TEST(PrintableLine, replaces_everything_but_printable_ascii_and_keeps_the_first_line) {
   EXPECT_EQ(printable_line("ERR \x1b[31mred\x07 \x7f\xc3\xa9 end\r\nsecond line"), "ERR ?[31mred? ??? end");
   EXPECT_EQ(printable_line(std::string("NUL\0byte", 8)), "NUL?byte");
