@@ -36,6 +36,7 @@ std::vector<detail::node_address> validate(const client_options& o) {
   }
   if (o.clock_jump_threshold.count() < 0) throw config_error("clock_jump_threshold must not be negative");
   if (o.clock_sample_interval.count() < 0) throw config_error("clock_sample_interval must not be negative");
+  if (o.max_reply_bytes == 0) throw config_error("max_reply_bytes must be positive");
   if (!(o.clock_drift_factor >= 0.0 && o.clock_drift_factor < 0.5)) {
     throw config_error("clock_drift_factor must be in [0, 0.5)");
   }

@@ -1,6 +1,9 @@
 #include "connection.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <charconv>
 #include <cstring>
@@ -16,12 +19,7 @@ namespace {
 constexpr std::size_t kReadBuf = 64 * 1024;
 constexpr std::uint64_t kNoDeadline = ~std::uint64_t{0};
 
-std::string first_line(const char* s, std::size_t n) {
-  std::string out(s, std::min<std::size_t>(n, 200));
-  auto nl = out.find_first_of("\r\n");
-  if (nl != std::string::npos) out.resize(nl);
-  return out;
-}
+std::string first_line(const char* s, std::size_t n) { return printable_line(std::string_view(s, n)); }
 
 bool is_auth_error(std::string_view e) {
   return e.rfind("NOAUTH", 0) == 0 || e.rfind("WRONGPASS", 0) == 0 || e.rfind("NOPERM", 0) == 0 ||
@@ -29,7 +27,54 @@ bool is_auth_error(std::string_view e) {
          e.rfind("ERR AUTH", 0) == 0 || e.rfind("ERR Client sent AUTH", 0) == 0;
 }
 
+std::atomic<resolver_override> g_resolver_override{nullptr};
+
+std::optional<sockaddr_storage> numeric_address(const std::string& host, int port) {
+  sockaddr_storage ss{};
+  if (uv_ip4_addr(host.c_str(), port, reinterpret_cast<sockaddr_in*>(&ss)) == 0 ||
+      uv_ip6_addr(host.c_str(), port, reinterpret_cast<sockaddr_in6*>(&ss)) == 0) {
+    return ss;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+void set_resolver_override(resolver_override fn) noexcept { g_resolver_override.store(fn); }
+
+std::vector<sockaddr_storage> connect_order(const struct addrinfo* list) {
+  std::vector<sockaddr_storage> out;
+  for (const addrinfo* ai = list; ai != nullptr; ai = ai->ai_next) {
+    if (ai->ai_addr == nullptr || (ai->ai_family != AF_INET && ai->ai_family != AF_INET6)) continue;
+    const std::size_t len = ai->ai_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+    if (static_cast<std::size_t>(ai->ai_addrlen) < len) continue;
+    sockaddr_storage ss{};
+    std::memcpy(&ss, ai->ai_addr, len);
+    const bool seen = std::any_of(out.begin(), out.end(), [&](const sockaddr_storage& o) {
+      return o.ss_family == ss.ss_family && std::memcmp(&o, &ss, len) == 0;
+    });
+    if (!seen) out.push_back(ss);
+  }
+  return out;
+}
+
+double clock_jump_allowance_us(std::chrono::milliseconds threshold, double drift_factor, std::int64_t gap_us) {
+  const double threshold_us = static_cast<double>(threshold.count()) * 1000.0;
+  const double drift_us = static_cast<double>(std::max<std::int64_t>(gap_us, 0)) * drift_factor;
+  return threshold_us + std::min(threshold_us, drift_us);
+}
+
+std::string address_text(const sockaddr_storage& a) {
+  char ip[INET6_ADDRSTRLEN] = {};
+  if (a.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&a);
+    uv_ip6_name(in6, ip, sizeof ip);
+    return "[" + std::string(ip) + "]:" + std::to_string(ntohs(in6->sin6_port));
+  }
+  const auto* in4 = reinterpret_cast<const sockaddr_in*>(&a);
+  uv_ip4_name(in4, ip, sizeof ip);
+  return std::string(ip) + ":" + std::to_string(ntohs(in4->sin_port));
+}
 
 void append_resp(std::string& out, std::initializer_list<std::string_view> argv) {
   char num[24];
@@ -147,6 +192,8 @@ void connection::connect_now() {
   if (state_ == state::closed) return;
   if (reader_ != nullptr) redisReaderFree(reader_);
   reader_ = redisReaderCreate();
+  partial_reply_bytes_ = 0;
+  last_reply_ms_ = 0;
   scripts_loaded_ = 0;
   auto* s = new stream_holder();
   s->owner = this;
@@ -171,10 +218,20 @@ void connection::connect_now() {
     return;
   }
   // Numeric addresses skip the resolver's thread pool.
-  struct sockaddr_storage ss {};
-  if (uv_ip4_addr(address_.host.c_str(), address_.port, reinterpret_cast<sockaddr_in*>(&ss)) == 0 ||
-      uv_ip6_addr(address_.host.c_str(), address_.port, reinterpret_cast<sockaddr_in6*>(&ss)) == 0) {
-    on_resolved(0, reinterpret_cast<sockaddr*>(&ss));
+  if (const auto ss = numeric_address(address_.host, address_.port)) {
+    try_addresses({*ss});
+    return;
+  }
+  if (const resolver_override fn = g_resolver_override.load()) {
+    std::vector<sockaddr_storage> list;
+    for (const std::string& a : fn(address_.host)) {
+      if (const auto ss = numeric_address(a, address_.port)) list.push_back(*ss);
+    }
+    if (list.empty()) {
+      fail_connection(node_status::connection_error, "cannot resolve host: no address");
+    } else {
+      try_addresses(std::move(list));
+    }
     return;
   }
   state_ = state::resolving;
@@ -190,7 +247,7 @@ void connection::connect_now() {
         auto* holder = static_cast<stream_holder*>(req->data);
         holder->resolving = false;
         if (holder->owner != nullptr) {
-          holder->owner->on_resolved(status, status == 0 && res != nullptr ? res->ai_addr : nullptr);
+          holder->owner->on_resolved(status, status == 0 ? res : nullptr);
         } else if (!holder->handle_inited) {
           delete holder;
         }
@@ -203,28 +260,62 @@ void connection::connect_now() {
   }
 }
 
-void connection::on_resolved(int status, const struct sockaddr* addr) {
-  if (status != 0 || addr == nullptr) {
+void connection::on_resolved(int status, const struct addrinfo* list) {
+  std::vector<sockaddr_storage> addrs = status == 0 ? connect_order(list) : std::vector<sockaddr_storage>{};
+  if (addrs.empty()) {
     fail_connection(node_status::connection_error,
                     std::string("cannot resolve host: ") + (status != 0 ? uv_strerror(status) : "no address"));
     return;
   }
+  try_addresses(std::move(addrs));
+}
+
+void connection::try_addresses(std::vector<sockaddr_storage> addrs) {
+  addrs_ = std::move(addrs);
+  next_addr_ = 0;
+  connect_errors_.clear();
+  connect_next_address();
+}
+
+void connection::connect_next_address() {
   stream_holder* s = stream_;
+  const sockaddr_storage& addr = addrs_[next_addr_++];
   uv_tcp_init(core_.loop(), &s->h.tcp);
   s->handle_inited = true;
   uv_tcp_nodelay(&s->h.tcp, 1);
   state_ = state::connecting;
   s->connect_req.data = s;
-  int rc = uv_tcp_connect(&s->connect_req, &s->h.tcp, addr, [](uv_connect_t* req, int st) {
-    auto* holder = static_cast<stream_holder*>(req->data);
-    if (holder->owner != nullptr) holder->owner->on_connected(st);
-  });
-  if (rc != 0) fail_connection(node_status::connection_error, std::string("connect: ") + uv_strerror(rc));
+  int rc = uv_tcp_connect(&s->connect_req, &s->h.tcp, reinterpret_cast<const sockaddr*>(&addr),
+                          [](uv_connect_t* req, int st) {
+                            auto* holder = static_cast<stream_holder*>(req->data);
+                            if (holder->owner != nullptr) holder->owner->on_connected(st);
+                          });
+  if (rc != 0) on_connect_failed(rc);
+}
+
+void connection::on_connect_failed(int status) {
+  if (stream_ == nullptr || !stream_->is_tcp || addrs_.size() <= 1) {
+    fail_connection(node_status::connection_error, std::string("connect: ") + uv_strerror(status));
+    return;
+  }
+  // A name with several addresses (localhost: ::1, then 127.0.0.1): the next one,
+  // in resolver order, within what is left of this attempt's connect timeout.
+  connect_errors_ += (connect_errors_.empty() ? "" : "; ") + address_text(addrs_[next_addr_ - 1]) + ": " +
+                     uv_strerror(status);
+  if (next_addr_ < addrs_.size() && uv_now(core_.loop()) < connect_deadline_ms_) {
+    stream_->release(core_);
+    auto* s = new stream_holder();
+    s->owner = this;
+    stream_ = s;
+    connect_next_address();
+    return;
+  }
+  fail_connection(node_status::connection_error, "connect: " + connect_errors_);
 }
 
 void connection::on_connected(int status) {
   if (status != 0) {
-    fail_connection(node_status::connection_error, std::string("connect: ") + uv_strerror(status));
+    on_connect_failed(status);
     return;
   }
   stream_holder* s = stream_;
@@ -281,20 +372,35 @@ void connection::on_connected(int status) {
 }
 
 void connection::on_read(const char* data, std::size_t n) {
-  last_read_ms_ = uv_now(core_.loop());
   if (redisReaderFeed(reader_, data, n) != REDIS_OK) {
     fail_connection(node_status::protocol_error, "reply buffer error");
     return;
   }
+  partial_reply_bytes_ += n;
   stream_holder* s = stream_;
   while (stream_ == s && s != nullptr && s->owner == this) {
     void* reply = nullptr;
     if (redisReaderGetReply(reader_, &reply) != REDIS_OK) {
       fail_connection(node_status::protocol_error,
-                      std::string("not a Redis reply: ") + (reader_->errstr[0] ? reader_->errstr : "parse error"));
+                      "not a Redis reply: " + (reader_->errstr[0] ? printable_line(reader_->errstr) : "parse error"));
       return;
     }
-    if (reply == nullptr) break;
+    if (reply == nullptr) {
+      // Bytes that do not complete a reply neither count as progress for the stall
+      // detector nor may pile up: the reader holds at most max_reply_bytes (plus
+      // one read buffer) of an unfinished reply.
+      const std::size_t cap = core_.options().max_reply_bytes;
+      if (partial_reply_bytes_ > cap) {
+        fail_connection(node_status::protocol_error, "reply larger than max_reply_bytes (" + std::to_string(cap) +
+                                                         " bytes): connection closed");
+      }
+      return;
+    }
+    // A complete reply: progress. What stays buffered belongs to the next one (the
+    // parts of it already parsed out of the buffer are not counted: at most one
+    // read buffer).
+    last_reply_ms_ = uv_now(core_.loop());
+    partial_reply_bytes_ = reader_->len - reader_->pos;
     std::unique_ptr<redisReply, reply_deleter> r(static_cast<redisReply*>(reply));
     if (state_ == state::handshake) {
       on_handshake_reply(r.get());
@@ -312,7 +418,8 @@ void connection::on_handshake_reply(redisReply* r) {
     if (step == 'I' || step == 'T') {
       // No permission for INFO or TIME: the guards cannot watch this node.
     } else if (is_auth_error(err)) {
-      return fail_connection(node_status::auth_error, "authentication refused: " + err, true);
+      // The status already reads "authentication refused": the detail is the server's word.
+      return fail_connection(node_status::auth_error, err, true);
     } else {
       return fail_connection(node_status::server_error, "handshake refused: " + err);
     }
@@ -322,8 +429,9 @@ void connection::on_handshake_reply(redisReply* r) {
   } else if (step == 'I' && r->type == REDIS_REPLY_STRING) {
     on_info(std::string_view(r->str, r->len));
   } else if (step == 'T') {
+    // Compared with the sample from before the reconnect (if any): a jump while
+    // the connection was down is a jump too.
     if (const auto server_us = parse_time_reply(r)) {
-      last_time_.reset();
       observe_server_time(*server_us, time_sent_ + (core_.now() - time_sent_) / 2);
     }
   }
@@ -347,6 +455,11 @@ void connection::on_info(std::string_view info) {
   if ((!first && run_id != run_id_) || (first && core_.options().restart_guard_first_sight)) {
     restarted_at_ = started;
   }
+  // Another server process (maybe another machine) behind the address: its first
+  // TIME (next in this handshake) starts a new series. Only here: without INFO
+  // (restart guard off, or not permitted) the run_id is unknown and the sample is
+  // kept, so that a jump during a disconnection is never hidden.
+  if (!first && run_id != run_id_) last_time_.reset();
   run_id_ = run_id;
 }
 
@@ -384,10 +497,8 @@ void connection::observe_server_time(std::int64_t server_us, std::chrono::steady
     const std::int64_t local_us =
         std::chrono::duration_cast<std::chrono::microseconds>(local_mid - last_time_->first).count();
     const std::int64_t server_delta = server_us - last_time_->second;
-    // Allowed: the threshold plus the configured drift rate over the interval.
-    const double allowed = static_cast<double>(threshold.count()) * 1000.0 +
-                           static_cast<double>(local_us) * core_.options().clock_drift_factor;
-    if (static_cast<double>(server_delta - local_us) > allowed) {
+    if (static_cast<double>(server_delta - local_us) >
+        clock_jump_allowance_us(threshold, core_.options().clock_drift_factor, local_us)) {
       jumped_at_ = local_mid;
       jump_ms_ = (server_delta - local_us) / 1000;
     }
@@ -490,6 +601,13 @@ void connection::flush() {
   if (out_.empty() || stream_ == nullptr || !stream_->handle_inited ||
       (state_ != state::ready && state_ != state::handshake)) {
     return;
+  }
+  // The requests encoded since the last flush go out now (or wait in libuv's write
+  // queue, which only a server that stopped reading fills): the stall detector
+  // counts from here. They are at the back of the queue.
+  const std::uint64_t now_ms = uv_now(core_.loop());
+  for (auto it = queue_.rbegin(); it != queue_.rend() && it->sent && it->written_ms == kUnwritten; ++it) {
+    it->written_ms = now_ms;
   }
   uv_buf_t buf = uv_buf_init(out_.data(), static_cast<unsigned>(out_.size()));
   int n = uv_try_write(stream_->stream(), &buf, 1);
@@ -594,10 +712,23 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
 }
 
 std::uint64_t connection::stall_ms() const noexcept {
-  // A connection whose oldest request has had no reply, and that received no byte
-  // at all, for this long is stalled (paused server, black hole): it is closed and
-  // reconnected. Generous, because a starved client machine looks the same.
+  // A connection whose oldest outstanding request has had no reply for this long
+  // since it was written, and that completed no reply at all in that time, is
+  // stalled (paused server, black hole, a trickle of bytes that never ends a
+  // reply): it is closed and reconnected. An idle connection is never stalled: the
+  // time counts from the write, not from the last byte received. Generous, because
+  // a starved client machine looks the same.
   return std::max<std::uint64_t>(4 * static_cast<std::uint64_t>(core_.options().command_timeout.count()), 1000);
+}
+
+std::uint64_t connection::stall_at(std::uint64_t now) const noexcept {
+  for (const request& r : queue_) {
+    if (!r.sent) continue;
+    // Not written yet (the flush follows in this loop iteration): counts as now.
+    const std::uint64_t written = r.written_ms == kUnwritten ? now : r.written_ms;
+    return std::max(r.overdue_ms, std::max(written, last_reply_ms_) + stall_ms());
+  }
+  return 0;
 }
 
 void connection::arm_deadline_timer() {
@@ -611,15 +742,9 @@ void connection::arm_deadline_timer() {
       break;
     }
   }
-  for (const request& r : queue_) {
-    if (r.sent) {
-      const std::uint64_t stall = std::max(r.overdue_ms, last_read_ms_ + stall_ms());
-      if (next == 0 || stall < next) next = stall;
-      break;
-    }
-  }
-  if (next == 0) return;
   const std::uint64_t now = uv_now(core_.loop());
+  if (const std::uint64_t stall = stall_at(now); stall != 0 && (next == 0 || stall < next)) next = stall;
+  if (next == 0) return;
   deadline_armed_at_ = next;
   deadline_timer_ = core_.schedule(std::chrono::milliseconds(next > now ? next - now : 0), [this] {
     deadline_timer_ = 0;
@@ -637,13 +762,8 @@ void connection::on_deadline_timer() {
     r.expired = true;
     expired.emplace_back(std::move(r.target), r.tag);
   }
-  bool stalled = false;
-  for (const request& r : queue_) {
-    if (r.sent) {
-      stalled = r.overdue_ms <= now && last_read_ms_ + stall_ms() <= now;
-      break;
-    }
-  }
+  const std::uint64_t stall = stall_at(now);
+  const bool stalled = stall != 0 && stall <= now;
   const std::string detail = "no reply within " + std::to_string(cmd_ms) + " ms";
   for (auto& e : expired) {
     reply_event ev;
@@ -652,7 +772,8 @@ void connection::on_deadline_timer() {
     if (e.first) e.first->on_reply(index_, e.second, ev);
   }
   if (stalled && state_ == state::ready) {
-    fail_connection(node_status::timeout, "node stalled: nothing received for " + std::to_string(stall_ms()) + " ms");
+    fail_connection(node_status::timeout,
+                    "node stalled: no reply for " + std::to_string(stall_ms()) + " ms to a request it was sent");
     return;
   }
   if (deadline_timer_ == 0) arm_deadline_timer();

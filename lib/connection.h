@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "redlock/report.h"
 #include "scripts.h"
@@ -60,6 +61,24 @@ class wire {
   mutable std::string eval_;
   mutable std::string timed_;
 };
+
+// The addresses one connect attempt tries, in turn: the resolver's list in its
+// order (IPv4 and IPv6 only), duplicates dropped.
+std::vector<sockaddr_storage> connect_order(const struct addrinfo* list);
+// "127.0.0.1:6379" or "[::1]:6379".
+std::string address_text(const sockaddr_storage& a);
+
+// How far a node's clock may run ahead of the local monotonic clock between two
+// TIME samples `gap_us` apart before the clock-jump guard calls it a jump: the
+// threshold plus drift_factor x the gap, that drift part capped at the threshold
+// (so never more than 2 x threshold, however long the gap).
+double clock_jump_allowance_us(std::chrono::milliseconds threshold, double drift_factor, std::int64_t gap_us);
+
+// Test seam: resolves a host name (never a numeric address) in place of
+// getaddrinfo, returning numeric addresses in the order to try them. Null (the
+// default) = the system resolver. Set it before creating a client; any thread.
+using resolver_override = std::vector<std::string> (*)(const std::string& host);
+void set_resolver_override(resolver_override fn) noexcept;
 
 // Appends a RESP array of bulk strings.
 void append_resp(std::string& out, std::initializer_list<std::string_view> argv);
@@ -112,6 +131,7 @@ class connection {
 
  private:
   enum class state { idle, resolving, connecting, handshake, ready, backoff, closed };
+  static constexpr std::uint64_t kUnwritten = ~std::uint64_t{0};
   struct request {
     std::shared_ptr<const wire> cmd;
     bool force_eval = false;
@@ -120,6 +140,7 @@ class connection {
     std::chrono::steady_clock::time_point submitted;
     std::uint64_t deadline_ms = 0;  // on uv_now(); kNoDeadline for untimed commands
     std::uint64_t overdue_ms = 0;   // on uv_now(): submission + command_timeout (stall detection)
+    std::uint64_t written_ms = kUnwritten;  // on uv_now(): when flush() wrote it (stall detection)
     bool sent = false;
     bool used_sha = false;
     bool with_time = false;  // a TIME was pipelined after it: two replies
@@ -134,7 +155,10 @@ class connection {
 
  private:
   void connect_now();
-  void on_resolved(int status, const struct sockaddr* addr);
+  void on_resolved(int status, const struct addrinfo* list);
+  void try_addresses(std::vector<sockaddr_storage> addrs);
+  void connect_next_address();
+  void on_connect_failed(int status);
   void on_connected(int status);
   void on_read(const char* data, std::size_t n);
   void on_handshake_reply(redisReply* r);
@@ -148,6 +172,10 @@ class connection {
   bool time_sample_due() const;
   void arm_deadline_timer();
   std::uint64_t stall_ms() const noexcept;
+  // When the oldest outstanding request (the first sent one in the queue) counts
+  // as stalled: stall_ms() after the later of its write and the last complete
+  // reply, and not before its own overdue time. 0 when nothing is outstanding.
+  std::uint64_t stall_at(std::uint64_t now) const noexcept;
   void on_deadline_timer();
   void complete(request& r, const reply_event& ev);
   void resend_with_body(request& r);
@@ -166,6 +194,11 @@ class connection {
   std::deque<char> handshake_steps_;  // 'A'uth, 'S'elect, 'P'ing, 'I'nfo, 'T'ime
   std::uint64_t connect_timer_ = 0;
   std::uint64_t connect_deadline_ms_ = 0;  // on uv_now(): end of the current connect attempt
+  // The current connect attempt's addresses (one for a numeric host), the next to
+  // try, and why the ones tried so far failed.
+  std::vector<sockaddr_storage> addrs_;
+  std::size_t next_addr_ = 0;
+  std::string connect_errors_;
   std::uint64_t backoff_timer_ = 0;
   std::uint64_t deadline_timer_ = 0;
   std::uint64_t deadline_armed_at_ = 0;
@@ -174,7 +207,10 @@ class connection {
   bool permanent_failure_ = false;
   node_status down_status_ = node_status::connection_error;
   std::string down_detail_ = "not connected yet";
-  std::uint64_t last_read_ms_ = 0;
+  // Stall detection and the reply cap: when the last complete reply arrived (on
+  // uv_now()), and the bytes received since then (the reply being read).
+  std::uint64_t last_reply_ms_ = 0;
+  std::size_t partial_reply_bytes_ = 0;
   unsigned scripts_loaded_ = 0;  // bit per script_id: body sent on this connection
   bool set_get_unsupported_ = false;  // the server refused SET ... NX ... GET
   // Restart guard: the server's run_id, and its estimated start on our clock once
@@ -183,7 +219,9 @@ class connection {
   std::optional<std::chrono::steady_clock::time_point> restarted_at_;
   std::int64_t pending_uptime_s_ = -1;
   std::string pending_run_id_;
-  // Clock-jump guard: the last TIME sample, and when a jump was seen.
+  // Clock-jump guard: the last TIME sample, and when a jump was seen. The sample
+  // outlives reconnects: it is dropped only when INFO shows a different run_id (a
+  // restart, which the restart guard handles), never when the run_id is unknown.
   std::optional<std::pair<std::chrono::steady_clock::time_point, std::int64_t>> last_time_;
   std::optional<std::chrono::steady_clock::time_point> jumped_at_;
   std::int64_t jump_ms_ = 0;

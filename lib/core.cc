@@ -174,15 +174,21 @@ void core::on_timer() {
   timer_armed_for_ = 0;
   uv_update_time(loop_);
   const std::uint64_t now = uv_now(loop_);
-  // Bounded: only timers due now; new ones scheduled by callbacks wait for the next turn.
-  std::vector<std::function<void()>> due;
-  while (!timers_.empty() && timers_.begin()->first.first <= now) {
-    auto it = timers_.begin();
-    timer_due_.erase(it->first.second);
-    due.push_back(std::move(it->second));
+  // Bounded: only the timers due when the batch starts; ones that callbacks schedule
+  // wait for the next turn. One at a time, each looked up again just before it
+  // runs: a callback may cancel a later timer of the same batch (a connection
+  // failure frees a round, whose destructor cancels the round's deadline), and a
+  // cancelled timer must not run.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> due;
+  for (auto it = timers_.begin(); it != timers_.end() && it->first.first <= now; ++it) due.push_back(it->first);
+  for (const auto& key : due) {
+    auto it = timers_.find(key);
+    if (it == timers_.end()) continue;  // cancelled by an earlier callback of this batch
+    std::function<void()> fn = std::move(it->second);
     timers_.erase(it);
+    timer_due_.erase(key.second);
+    fn();
   }
-  for (auto& fn : due) fn();
   if (timer_armed_for_ == 0) arm_timer();
 }
 

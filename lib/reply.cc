@@ -22,12 +22,19 @@ const script& get_script(script_id id) {
   return table[static_cast<unsigned>(id)];
 }
 
-classified classify_error(std::string_view text) {
-  classified c;
-  std::string line(text.substr(0, std::min<std::size_t>(text.size(), 200)));
+std::string printable_line(std::string_view text, std::size_t max) {
+  std::string line(text.substr(0, std::min(text.size(), max)));
   auto nl = line.find_first_of("\r\n");
   if (nl != std::string::npos) line.resize(nl);
-  c.detail = line;
+  for (char& ch : line) {
+    if (static_cast<unsigned char>(ch) < 0x20 || static_cast<unsigned char>(ch) > 0x7e) ch = '?';
+  }
+  return line;
+}
+
+classified classify_error(std::string_view text) {
+  classified c;
+  c.detail = printable_line(text);
   auto starts = [&](std::string_view p) { return text.substr(0, p.size()) == p; };
   if (starts("NOAUTH") || starts("WRONGPASS") || starts("NOPERM")) {
     c.v.status = node_status::auth_error;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "decision.h"
 #include "scripts.h"
@@ -26,6 +27,11 @@ classified classify_reply(script_id script, const redisReply* r);
 
 // Classifies an error text: auth_error, server_error (+ wrong_type permanence).
 classified classify_error(std::string_view text);
+
+// Server text made fit for a report: its first line, at most `max` bytes, with
+// every byte that is not printable ASCII (controls, DEL, bytes >= 0x80) replaced
+// by '?', so a server can never put terminal escapes in a message.
+std::string printable_line(std::string_view text, std::size_t max = 200);
 
 // The reply to TIME ({seconds, microseconds} as strings) in microseconds; nullopt
 // for anything else (an error, a malformed or out-of-range value).

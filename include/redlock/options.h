@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -109,10 +110,21 @@ struct client_options {
   // quarantine (stricter: this client cannot know what such a node lost before).
   bool restart_guard_first_sight = false;
   // Server clock-jump guard. Acquires sample the node's TIME (a TIME pipelined
-  // right behind the SET, on the same connection); if a node's clock advanced
-  // more than this much faster than the local monotonic clock between two
-  // samples, the node's keys may expire early: it gets no acquire vote for the
-  // quarantine period (as above). 0 = guard off.
+  // right behind the SET, on the same connection), and so does every connect's
+  // handshake; if a node's clock advanced faster than the local monotonic clock
+  // between two samples by more than the allowance, the node's keys may expire
+  // early: it gets no acquire vote for the quarantine period (as above).
+  // The allowance is this threshold plus clock_drift_factor times the time between
+  // the two samples, that drift part capped at the threshold: never more than
+  // 2 x threshold, however long ago the last sample was (so after an hour without
+  // a sample, a jump of 2 s is still seen at the default; a node whose clock
+  // drifts more than that in an hour is quarantined once, a cost in availability
+  // only). Keep 2 x threshold well below the smallest TTL in use.
+  // Samples outlive reconnects: a jump while the connection was down is seen at
+  // the reconnect. They are dropped only when INFO shows the node restarted (a
+  // new run_id; the restart guard then applies). A new client process has no
+  // sample until it connects: a jump before that is invisible to it (see
+  // docs/long-work.md). 0 = guard off.
   std::chrono::milliseconds clock_jump_threshold{1000};
   // How often the guard samples each node's TIME. 0 (default) = on every acquire,
   // and the sample is read before that acquire's grant counts, so a jumped node
@@ -120,6 +132,13 @@ struct client_options {
   // acquire and node) on acquires within this interval of a node's last sample,
   // and a node whose clock jumped since its last sample can vote on them.
   std::chrono::milliseconds clock_sample_interval{0};
+  // Upper bound, in bytes, on one reply from a node while it is being received
+  // (counted from the end of the previous complete reply, so a huge array counts
+  // too). A node that sends more fails its connection (node_status::protocol_error,
+  // detail naming this limit) and is reconnected: a misbehaving or hostile server
+  // cannot make the client buffer without bound. The library's own replies are a
+  // few hundred bytes (the handshake's INFO a few KiB). > 0; default 1 MiB.
+  std::size_t max_reply_bytes = std::size_t{1} << 20;
 };
 
 }  // namespace redlock
