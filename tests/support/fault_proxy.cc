@@ -31,11 +31,18 @@ std::runtime_error uv_error(const std::string& what, int rc) {
 
 }  // namespace
 
+// The proxy's clock for delivery times: uv_hrtime(), in nanoseconds, read fresh at
+// each use. Never uv_now(): the loop's cached clock is in whole milliseconds
+// (truncated) and is read from a coarse clock at the start of the loop iteration, so
+// it lags real time by up to a few ms; a delay scheduled from it is undershot by
+// that lag (a 40 ms latency measured 39.7 ms).
+std::uint64_t now_ns() { return uv_hrtime(); }
+
 // One direction of a connection pair: chunks read from the source wait here until
 // their delivery time, then are written to the destination in order.
 struct proxy_direction {
   uv_timer_t timer{};
-  std::deque<std::pair<std::uint64_t, std::string>> queue;  // (due, in uv_now ms; bytes)
+  std::deque<std::pair<std::uint64_t, std::string>> queue;  // (due, on now_ns(); bytes)
   std::uint64_t last_due = 0;
   bool eof = false;       // the source sent EOF: shut the destination down once drained
   bool shutting = false;  // uv_shutdown issued
@@ -246,8 +253,9 @@ struct fault_proxy::impl {
       p->tainted = true;
       return;
     }
-    const std::uint64_t now = uv_now(&loop);
-    std::uint64_t due = now + (m == mode::latency ? delay_ms : 0);
+    // Due `delay` after the proxy read the chunk (so at least `delay` after it
+    // arrived), on the precise clock.
+    std::uint64_t due = now_ns() + (m == mode::latency ? delay_ms * 1'000'000 : 0);
     due = std::max(due, d.last_due);
     d.last_due = due;
     d.queue.emplace_back(due, std::string(buf->base, len));
@@ -263,8 +271,7 @@ struct fault_proxy::impl {
   // destination down after the source's EOF once nothing is left.
   void pump(proxy_pair* p, proxy_direction& d) {
     if (p->closing || !p->connected || m == mode::black_hole) return;
-    uv_update_time(&loop);
-    const std::uint64_t now = uv_now(&loop);
+    const std::uint64_t now = now_ns();
     uv_stream_t* dest = destination(p, d);
     while (!d.queue.empty() && d.queue.front().first <= now) {
       std::string data = std::move(d.queue.front().second);
@@ -273,13 +280,20 @@ struct fault_proxy::impl {
       if (!write(p, dest, std::move(data))) return;
     }
     if (!d.queue.empty()) {
+      // libuv timers count whole milliseconds on the loop's cached clock, which
+      // can fire up to a millisecond or so early by the precise clock: round the
+      // wait up, and let the timer's pump() check the precise clock again (it
+      // re-arms if the chunk is still not due). Never early, at most ~1 ms late.
+      const std::uint64_t wait_ns = d.queue.front().first - now;
+      const std::uint64_t wait_ms = std::max<std::uint64_t>(1, (wait_ns + 999'999) / 1'000'000);
+      uv_update_time(&loop);
       uv_timer_start(
           &d.timer,
           [](uv_timer_t* t) {
             auto* pp = static_cast<proxy_pair*>(t->data);
             pp->px->pump(pp, t == &pp->up.timer ? pp->up : pp->down);
           },
-          d.queue.front().first - now, 0);
+          wait_ms, 0);
       return;
     }
     if (d.eof && !d.shutting) {

@@ -8,7 +8,10 @@
 //   pass          forward both ways at once.
 //   latency(D)    deliver every chunk D ms after it was read, in both directions,
 //                 preserving order (a chunk never overtakes an earlier one, even
-//                 when D shrinks).
+//                 when D shrinks). D is a lower bound measured on the precise
+//                 monotonic clock (never undershot, not even by rounding): a round
+//                 trip through the proxy takes >= 2 D. Delivery is late by the
+//                 loop's scheduling only (~1 ms idle, more on a loaded machine).
 //   black_hole    a partition: accept, keep every connection, forward nothing and
 //                 answer nothing. Bytes are held, not lost (the proxy stops reading,
 //                 so they wait in the kernel's buffers, as TCP retransmission would
