@@ -159,7 +159,10 @@ TEST(SlowReplies, watchdog_extensions_outwait_the_command_timeout_until_validity
   EXPECT_GE(c.stats().extends, 4u);  // the explicit one, and a watchdog round every ~460 ms
   for (auto& p : proxies) p->pass();
   EXPECT_EQ(nodes.count_value("slow-replies", token), 3);
-  std::this_thread::sleep_for(300ms);  // the chunks still delayed in the proxies arrive
+  // The chunks still delayed in the proxies arrive before the release is sent
+  // (else it would queue behind them, past the 30 ms command timeout). Polled:
+  // a fixed sleep was a guess.
+  for (auto& p : proxies) ASSERT_TRUE(p->wait_flushed());
   auto rel = r.lock.release();
   EXPECT_TRUE(rel) << rel.message();
 }

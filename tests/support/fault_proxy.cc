@@ -90,6 +90,7 @@ struct fault_proxy::impl {
   std::atomic<mode> current{mode::pass};
   std::atomic<std::uint64_t> accepted{0}, refused{0}, resets{0}, bytes_up{0}, bytes_down{0}, dropped{0},
       open{0}, changes{0};
+  std::atomic<std::int64_t> queued{0};  // chunks waiting in a direction's queue
 
   // ---- loop thread ----
 
@@ -259,6 +260,7 @@ struct fault_proxy::impl {
     due = std::max(due, d.last_due);
     d.last_due = due;
     d.queue.emplace_back(due, std::string(buf->base, len));
+    queued.fetch_add(1);
     pump(p, d);
   }
 
@@ -276,6 +278,7 @@ struct fault_proxy::impl {
     while (!d.queue.empty() && d.queue.front().first <= now) {
       std::string data = std::move(d.queue.front().second);
       d.queue.pop_front();
+      queued.fetch_sub(1);
       (&d == &p->up ? bytes_up : bytes_down).fetch_add(data.size());
       if (!write(p, dest, std::move(data))) return;
     }
@@ -336,6 +339,9 @@ struct fault_proxy::impl {
     p->closing = true;
     pairs.erase(p);
     open.fetch_sub(1);
+    queued.fetch_sub(static_cast<std::int64_t>(p->up.queue.size() + p->down.queue.size()));
+    p->up.queue.clear();
+    p->down.queue.clear();
     if (rst) {
       // SO_LINGER 0: close() sends RST instead of FIN.
       uv_os_fd_t fd;
@@ -442,6 +448,15 @@ fault_proxy::counters fault_proxy::stats() const {
 bool fault_proxy::wait_idle(std::chrono::milliseconds limit) const {
   const auto end = std::chrono::steady_clock::now() + limit;
   while (impl_->open.load() != 0) {
+    if (std::chrono::steady_clock::now() >= end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
+bool fault_proxy::wait_flushed(std::chrono::milliseconds limit) const {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (impl_->queued.load() != 0) {
     if (std::chrono::steady_clock::now() >= end) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }

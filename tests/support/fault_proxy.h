@@ -78,6 +78,11 @@ class fault_proxy {
   counters stats() const;
   // Waits (<= limit) until no connection is open; returns whether none is.
   bool wait_idle(std::chrono::milliseconds limit = std::chrono::milliseconds(2000)) const;
+  // Waits (<= limit) until no chunk waits in the proxy for its delivery time (after
+  // a latency, once the delayed bytes were written on); returns whether none does.
+  // (Bytes black_hole holds back are in the kernel's buffers and not counted; but
+  // chunks already queued when black_hole began stay queued until it ends.)
+  bool wait_flushed(std::chrono::milliseconds limit = std::chrono::milliseconds(5000)) const;
 
   // The loop-thread state; public only so that the .cc's connection pairs can
   // name it.
