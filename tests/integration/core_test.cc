@@ -96,7 +96,7 @@ TEST_F(FiveNodes, contention_between_clients_has_exactly_one_winner) {
   constexpr int kClients = 8;
   std::vector<std::unique_ptr<client>> clients;
   for (int i = 0; i < kClients; ++i) clients.push_back(std::make_unique<client>(options_for(nodes().uris())));
-  for (auto& c : clients) wait_connected(*c);
+  for (auto& c : clients) ASSERT_TRUE(wait_connected(*c));
   std::atomic<int> winners{0}, contended{0}, other{0};
   std::vector<lock> locks(kClients);
   std::vector<std::thread> threads;
@@ -152,7 +152,7 @@ TEST_F(FiveNodes, sequential_clients_each_get_the_lock_after_release) {
 
 TEST_F(FiveNodes, minority_down_still_acquires) {
   client c(options_for(nodes().uris()));
-  wait_connected(c);
+  ASSERT_TRUE(wait_connected(c));
   nodes()[0].kill();
   nodes()[3].kill();
   const std::string res = unique("minority");
@@ -165,7 +165,7 @@ TEST_F(FiveNodes, minority_down_still_acquires) {
 TEST_F(FiveNodes, majority_down_fails_unavailable_within_node_timeout) {
   auto o = options_for(nodes().uris());
   client c(o);
-  wait_connected(c);
+  ASSERT_TRUE(wait_connected(c));
   nodes()[0].kill();
   nodes()[2].kill();
   nodes()[4].kill();
@@ -227,7 +227,7 @@ TEST_F(FiveNodes, paused_minority_does_not_delay_a_successful_acquire) {
 TEST_F(FiveNodes, paused_majority_fails_within_command_timeout) {
   auto o = options_for(nodes().uris());
   client c(o);
-  wait_connected(c);
+  ASSERT_TRUE(wait_connected(c));
   nodes()[0].pause();
   nodes()[1].pause();
   nodes()[2].pause();
@@ -290,7 +290,7 @@ TEST_F(FiveNodes, failed_acquire_rolls_back_on_every_node_leaving_no_key) {
 TEST_F(FiveNodes, failure_with_held_and_down_nodes_is_unavailable_and_rolled_back) {
   const std::string res = unique("mixed");
   client c(options_for(nodes().uris()));
-  wait_connected(c);
+  ASSERT_TRUE(wait_connected(c));
   nodes()[0].command({"SET", res, "foreign", "PX", "60000"});
   nodes()[1].kill();
   nodes()[2].kill();
@@ -571,7 +571,7 @@ TEST_F(FiveNodes, interoperates_with_the_plain_protocol) {
 
 TEST_F(FiveNodes, node_restart_is_reconnected_in_the_background) {
   client c(options_for(nodes().uris()));
-  wait_connected(c);
+  ASSERT_TRUE(wait_connected(c));
   nodes()[2].kill();
   nodes()[2].start();
   EXPECT_TRUE(wait_connected(c));
@@ -727,7 +727,7 @@ TEST(Robustness, non_redis_listener_is_a_bounded_node_error) {
   EXPECT_NE(r.report.nodes[2].status, node_status::ok);
   // And two real nodes of three are enough.
   client ok(options_for({cl[0].uri(), cl[1].uri(), garbage.uri()}));
-  wait_connected(ok, 2);
+  ASSERT_TRUE(wait_connected(ok, 2));
   EXPECT_TRUE(ok.acquire("fake-ok", once()));
 }
 
