@@ -41,7 +41,9 @@ struct cli_result {
   int code = -1;  // exit status, or 128 + signal
   std::string out;
   std::string err;
-  milliseconds elapsed{0};
+  // From fork to the exit being seen, on steady_clock and not truncated (a
+  // whole-millisecond elapsed time can look shorter than it was).
+  std::chrono::steady_clock::duration elapsed{0};
 };
 
 std::string join(const std::vector<std::string>& v, const char* sep) {
@@ -112,7 +114,7 @@ class cli_process {
         int st = 0;
         if (::waitpid(pid_, &st, WNOHANG) == pid_) {
           exited_ = true;
-          result_.elapsed = std::chrono::duration_cast<milliseconds>(steady::now() - start_);
+          result_.elapsed = steady::now() - start_;
           result_.code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
           exited_at = steady::now();
         } else if (steady::now() > deadline) {
@@ -397,7 +399,12 @@ TEST_F(Cli, release_json_reports_released) {
 
 TEST_F(Cli, release_with_a_stale_token_is_refused_with_1_and_keeps_the_new_holder) {
   const std::string stale = acquire_token("cli-stale", "1s");
-  std::this_thread::sleep_for(1300ms);  // the first lock expires
+  // The first lock expires on every node (polled: a fixed sleep is a guess).
+  const auto expires_by = steady::now() + 10s;
+  while (cluster().count_key("cli-stale") != 0 && steady::now() < expires_by) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(cluster().count_key("cli-stale"), 0);
   const std::string current = acquire_token("cli-stale", "10s");
   ASSERT_NE(stale, current);
   const cli_result r = run_cli(with_nodes({"release", "cli-stale", stale}));

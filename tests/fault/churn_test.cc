@@ -159,7 +159,7 @@ TEST_F(Churn, thousands_of_reconnects_leak_nothing_and_every_callback_fires_once
         }
         ++fig.faults;
         // Each cycle is a real disconnect and reconnect of every node.
-        EXPECT_TRUE(wait_for([&] { return c.stats().reconnects >= before + 5; }, 2000ms))
+        EXPECT_TRUE(wait_for([&] { return c.stats().reconnects >= before + 5; }, 5000ms))
             << "cycle " << cycles << ": only " << c.stats().reconnects - before << " reconnects";
         if (cycles == kCycles / 10) rss_warm = rss_kb();
       }
@@ -174,7 +174,7 @@ TEST_F(Churn, thousands_of_reconnects_leak_nothing_and_every_callback_fires_once
     EXPECT_EQ(cb->wrong(), 0u) << "callbacks that fired other than exactly once";
     EXPECT_GT(cb->acquired.load(), 100u);
     for (auto& p : proxies_) EXPECT_TRUE(p->wait_idle());
-    EXPECT_TRUE(wait_for([&] { return open_fds() == fds_before; }, 2000ms))
+    EXPECT_TRUE(wait_for([&] { return open_fds() == fds_before; }, 5000ms))
         << "descriptors: " << fds_before << " before, " << open_fds() << " after";
 #if !defined(REDLOCK_TEST_SANITIZED)
     // 8 MB of slack for allocator caches; a per-reconnect leak of even 2 KB over
@@ -240,8 +240,10 @@ TEST_F(Churn, destroying_the_client_with_requests_in_flight_completes_them_all) 
     EXPECT_EQ(cb.wrong(), 0u);
     const double ms = std::chrono::duration<double, std::milli>(took).count();
     worst_ms = std::max(worst_ms, ms);
-    // Documented bound: in-flight work drains within 2 x command_timeout (150 ms).
-    EXPECT_LT(ms, 2 * 150 + 700) << "shutdown took " << ms << " ms";
+    // Documented bound: in-flight work drains within 2 x command_timeout (150 ms),
+    // plus slack for TSan on 2 busy cores; waiting for the black-holed nodes or
+    // for the 5 s TTL would still exceed it.
+    EXPECT_LT(ms, 2 * 150 + 1700) << "shutdown took " << ms << " ms";
     cancelled += static_cast<std::uint64_t>(got_cancelled.load());
     other += static_cast<std::uint64_t>(got_other.load());
     fig.operations += cb.next.load();

@@ -324,7 +324,7 @@ contention_outcome run_contention(const contention_round& spec) {
   if (spec.tune) spec.tune(o);
   std::vector<std::unique_ptr<client>> clients;
   for (int i = 0; i < spec.clients; ++i) clients.push_back(std::make_unique<client>(o));
-  for (auto& c : clients) wait_connected(*c);
+  for (auto& c : clients) EXPECT_TRUE(wait_connected(*c));
   std::atomic<bool> stop{false};
   out.results.resize(static_cast<std::size_t>(spec.clients));
   std::vector<std::thread> threads;

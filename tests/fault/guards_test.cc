@@ -286,8 +286,8 @@ minimal_quorum_jump jump_inside_a_minimal_quorum(std::vector<std::unique_ptr<shi
   client_options o = scenario_options(uris);
   tune(o);
   client a(o), b(o);
-  wait_connected(a);
-  wait_connected(b);  // b has seen every node's TIME before the jump
+  EXPECT_TRUE(wait_connected(a));
+  EXPECT_TRUE(wait_connected(b));  // b has seen every node's TIME before the jump
   for (std::size_t i : {3u, 4u}) nodes[i]->node().command({"SET", res, "other-owner", "PX", "60000"});
   auto ra = a.acquire(res, once(10000ms));
   EXPECT_TRUE(ra) << ra.report.message();

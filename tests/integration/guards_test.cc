@@ -18,14 +18,17 @@ using clk = std::chrono::steady_clock;
 TEST(RestartGuard, restarted_nodes_get_no_vote_until_the_quarantine_passed) {
   redis_cluster cl(5);
   auto o = options_for(cl.uris());
-  o.restart_quarantine = 1500ms;
+  o.restart_quarantine = 3000ms;
   client c(o);
   ASSERT_TRUE(wait_connected(c));
   ASSERT_TRUE(c.acquire("rg-warm", once()));
+  // A quarantine starts when the node started (the client's now minus the node's
+  // uptime in whole seconds, floored, so never before the real start), hence
+  // never before this instant: measuring from here needs no slack.
+  const auto restarted = clk::now();
   cl[0].restart(false);
   cl[1].restart(false);
   ASSERT_TRUE(wait_connected(c));
-  const auto restarted = clk::now();
   auto r = c.acquire("rg-1", once());
   ASSERT_TRUE(r) << r.report.message();
   EXPECT_EQ(r.report.nodes[0].status, node_status::excluded);
@@ -36,12 +39,13 @@ TEST(RestartGuard, restarted_nodes_get_no_vote_until_the_quarantine_passed) {
   cl[2].restart(false);
   ASSERT_TRUE(wait_connected(c));
   auto blocked = c.acquire("rg-2", once());
-  if (clk::now() - restarted < 1400ms) {
+  if (clk::now() - restarted < o.restart_quarantine) {
     EXPECT_EQ(blocked.report.error, errc::unavailable) << blocked.report.message();
     EXPECT_EQ(blocked.report.count(node_status::excluded), 3);
   }
-  // After the quarantine every node votes again.
-  std::this_thread::sleep_for(1600ms);
+  // After the quarantine every node votes again (each one's started no later
+  // than the wait_connected that saw it).
+  std::this_thread::sleep_for(o.restart_quarantine + 100ms);
   auto later = c.acquire("rg-3", once());
   ASSERT_TRUE(later) << later.report.message();
   EXPECT_EQ(later.report.count(node_status::excluded), 0);

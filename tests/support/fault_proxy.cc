@@ -31,11 +31,18 @@ std::runtime_error uv_error(const std::string& what, int rc) {
 
 }  // namespace
 
+// The proxy's clock for delivery times: uv_hrtime(), in nanoseconds, read fresh at
+// each use. Never uv_now(): the loop's cached clock is in whole milliseconds
+// (truncated) and is read from a coarse clock at the start of the loop iteration, so
+// it lags real time by up to a few ms; a delay scheduled from it is undershot by
+// that lag (a 40 ms latency measured 39.7 ms).
+std::uint64_t now_ns() { return uv_hrtime(); }
+
 // One direction of a connection pair: chunks read from the source wait here until
 // their delivery time, then are written to the destination in order.
 struct proxy_direction {
   uv_timer_t timer{};
-  std::deque<std::pair<std::uint64_t, std::string>> queue;  // (due, in uv_now ms; bytes)
+  std::deque<std::pair<std::uint64_t, std::string>> queue;  // (due, on now_ns(); bytes)
   std::uint64_t last_due = 0;
   bool eof = false;       // the source sent EOF: shut the destination down once drained
   bool shutting = false;  // uv_shutdown issued
@@ -83,6 +90,7 @@ struct fault_proxy::impl {
   std::atomic<mode> current{mode::pass};
   std::atomic<std::uint64_t> accepted{0}, refused{0}, resets{0}, bytes_up{0}, bytes_down{0}, dropped{0},
       open{0}, changes{0};
+  std::atomic<std::int64_t> queued{0};  // chunks waiting in a direction's queue
 
   // ---- loop thread ----
 
@@ -246,11 +254,13 @@ struct fault_proxy::impl {
       p->tainted = true;
       return;
     }
-    const std::uint64_t now = uv_now(&loop);
-    std::uint64_t due = now + (m == mode::latency ? delay_ms : 0);
+    // Due `delay` after the proxy read the chunk (so at least `delay` after it
+    // arrived), on the precise clock.
+    std::uint64_t due = now_ns() + (m == mode::latency ? delay_ms * 1'000'000 : 0);
     due = std::max(due, d.last_due);
     d.last_due = due;
     d.queue.emplace_back(due, std::string(buf->base, len));
+    queued.fetch_add(1);
     pump(p, d);
   }
 
@@ -263,23 +273,30 @@ struct fault_proxy::impl {
   // destination down after the source's EOF once nothing is left.
   void pump(proxy_pair* p, proxy_direction& d) {
     if (p->closing || !p->connected || m == mode::black_hole) return;
-    uv_update_time(&loop);
-    const std::uint64_t now = uv_now(&loop);
+    const std::uint64_t now = now_ns();
     uv_stream_t* dest = destination(p, d);
     while (!d.queue.empty() && d.queue.front().first <= now) {
       std::string data = std::move(d.queue.front().second);
       d.queue.pop_front();
+      queued.fetch_sub(1);
       (&d == &p->up ? bytes_up : bytes_down).fetch_add(data.size());
       if (!write(p, dest, std::move(data))) return;
     }
     if (!d.queue.empty()) {
+      // libuv timers count whole milliseconds on the loop's cached clock, which
+      // can fire up to a millisecond or so early by the precise clock: round the
+      // wait up, and let the timer's pump() check the precise clock again (it
+      // re-arms if the chunk is still not due). Never early, at most ~1 ms late.
+      const std::uint64_t wait_ns = d.queue.front().first - now;
+      const std::uint64_t wait_ms = std::max<std::uint64_t>(1, (wait_ns + 999'999) / 1'000'000);
+      uv_update_time(&loop);
       uv_timer_start(
           &d.timer,
           [](uv_timer_t* t) {
             auto* pp = static_cast<proxy_pair*>(t->data);
             pp->px->pump(pp, t == &pp->up.timer ? pp->up : pp->down);
           },
-          d.queue.front().first - now, 0);
+          wait_ms, 0);
       return;
     }
     if (d.eof && !d.shutting) {
@@ -322,6 +339,9 @@ struct fault_proxy::impl {
     p->closing = true;
     pairs.erase(p);
     open.fetch_sub(1);
+    queued.fetch_sub(static_cast<std::int64_t>(p->up.queue.size() + p->down.queue.size()));
+    p->up.queue.clear();
+    p->down.queue.clear();
     if (rst) {
       // SO_LINGER 0: close() sends RST instead of FIN.
       uv_os_fd_t fd;
@@ -428,6 +448,15 @@ fault_proxy::counters fault_proxy::stats() const {
 bool fault_proxy::wait_idle(std::chrono::milliseconds limit) const {
   const auto end = std::chrono::steady_clock::now() + limit;
   while (impl_->open.load() != 0) {
+    if (std::chrono::steady_clock::now() >= end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
+}
+
+bool fault_proxy::wait_flushed(std::chrono::milliseconds limit) const {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (impl_->queued.load() != 0) {
     if (std::chrono::steady_clock::now() >= end) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }

@@ -8,7 +8,10 @@
 //   pass          forward both ways at once.
 //   latency(D)    deliver every chunk D ms after it was read, in both directions,
 //                 preserving order (a chunk never overtakes an earlier one, even
-//                 when D shrinks).
+//                 when D shrinks). D is a lower bound measured on the precise
+//                 monotonic clock (never undershot, not even by rounding): a round
+//                 trip through the proxy takes >= 2 D. Delivery is late by the
+//                 loop's scheduling only (~1 ms idle, more on a loaded machine).
 //   black_hole    a partition: accept, keep every connection, forward nothing and
 //                 answer nothing. Bytes are held, not lost (the proxy stops reading,
 //                 so they wait in the kernel's buffers, as TCP retransmission would
@@ -75,6 +78,11 @@ class fault_proxy {
   counters stats() const;
   // Waits (<= limit) until no connection is open; returns whether none is.
   bool wait_idle(std::chrono::milliseconds limit = std::chrono::milliseconds(2000)) const;
+  // Waits (<= limit) until no chunk waits in the proxy for its delivery time (after
+  // a latency, once the delayed bytes were written on); returns whether none does.
+  // (Bytes black_hole holds back are in the kernel's buffers and not counted; but
+  // chunks already queued when black_hole began stay queued until it ends.)
+  bool wait_flushed(std::chrono::milliseconds limit = std::chrono::milliseconds(5000)) const;
 
   // The loop-thread state; public only so that the .cc's connection pairs can
   // name it.

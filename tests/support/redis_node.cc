@@ -31,7 +31,9 @@ namespace {
 namespace fs = std::filesystem;
 using steady = std::chrono::steady_clock;
 
-constexpr std::chrono::milliseconds kStartTimeout{5000};
+// Only a bound on how long a start that never succeeds takes to fail (a start that
+// fails outright is seen at once): generous, since a loaded machine can be slow.
+constexpr std::chrono::milliseconds kStartTimeout{20000};
 constexpr std::chrono::milliseconds kPollInterval{10};
 constexpr int kProbeTimeoutMs = 200;
 constexpr int kHelperTimeoutMs = 2000;

@@ -89,7 +89,7 @@ class redis_node {
   // The last lines of redis.log and of the server's stderr, for diagnostics.
   std::string log_tail(std::size_t max_lines = 30) const;
 
-  // Starts the server on the same port and directory and waits (<= ~5 s) until it
+  // Starts the server on the same port and directory and waits (<= 20 s) until it
   // answers PING with PONG (after AUTH). No-op if it is already running. Throws
   // std::runtime_error with the log tail on failure (the process is killed then).
   void start();
