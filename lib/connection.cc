@@ -16,15 +16,12 @@ namespace {
 constexpr std::size_t kReadBuf = 64 * 1024;
 constexpr std::uint64_t kNoDeadline = ~std::uint64_t{0};
 
-std::string first_line(const char* s, std::size_t n) {
-  std::string out(s, std::min<std::size_t>(n, 200));
-  auto nl = out.find_first_of("\r\n");
-  if (nl != std::string::npos) out.resize(nl);
-  return out;
-}
+std::string first_line(const char* s, std::size_t n) { return printable_first_line(std::string_view(s, n), 200); }
 
+// An authentication refusal. (An ACL refusal of an authenticated user, NOPERM, is
+// not one: see is_permission_error.)
 bool is_auth_error(std::string_view e) {
-  return e.rfind("NOAUTH", 0) == 0 || e.rfind("WRONGPASS", 0) == 0 || e.rfind("NOPERM", 0) == 0 ||
+  return e.rfind("NOAUTH", 0) == 0 || e.rfind("WRONGPASS", 0) == 0 ||
          e.rfind("ERR invalid password", 0) == 0 || e.rfind("ERR invalid username-password", 0) == 0 ||
          e.rfind("ERR AUTH", 0) == 0 || e.rfind("ERR Client sent AUTH", 0) == 0;
 }
@@ -311,6 +308,10 @@ void connection::on_handshake_reply(redisReply* r) {
     std::string err = first_line(r->str, r->len);
     if (step == 'I' || step == 'T') {
       // No permission for INFO or TIME: the guards cannot watch this node.
+    } else if (is_permission_error(err)) {
+      // Authenticated, but the ACL forbids SELECT or PING: as permanent as a
+      // refused password; the detail keeps the server's NOPERM text.
+      return fail_connection(node_status::server_error, err, true);
     } else if (is_auth_error(err)) {
       return fail_connection(node_status::auth_error, "authentication refused: " + err, true);
     } else {

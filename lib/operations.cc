@@ -78,6 +78,11 @@ void round::on_reply(std::size_t node, std::uint32_t, const reply_event& ev) {
   if (ev.status != node_status::pending || ev.reply == nullptr) {
     v.status = ev.status == node_status::pending ? node_status::protocol_error : ev.status;
     if (v.status == node_status::auth_error) v.permanent = errc::auth_failed;
+    // The connection failed its handshake on an ACL refusal (NOPERM for SELECT or
+    // PING): the detail is the server's text.
+    if (v.status == node_status::server_error && is_permission_error(ev.detail)) {
+      v.permanent = errc::permission_denied;
+    }
     r.detail = std::string(ev.detail);
   } else {
     classified c = classify_reply(script_, ev.reply);
@@ -120,13 +125,12 @@ void round::evaluate() {
   } else {
     outcome = decide(t);
     if (outcome == verdict::undecided) return;
-    // No quorum, but the answers still pending could show that the refusals
-    // (held / not owner) alone rule out a quorum: wait for them (bounded by the
-    // node timeout), so the reason ("contended" or "unavailable") never depends on
-    // the order of the replies.
-    const std::size_t refused = kind_ == op_kind::acquire ? t.held : t.not_owner;
-    const std::size_t blocking = t.n - quorum_of(t.n) + 1;  // refusals that alone rule out a quorum
-    if (outcome == verdict::no_quorum && refused < blocking && refused + t.pending >= blocking) {
+    // No quorum, but the answers still pending could change the reason (show that
+    // the refusals, or the permanent errors, alone rule out a quorum): wait for
+    // them (each bounded by its request's or the round's deadline), so the reason
+    // ("contended", "auth_failed", ... or "unavailable") never depends on the
+    // order of the replies.
+    if (outcome == verdict::no_quorum && reason_may_change(kind_, votes)) {
       outcome = verdict::undecided;
       return;
     }

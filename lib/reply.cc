@@ -22,14 +22,34 @@ const script& get_script(script_id id) {
   return table[static_cast<unsigned>(id)];
 }
 
+std::string printable_first_line(std::string_view text, std::size_t max) {
+  std::string line;
+  line.reserve(std::min(text.size(), max));
+  for (char ch : text) {
+    if (ch == '\r' || ch == '\n' || line.size() == max) break;
+    const auto u = static_cast<unsigned char>(ch);
+    if (u >= 0x20 && u != 0x7f) line.push_back(ch);  // control characters are dropped
+  }
+  return line;
+}
+
+bool is_permission_error(std::string_view text) {
+  auto starts = [&](std::string_view p) { return text.substr(0, p.size()) == p; };
+  // NOPERM: a command, key or channel outside the user's ACL. The second form is
+  // what Redis 7 answers when a script calls a command (or key) the ACL forbids.
+  return starts("NOPERM") || starts("ERR The user executing the script can't");
+}
+
 classified classify_error(std::string_view text) {
   classified c;
-  std::string line(text.substr(0, std::min<std::size_t>(text.size(), 200)));
-  auto nl = line.find_first_of("\r\n");
-  if (nl != std::string::npos) line.resize(nl);
-  c.detail = line;
+  c.detail = printable_first_line(text, 200);
   auto starts = [&](std::string_view p) { return text.substr(0, p.size()) == p; };
-  if (starts("NOAUTH") || starts("WRONGPASS") || starts("NOPERM")) {
+  if (is_permission_error(text)) {
+    // Authenticated, but not allowed: a server error reply, permanent as a
+    // permission problem (not an authentication refusal).
+    c.v.status = node_status::server_error;
+    c.v.permanent = errc::permission_denied;
+  } else if (starts("NOAUTH") || starts("WRONGPASS")) {
     c.v.status = node_status::auth_error;
     c.v.permanent = errc::auth_failed;
   } else if (starts("WRONGTYPE")) {

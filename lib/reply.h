@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "decision.h"
 #include "scripts.h"
@@ -24,8 +25,20 @@ struct classified {
 // Classifies the reply of `script` (non-null; NOSCRIPT already handled).
 classified classify_reply(script_id script, const redisReply* r);
 
-// Classifies an error text: auth_error, server_error (+ wrong_type permanence).
+// Classifies an error text: auth_error (NOAUTH, WRONGPASS: permanent auth_failed),
+// server_error with permanent permission_denied (NOPERM, or a script refused a
+// command by the ACL), server_error with permanent wrong_type (WRONGTYPE), or a
+// plain server_error. The detail is the text's first line, at most 200 bytes,
+// without control characters.
 classified classify_error(std::string_view text);
+
+// True for an ACL refusal of an authenticated user (NOPERM, or a script's
+// command refused by the ACL), as opposed to an authentication refusal.
+bool is_permission_error(std::string_view text);
+
+// The text's first line, at most `max` bytes, with control characters dropped:
+// server text is shown to people and written to logs.
+std::string printable_first_line(std::string_view text, std::size_t max);
 
 // The reply to TIME ({seconds, microseconds} as strings) in microseconds; nullopt
 // for anything else (an error, a malformed or out-of-range value).

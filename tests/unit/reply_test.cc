@@ -378,10 +378,41 @@ void expect_transient_server_error(std::string_view text) {
   EXPECT_EQ(c.detail, text);
 }
 
-TEST(ClassifyError, AuthenticationAndPermissionErrorsAreAuthFailed) {
+TEST(ClassifyError, AuthenticationRefusalsAreAuthFailed) {
   expect_auth_error("NOAUTH Authentication required.");
   expect_auth_error("WRONGPASS invalid username-password pair or user is disabled.");
-  expect_auth_error("NOPERM this user has no permissions to run the 'evalsha' command");
+}
+
+void expect_permission_denied(std::string_view text) {
+  SCOPED_TRACE(text);
+  const classified c = classify_error(text);
+  EXPECT_EQ(c.v.status, node_status::server_error);
+  EXPECT_EQ(c.v.permanent, errc::permission_denied);
+  EXPECT_EQ(c.detail, text);
+  EXPECT_TRUE(is_permission_error(text));
+}
+
+// An authenticated user that its ACL refuses a command or the lock key is not an
+// authentication refusal: the texts Redis 7.0 sends.
+TEST(ClassifyError, AclRefusalsArePermissionDeniedNotAuthFailed) {
+  expect_permission_denied("NOPERM this user has no permissions to run the 'evalsha' command");
+  expect_permission_denied("NOPERM this user has no permissions to access one of the keys used as arguments");
+  expect_permission_denied(
+      "ERR The user executing the script can't run this command or subcommand script: "
+      "bd313d937edfe0881c4eee979f4a2c53c0d9bf5e, on @user_script:1.");
+  EXPECT_FALSE(is_permission_error("WRONGPASS invalid username-password pair or user is disabled."));
+  EXPECT_FALSE(is_permission_error("ERR unknown command"));
+  EXPECT_FALSE(is_permission_error("xNOPERM"));
+}
+
+TEST(ClassifyError, DetailDropsControlCharacters) {
+  const std::string text = std::string("NOPERM no\x1b[31m \x07") + "access\x7f\tto" + std::string(1, '\0') +
+                           " key\r\nnext";
+  const classified c = classify_error(text);
+  EXPECT_EQ(c.v.permanent, errc::permission_denied);
+  EXPECT_EQ(c.detail, "NOPERM no[31m accessto key");
+  EXPECT_EQ(printable_first_line("ab\ncd", 200), "ab");
+  EXPECT_EQ(printable_first_line("abcdef", 3), "abc");
 }
 
 TEST(ClassifyError, WrongTypeIsAPermanentServerError) {
@@ -456,7 +487,7 @@ TEST(ClassifyReply, ErrorTextIsTakenByLengthNotByNulTerminator) {
   const std::string text("ERR a\0b", 7);
   const classified c = classify_reply(script_id::acquire, make_err(text).get());
   EXPECT_EQ(c.v.status, node_status::server_error);
-  EXPECT_EQ(c.detail, text);
+  EXPECT_EQ(c.detail, "ERR ab");  // read to its length; the NUL (a control character) dropped
 }
 
 // --- the same shapes as hiredis' reader produces them from the wire ---
