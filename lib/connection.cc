@@ -423,21 +423,27 @@ void connection::become_ready() {
 }
 
 void connection::encode(request& r) {
-  if (r.cmd->script() == script_id::acquire_set) {
-    // The plain SET form, unless this server rejected it before (then EVAL: that
-    // script returns the server's TIME itself). When the clock-jump guard wants a
-    // sample, a TIME rides right behind the SET: a few microseconds of server time
-    // (a Lua script costs tens) and no extra round trip.
+  // Every acquire form (the plain SET, and the acquire scripts) gets a TIME right
+  // behind it when the clock-jump guard wants a sample: the guard judges the very
+  // reply that grants, with no extra round trip, and the scripts never call TIME
+  // themselves (a user whose ACL lacks +time can still lock; its refused TIME is
+  // consumed without a sample).
+  const script_id id = r.cmd->script();
+  const bool acquires = id == script_id::acquire_set || id == script_id::acquire || id == script_id::acquire_fenced;
+  r.with_time = acquires && time_sample_due();
+  if (id == script_id::acquire_set) {
+    // The plain SET form, unless this server rejected it before (then EVAL).
     const bool plain = !r.force_eval && !r.cmd->force_eval() && !set_get_unsupported_;
-    r.with_time = plain && time_sample_due();
     out_.append(!plain ? r.cmd->eval_form() : r.with_time ? r.cmd->timed_form() : r.cmd->sha_form());
+    if (!plain && r.with_time) append_resp(out_, {"TIME"});
     r.used_sha = plain;
     r.sent = true;
     return;
   }
-  const unsigned bit = 1u << static_cast<unsigned>(r.cmd->script());
+  const unsigned bit = 1u << static_cast<unsigned>(id);
   const bool use_sha = !r.force_eval && !r.cmd->force_eval() && (scripts_loaded_ & bit) != 0;
   out_.append(use_sha ? r.cmd->sha_form() : r.cmd->eval_form());
+  if (r.with_time) append_resp(out_, {"TIME"});
   // Replies come in order: once EVAL is queued, later EVALSHAs on this connection
   // find the script loaded.
   scripts_loaded_ |= bit;
@@ -544,7 +550,7 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
   bool time_sampled = false;
   if (queue_.front().with_time) {
     if (!first_of_two_) {
-      first_of_two_ = std::move(owned);  // the SET's reply; its TIME comes next
+      first_of_two_ = std::move(owned);  // the acquire's reply; its TIME comes next
       return;
     }
     const std::unique_ptr<redisReply, reply_deleter> time_reply = std::move(owned);

@@ -91,13 +91,12 @@ void round::on_reply(std::size_t node, std::uint32_t, const reply_event& ev) {
     fences[node] = c.fence;
     values[node] = std::move(c.value);
     pttls[node] = c.pttl;
-    if (c.server_time_us || ev.time_sampled) {
+    if (ev.time_sampled) {
       // The clock-jump guard also covers this very reply: a grant from a node whose
-      // clock just jumped (or that is quarantined) does not count. (A TIME pipelined
-      // behind the plain SET was observed by the connection already.)
+      // clock just jumped (or that is quarantined) does not count. (The TIME
+      // pipelined behind the acquire was observed by the connection already.)
       const auto now = core_.now();
       connection& conn = core_.conn(node);
-      if (c.server_time_us) conn.observe_server_time(*c.server_time_us, now - ev.latency / 2);
       if (v.status == node_status::ok) {
         std::string why = conn.acquire_exclusion(now, core_.quarantine_for(milliseconds(0)));
         if (!why.empty()) {

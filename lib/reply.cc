@@ -112,10 +112,8 @@ classified classify_reply(script_id script, const redisReply* r) {
   switch (script) {
     case script_id::acquire:
     case script_id::acquire_fenced: {
-      // {1 | 0, counter, seconds, microseconds}
-      if (r->type != REDIS_REPLY_ARRAY || r->elements != 4) return protocol("unexpected reply to acquire");
-      c.server_time_us = server_time(r->element[2], r->element[3]);
-      if (!c.server_time_us) return protocol("unexpected server time in acquire reply");
+      // {1 | 0, counter}
+      if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) return protocol("unexpected reply to acquire");
       if (is_int(r->element[0], 1)) {
         std::uint64_t f = 0;
         if (!parse_u64(r->element[1], f)) return protocol("fence counter is not a non-negative integer");

@@ -19,7 +19,6 @@ struct classified {
   std::optional<std::uint64_t> fence;   // acquire_fenced: the node's counter
   std::optional<std::string> value;     // inspect: the key's value
   std::int64_t pttl = -2;               // inspect: PTTL
-  std::optional<std::int64_t> server_time_us;  // acquire: the node's TIME
 };
 
 // Classifies the reply of `script` (non-null; NOSCRIPT already handled).
