@@ -596,6 +596,9 @@ void core::watchdog_tick(const std::shared_ptr<held>& h) {
       });
       return;
     }
+    // Lost for good only when no quorum can come back: not_owner, or a permanent
+    // error, which failure_reason() gives only when the nodes that gave it alone
+    // rule out a quorum (one wrong-password node beside a hiccup is unavailable).
     if (r.error == errc::not_owner || r.error == errc::lock_lost || is_permanent(r.error)) {
       if (r.error == errc::not_owner) r.error = errc::lock_lost;
       return declare_lost(hp, r);
