@@ -199,6 +199,29 @@ TEST(Permissions, one_node_denying_the_key_leaves_the_other_two_to_grant) {
   EXPECT_TRUE(r.lock.release());
 }
 
+// An ACL that refuses the handshake's PING: the connection never becomes ready,
+// and its failure is a permission refusal too, not an authentication one.
+TEST(Permissions, a_user_refused_ping_at_the_handshake_is_permission_denied) {
+  node_config cfg;
+  cfg.acl_users = {"user noping on >noping-pw ~* +@all -ping"};
+  redis_cluster cl(3, cfg);
+  client c(options_for(uris_as(cl, "noping", "noping-pw")));
+  acquire_result r;
+  // The first attempts may meet the connections still connecting; once they
+  // failed their handshake, every request fails at once with the server's text.
+  ASSERT_TRUE(eventually([&] {
+    r = c.acquire("noping", once());
+    return r.report.error == errc::permission_denied;
+  })) << r.report.message();
+  for (const node_result& n : r.report.nodes) {
+    if (n.status == node_status::pending) continue;
+    EXPECT_EQ(n.status, node_status::server_error) << n.detail;
+    EXPECT_NE(n.detail.find("NOPERM"), std::string::npos) << n.detail;
+    EXPECT_NE(n.detail.find("ping"), std::string::npos) << n.detail;
+  }
+  EXPECT_EQ(r.report.message().find("authentication"), std::string::npos) << r.report.message();
+}
+
 // --- a user without +time ---
 
 constexpr const char* kNoTimeAcl = "~* -@all +set +get +del +pexpire +pttl +type +info +ping +eval +evalsha";
