@@ -55,9 +55,9 @@ enum class floor_acquire {
   set_get_time,     // SET key token NX PX 30000 GET, then TIME, pipelined on the same connection:
                     // the library's acquire when the clock-jump guard wants a sample (by default,
                     // every acquire)
-  library_script,   // EVALSHA of the library's acquire script (SET NX PX and TIME in Lua): what
-                    // the library fell back to before 7.0's SET ... NX ... GET (and, before the
-                    // pipelined TIME, sent for every sample)
+  library_script,   // EVALSHA of the library's acquire script (SET NX PX in Lua; it also called
+                    // TIME until Dec 2026, now pipelined behind it): what the library falls back
+                    // to before 7.0's SET ... NX ... GET
 };
 
 struct floor_result {

@@ -21,8 +21,10 @@ constexpr std::uint64_t kNoDeadline = ~std::uint64_t{0};
 
 std::string first_line(const char* s, std::size_t n) { return printable_line(std::string_view(s, n)); }
 
+// An authentication refusal. (An ACL refusal of an authenticated user, NOPERM, is
+// not one: see is_permission_error.)
 bool is_auth_error(std::string_view e) {
-  return e.rfind("NOAUTH", 0) == 0 || e.rfind("WRONGPASS", 0) == 0 || e.rfind("NOPERM", 0) == 0 ||
+  return e.rfind("NOAUTH", 0) == 0 || e.rfind("WRONGPASS", 0) == 0 ||
          e.rfind("ERR invalid password", 0) == 0 || e.rfind("ERR invalid username-password", 0) == 0 ||
          e.rfind("ERR AUTH", 0) == 0 || e.rfind("ERR Client sent AUTH", 0) == 0;
 }
@@ -417,6 +419,10 @@ void connection::on_handshake_reply(redisReply* r) {
     std::string err = first_line(r->str, r->len);
     if (step == 'I' || step == 'T') {
       // No permission for INFO or TIME: the guards cannot watch this node.
+    } else if (is_permission_error(err)) {
+      // Authenticated, but the ACL forbids SELECT or PING: as permanent as a
+      // refused password; the detail keeps the server's NOPERM text.
+      return fail_connection(node_status::server_error, err, true);
     } else if (is_auth_error(err)) {
       // The status already reads "authentication refused": the detail is the server's word.
       return fail_connection(node_status::auth_error, err, true);
@@ -533,21 +539,27 @@ void connection::become_ready() {
 }
 
 void connection::encode(request& r) {
-  if (r.cmd->script() == script_id::acquire_set) {
-    // The plain SET form, unless this server rejected it before (then EVAL: that
-    // script returns the server's TIME itself). When the clock-jump guard wants a
-    // sample, a TIME rides right behind the SET: a few microseconds of server time
-    // (a Lua script costs tens) and no extra round trip.
+  // Every acquire form (the plain SET, and the acquire scripts) gets a TIME right
+  // behind it when the clock-jump guard wants a sample: the guard judges the very
+  // reply that grants, with no extra round trip, and the scripts never call TIME
+  // themselves (a user whose ACL lacks +time can still lock; its refused TIME is
+  // consumed without a sample).
+  const script_id id = r.cmd->script();
+  const bool acquires = id == script_id::acquire_set || id == script_id::acquire || id == script_id::acquire_fenced;
+  r.with_time = acquires && time_sample_due();
+  if (id == script_id::acquire_set) {
+    // The plain SET form, unless this server rejected it before (then EVAL).
     const bool plain = !r.force_eval && !r.cmd->force_eval() && !set_get_unsupported_;
-    r.with_time = plain && time_sample_due();
     out_.append(!plain ? r.cmd->eval_form() : r.with_time ? r.cmd->timed_form() : r.cmd->sha_form());
+    if (!plain && r.with_time) append_resp(out_, {"TIME"});
     r.used_sha = plain;
     r.sent = true;
     return;
   }
-  const unsigned bit = 1u << static_cast<unsigned>(r.cmd->script());
+  const unsigned bit = 1u << static_cast<unsigned>(id);
   const bool use_sha = !r.force_eval && !r.cmd->force_eval() && (scripts_loaded_ & bit) != 0;
   out_.append(use_sha ? r.cmd->sha_form() : r.cmd->eval_form());
+  if (r.with_time) append_resp(out_, {"TIME"});
   // Replies come in order: once EVAL is queued, later EVALSHAs on this connection
   // find the script loaded.
   scripts_loaded_ |= bit;
@@ -661,7 +673,7 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
   bool time_sampled = false;
   if (queue_.front().with_time) {
     if (!first_of_two_) {
-      first_of_two_ = std::move(owned);  // the SET's reply; its TIME comes next
+      first_of_two_ = std::move(owned);  // the acquire's reply; its TIME comes next
       return;
     }
     const std::unique_ptr<redisReply, reply_deleter> time_reply = std::move(owned);

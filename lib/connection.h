@@ -143,7 +143,7 @@ class connection {
     std::uint64_t written_ms = kUnwritten;  // on uv_now(): when flush() wrote it (stall detection)
     bool sent = false;
     bool used_sha = false;
-    bool with_time = false;  // a TIME was pipelined after it: two replies
+    bool with_time = false;  // an acquire with a TIME pipelined after it: two replies
     bool expired = false;    // the sink was told "timeout"; a late reply is dropped
   };
   struct reply_deleter {

@@ -44,25 +44,73 @@ verdict decide(const tally& t) noexcept {
   return verdict::undecided;
 }
 
-std::error_code failure_reason(op_kind kind, const std::vector<vote>& votes) noexcept {
-  const tally t = count_votes(votes);
-  const std::size_t q = quorum_of(t.n);
-  const std::size_t refused = kind == op_kind::acquire ? t.held : t.not_owner;
-  // Contended (not owner) only when the refusals alone rule out a quorum: then
-  // retrying cannot help until the holder lets go, whatever the other nodes did.
-  if (refused > t.n - q) {
-    return kind == op_kind::acquire ? errc::contended : errc::not_owner;
-  }
+namespace {
+
+// What failure_reason() looks at: counts only.
+struct reason_counts {
+  std::size_t n = 0, refused = 0, auth = 0, permission = 0, wrong_type = 0, cancelled = 0, pending = 0;
+};
+
+reason_counts count_reasons(op_kind kind, const std::vector<vote>& votes) noexcept {
+  reason_counts c;
+  c.n = votes.size();
   for (const vote& v : votes) {
-    if (v.permanent == errc::auth_failed) return errc::auth_failed;
+    if (v.status == node_status::pending) {
+      ++c.pending;
+      continue;
+    }
+    const node_status refusal = kind == op_kind::acquire ? node_status::held : node_status::not_owner;
+    if (v.status == refusal) ++c.refused;
+    if (v.status == node_status::cancelled) ++c.cancelled;
+    if (v.permanent == errc::auth_failed) ++c.auth;
+    if (v.permanent == errc::permission_denied) ++c.permission;
+    if (v.permanent == errc::wrong_type) ++c.wrong_type;
   }
-  for (const vote& v : votes) {
-    if (v.permanent == errc::wrong_type) return errc::wrong_type;
+  return c;
+}
+
+std::error_code reason_of(op_kind kind, const reason_counts& c) noexcept {
+  const std::size_t tolerated = c.n - quorum_of(c.n);  // more than this rule out a quorum
+  // Contended (not owner) when the refusals alone rule out a quorum: retrying
+  // cannot help until the holder lets go, whatever the other nodes did.
+  if (c.n > 0 && c.refused > tolerated) return kind == op_kind::acquire ? errc::contended : errc::not_owner;
+  // Likewise for permanent errors: one node with a wrong password among healthy
+  // ones is a configuration problem to alert on, not a reason to stop retrying or
+  // to declare a held lock lost.
+  if (c.n > 0 && c.auth + c.permission + c.wrong_type > tolerated) {
+    if (c.auth >= c.permission && c.auth >= c.wrong_type) return errc::auth_failed;
+    if (c.permission >= c.wrong_type) return errc::permission_denied;
+    return errc::wrong_type;
   }
-  bool all_cancelled = !votes.empty();
-  for (const vote& v : votes) all_cancelled = all_cancelled && v.status == node_status::cancelled;
-  if (all_cancelled) return errc::cancelled;
+  if (c.n > 0 && c.cancelled == c.n) return errc::cancelled;
   return errc::unavailable;
+}
+
+}  // namespace
+
+std::error_code failure_reason(op_kind kind, const std::vector<vote>& votes) noexcept {
+  return reason_of(kind, count_reasons(kind, votes));
+}
+
+bool reason_may_change(op_kind kind, const std::vector<vote>& votes) noexcept {
+  const reason_counts now = count_reasons(kind, votes);
+  if (now.pending == 0) return false;
+  const std::error_code current = reason_of(kind, now);
+  // Each count only grows as answers come in, and each rule tests one count (or
+  // the sum of the permanent ones) against a threshold or against another count.
+  // So if some outcome of the pending votes changes the reason, giving all of them
+  // to the one count that makes the difference changes it too: trying each count
+  // alone is exhaustive (the unit tests check this against every outcome).
+  std::size_t reason_counts::*const fields[] = {&reason_counts::refused, &reason_counts::auth,
+                                                 &reason_counts::permission, &reason_counts::wrong_type,
+                                                 &reason_counts::cancelled};
+  for (auto field : fields) {
+    reason_counts c = now;
+    c.*field += c.pending;
+    c.pending = 0;
+    if (reason_of(kind, c) != current) return true;
+  }
+  return false;
 }
 
 bool retryable(std::error_code ec) noexcept {

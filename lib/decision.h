@@ -31,7 +31,10 @@ const char* check_ttl(milliseconds ttl, double factor) noexcept;
 // One node's answer, as the decision sees it.
 struct vote {
   node_status status = node_status::pending;
-  errc permanent{};  // auth_failed / wrong_type when retrying cannot help; else {}
+  // What this node's failure means if it alone cannot be fixed by retrying
+  // (auth_failed, permission_denied, wrong_type); else {}. Whether the operation
+  // fails with it is failure_reason()'s call.
+  errc permanent{};
 };
 
 enum class verdict { undecided, quorum, no_quorum };
@@ -45,13 +48,27 @@ tally count_votes(const std::vector<vote>& votes) noexcept;
 // quorum as soon as yes >= quorum; no_quorum as soon as yes + pending < quorum.
 verdict decide(const tally& t) noexcept;
 
-// Why an operation without quorum failed, by what the caller should do next:
-//  acquire: contended when the nodes held by other owners alone rule out a quorum
-//           (held > n - quorum); otherwise the permanent error of a node if any
-//           (auth_failed, then wrong_type); otherwise unavailable.
-//  extend/release: not_owner likewise (not_owner > n - quorum); then permanent
-//           errors; otherwise unavailable.
+// Why an operation without quorum failed, by what the caller should do next.
+// A reason that tells the caller "another attempt cannot help" is given only when
+// the nodes that gave it alone rule out a quorum (more than n - quorum of them):
+// otherwise the remaining nodes may still form a quorum on the next attempt (or
+// at the next watchdog tick), and the reason is unavailable. In this order:
+//  1. acquire: contended when the nodes held by other owners are > n - quorum;
+//     extend/release/inspect: not_owner when the not-owner answers are;
+//  2. when the nodes with a permanent error (auth_failed, permission_denied,
+//     wrong_type) are together > n - quorum: the one most of them gave (ties:
+//     auth_failed, then permission_denied, then wrong_type);
+//  3. cancelled when every node was cancelled;
+//  4. otherwise unavailable.
+// Pending votes count for nothing. Depends on the votes' counts only, never on
+// their order.
 std::error_code failure_reason(op_kind kind, const std::vector<vote>& votes) noexcept;
+
+// True when the votes still pending could change failure_reason(): some way they
+// may turn out gives another reason than the votes in so far. A round without a
+// quorum waits for those answers (each bounded by its own deadline), so the
+// reason never depends on the order in which the replies arrive.
+bool reason_may_change(op_kind kind, const std::vector<vote>& votes) noexcept;
 
 // Whether another attempt may succeed after this error.
 bool retryable(std::error_code ec) noexcept;

@@ -23,6 +23,7 @@ class category_impl final : public std::error_category {
       case errc::cancelled: return "operation cancelled";
       case errc::would_deadlock: return "synchronous call on the client's loop thread";
       case errc::extension_limit: return "extension cap reached (max_extensions or max_hold)";
+      case errc::permission_denied: return "the nodes' ACL denies the lock a command or its key (NOPERM)";
     }
     return ev == 0 ? "success" : "unknown redlock error";
   }
@@ -39,7 +40,8 @@ std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), 
 
 bool is_permanent(std::error_code ec) noexcept {
   return ec == errc::invalid_argument || ec == errc::auth_failed || ec == errc::wrong_type ||
-         ec == errc::cancelled || ec == errc::would_deadlock || ec == errc::extension_limit;
+         ec == errc::cancelled || ec == errc::would_deadlock || ec == errc::extension_limit ||
+         ec == errc::permission_denied;
 }
 
 const char* to_string(node_status s) noexcept {

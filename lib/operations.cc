@@ -78,6 +78,11 @@ void round::on_reply(std::size_t node, std::uint32_t, const reply_event& ev) {
   if (ev.status != node_status::pending || ev.reply == nullptr) {
     v.status = ev.status == node_status::pending ? node_status::protocol_error : ev.status;
     if (v.status == node_status::auth_error) v.permanent = errc::auth_failed;
+    // The connection failed its handshake on an ACL refusal (NOPERM for SELECT or
+    // PING): the detail is the server's text.
+    if (v.status == node_status::server_error && is_permission_error(ev.detail)) {
+      v.permanent = errc::permission_denied;
+    }
     r.detail = std::string(ev.detail);
   } else {
     classified c = classify_reply(script_, ev.reply);
@@ -86,13 +91,12 @@ void round::on_reply(std::size_t node, std::uint32_t, const reply_event& ev) {
     fences[node] = c.fence;
     values[node] = std::move(c.value);
     pttls[node] = c.pttl;
-    if (c.server_time_us || ev.time_sampled) {
+    if (ev.time_sampled) {
       // The clock-jump guard also covers this very reply: a grant from a node whose
-      // clock just jumped (or that is quarantined) does not count. (A TIME pipelined
-      // behind the plain SET was observed by the connection already.)
+      // clock just jumped (or that is quarantined) does not count. (The TIME
+      // pipelined behind the acquire was observed by the connection already.)
       const auto now = core_.now();
       connection& conn = core_.conn(node);
-      if (c.server_time_us) conn.observe_server_time(*c.server_time_us, now - ev.latency / 2);
       if (v.status == node_status::ok) {
         std::string why = conn.acquire_exclusion(now, core_.quarantine_for(milliseconds(0)));
         if (!why.empty()) {
@@ -120,13 +124,12 @@ void round::evaluate() {
   } else {
     outcome = decide(t);
     if (outcome == verdict::undecided) return;
-    // No quorum, but the answers still pending could show that the refusals
-    // (held / not owner) alone rule out a quorum: wait for them (bounded by the
-    // node timeout), so the reason ("contended" or "unavailable") never depends on
-    // the order of the replies.
-    const std::size_t refused = kind_ == op_kind::acquire ? t.held : t.not_owner;
-    const std::size_t blocking = t.n - quorum_of(t.n) + 1;  // refusals that alone rule out a quorum
-    if (outcome == verdict::no_quorum && refused < blocking && refused + t.pending >= blocking) {
+    // No quorum, but the answers still pending could change the reason (show that
+    // the refusals, or the permanent errors, alone rule out a quorum): wait for
+    // them (each bounded by its request's or the round's deadline), so the reason
+    // ("contended", "auth_failed", ... or "unavailable") never depends on the
+    // order of the replies.
+    if (outcome == verdict::no_quorum && reason_may_change(kind_, votes)) {
       outcome = verdict::undecided;
       return;
     }
@@ -593,6 +596,9 @@ void core::watchdog_tick(const std::shared_ptr<held>& h) {
       });
       return;
     }
+    // Lost for good only when no quorum can come back: not_owner, or a permanent
+    // error, which failure_reason() gives only when the nodes that gave it alone
+    // rule out a quorum (one wrong-password node beside a hiccup is unavailable).
     if (r.error == errc::not_owner || r.error == errc::lock_lost || is_permanent(r.error)) {
       if (r.error == errc::not_owner) r.error = errc::lock_lost;
       return declare_lost(hp, r);

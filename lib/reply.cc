@@ -32,11 +32,23 @@ std::string printable_line(std::string_view text, std::size_t max) {
   return line;
 }
 
+bool is_permission_error(std::string_view text) {
+  auto starts = [&](std::string_view p) { return text.substr(0, p.size()) == p; };
+  // NOPERM: a command, key or channel outside the user's ACL. The second form is
+  // what Redis 7 answers when a script calls a command (or key) the ACL forbids.
+  return starts("NOPERM") || starts("ERR The user executing the script can't");
+}
+
 classified classify_error(std::string_view text) {
   classified c;
   c.detail = printable_line(text);
   auto starts = [&](std::string_view p) { return text.substr(0, p.size()) == p; };
-  if (starts("NOAUTH") || starts("WRONGPASS") || starts("NOPERM")) {
+  if (is_permission_error(text)) {
+    // Authenticated, but not allowed: a server error reply, permanent as a
+    // permission problem (not an authentication refusal).
+    c.v.status = node_status::server_error;
+    c.v.permanent = errc::permission_denied;
+  } else if (starts("NOAUTH") || starts("WRONGPASS")) {
     c.v.status = node_status::auth_error;
     c.v.permanent = errc::auth_failed;
   } else if (starts("WRONGTYPE")) {
@@ -99,10 +111,8 @@ classified classify_reply(script_id script, const redisReply* r) {
   switch (script) {
     case script_id::acquire:
     case script_id::acquire_fenced: {
-      // {1 | 0, counter, seconds, microseconds}
-      if (r->type != REDIS_REPLY_ARRAY || r->elements != 4) return protocol("unexpected reply to acquire");
-      c.server_time_us = server_time(r->element[2], r->element[3]);
-      if (!c.server_time_us) return protocol("unexpected server time in acquire reply");
+      // {1 | 0, counter}
+      if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) return protocol("unexpected reply to acquire");
       if (is_int(r->element[0], 1)) {
         std::uint64_t f = 0;
         if (!parse_u64(r->element[1], f)) return protocol("fence counter is not a non-negative integer");

@@ -19,19 +19,26 @@ struct classified {
   std::optional<std::uint64_t> fence;   // acquire_fenced: the node's counter
   std::optional<std::string> value;     // inspect: the key's value
   std::int64_t pttl = -2;               // inspect: PTTL
-  std::optional<std::int64_t> server_time_us;  // acquire: the node's TIME
 };
 
 // Classifies the reply of `script` (non-null; NOSCRIPT already handled).
 classified classify_reply(script_id script, const redisReply* r);
 
-// Classifies an error text: auth_error, server_error (+ wrong_type permanence).
+// Classifies an error text: auth_error (NOAUTH, WRONGPASS: permanent auth_failed),
+// server_error with permanent permission_denied (NOPERM, or a script refused a
+// command by the ACL), server_error with permanent wrong_type (WRONGTYPE), or a
+// plain server_error. The detail is the text's first line, at most 200 bytes,
+// without control characters.
 classified classify_error(std::string_view text);
 
 // Server text made fit for a report: its first line, at most `max` bytes, with
 // every byte that is not printable ASCII (controls, DEL, bytes >= 0x80) replaced
 // by '?', so a server can never put terminal escapes in a message.
 std::string printable_line(std::string_view text, std::size_t max = 200);
+
+// True for an ACL refusal of an authenticated user (NOPERM, or a script's
+// command refused by the ACL), as opposed to an authentication refusal.
+bool is_permission_error(std::string_view text);
 
 // The reply to TIME ({seconds, microseconds} as strings) in microseconds; nullopt
 // for anything else (an error, a malformed or out-of-range value).

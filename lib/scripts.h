@@ -30,27 +30,27 @@ struct script {
 const script& get_script(script_id id);
 
 // KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl ms.
-// {1 granted | 0 held, "0", server seconds, server microseconds}; WRONGTYPE error
-// if the key is not a string. The server TIME feeds the clock-jump guard.
+// {1 granted | 0 held, "0"}; WRONGTYPE error if the key is not a string. Calls
+// no TIME: the clock-jump guard's sample is a plain TIME the connection pipelines
+// right behind the script (connection::encode), so a user whose ACL lacks +time
+// still takes locks (that node's clock is then unwatched).
 inline constexpr const char kAcquire[] =
-    "local t = redis.call('TIME')\n"
-    "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1, '0', t[1], t[2]} end\n"
+    "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1, '0'} end\n"
     "if redis.call('TYPE', KEYS[1])['ok'] ~= 'string' then\n"
     "  return redis.error_reply('WRONGTYPE lock key holds a non-string value')\n"
     "end\n"
-    "return {0, '0', t[1], t[2]}\n";
+    "return {0, '0'}\n";
 
 // KEYS[1] lock key, KEYS[2] fence counter; ARGV[1] token, ARGV[2] ttl ms.
 // As kAcquire, with the node's current fence counter in the second field.
 inline constexpr const char kAcquireFenced[] =
-    "local t = redis.call('TIME')\n"
     "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then\n"
-    "  return {1, redis.call('GET', KEYS[2]) or '0', t[1], t[2]}\n"
+    "  return {1, redis.call('GET', KEYS[2]) or '0'}\n"
     "end\n"
     "if redis.call('TYPE', KEYS[1])['ok'] ~= 'string' then\n"
     "  return redis.error_reply('WRONGTYPE lock key holds a non-string value')\n"
     "end\n"
-    "return {0, '0', t[1], t[2]}\n";
+    "return {0, '0'}\n";
 
 // KEYS[1] lock key, KEYS[2] fence counter; ARGV[1] token, ARGV[2] fence F.
 // Only while the lock key still holds this token: counter = max(counter, F). 1/0.

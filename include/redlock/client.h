@@ -150,8 +150,10 @@ class REDLOCK_EXPORT client {
   // Acquire `resource` with the Redlock algorithm: fan out to all nodes in parallel,
   // succeed when a quorum granted and validity is positive, otherwise roll back on
   // every node and retry per options.retry. Errors: contended, unavailable,
-  // validity_exhausted, invalid_argument, auth_failed, wrong_type, cancelled,
-  // would_deadlock (called on the loop thread).
+  // validity_exhausted, invalid_argument, auth_failed, permission_denied,
+  // wrong_type, cancelled, would_deadlock (called on the loop thread). The
+  // permanent ones (auth_failed, permission_denied, wrong_type) only when the nodes
+  // that gave them alone rule out a quorum; fewer such nodes make unavailable.
   [[nodiscard]] acquire_result acquire(std::string_view resource, const acquire_options& options = {});
   // Asynchronous acquire. Returns an id for cancel().
   std::uint64_t acquire_async(std::string resource, acquire_options options,

@@ -30,8 +30,10 @@ enum class errc {
   not_owner,
   // Bad configuration or argument (URI, TTL, option). Never retried. Next: fix it.
   invalid_argument,
-  // A node refused authentication or authorisation (WRONGPASS, NOAUTH, NOPERM).
-  // Never retried. Next: fix credentials.
+  // Nodes refused authentication (WRONGPASS, NOAUTH, a bad AUTH) — enough of them
+  // that no quorum is possible without them (one such node among healthy ones is
+  // reported as unavailable and retried, with the node's status auth_error).
+  // Never retried. Next: fix the credentials.
   auth_failed,
   // The key exists and holds a non-string value (WRONGTYPE). Never retried.
   wrong_type,
@@ -43,6 +45,13 @@ enum class errc {
   // extend: the lock reached acquire_options::max_extensions or max_hold; it will
   // expire. Next: finish or abandon the work before it does.
   extension_limit,
+  // Nodes accepted the credentials but their ACL forbids what the lock needs (a
+  // NOPERM reply: a command such as EVALSHA, or the lock key outside the user's key
+  // patterns) — enough of them that no quorum is possible without them (else:
+  // unavailable, retried). The node's detail names what the server refused. Never
+  // retried. Next: grant the user what the detail names (the commands the lock
+  // uses, and a key pattern covering the lock and fence keys).
+  permission_denied,
 };
 
 // The category of all redlock error codes; name() is "redlock".
@@ -51,7 +60,7 @@ REDLOCK_EXPORT const std::error_category& category() noexcept;
 REDLOCK_EXPORT std::error_code make_error_code(errc e) noexcept;
 
 // True for errors that another attempt cannot fix (bad configuration, wrong
-// password, wrong key type, cancelled).
+// password, missing ACL permission, wrong key type, cancelled).
 REDLOCK_EXPORT bool is_permanent(std::error_code ec) noexcept;
 
 }  // namespace redlock

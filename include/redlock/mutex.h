@@ -24,7 +24,8 @@ class REDLOCK_EXPORT mutex {
   ~mutex();  // releases if still held; never throws
 
   // Blocks while the lock is contended. Throws std::system_error (redlock category)
-  // for any other failure: unavailable, auth_failed, wrong_type, invalid_argument.
+  // for any other failure: unavailable, auth_failed, permission_denied, wrong_type,
+  // invalid_argument.
   void lock();
   // One attempt (no retries). False on any failure; last_report() says why.
   bool try_lock();

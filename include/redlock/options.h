@@ -28,7 +28,9 @@ class clock {
 // Bounded, jittered retry of a failed acquire. Attempt k (k >= 2) waits a random
 // delay in [d/2, d] where d = min(max_delay, base_delay * 2^(k-2)). Only failures
 // that another attempt may fix are retried (contended, unavailable,
-// validity_exhausted); never invalid_argument, auth_failed, wrong_type, cancelled.
+// validity_exhausted); never invalid_argument, auth_failed, permission_denied,
+// wrong_type, cancelled. (One node refusing the password among healthy ones fails
+// an attempt as unavailable: retried.)
 struct retry_policy {
   // Total attempts, including the first. >= 1.
   int max_attempts = 3;

@@ -21,8 +21,8 @@ enum class node_status : std::uint8_t {
   not_owner,         // extend/release: the key is absent or holds another token
   timeout,           // no reply within command_timeout
   connection_error,  // not connected, connect failed, or connection lost
-  auth_error,        // refused authentication/authorisation (WRONGPASS, NOAUTH, NOPERM)
-  server_error,      // an error reply (WRONGTYPE, OOM, READONLY, MOVED, ...): see detail
+  auth_error,        // refused authentication (WRONGPASS, NOAUTH)
+  server_error,      // an error reply (WRONGTYPE, NOPERM, OOM, READONLY, MOVED, ...): see detail
   protocol_error,    // a reply that is not what a Redis server sends
   cancelled,         // the client shut down first
   excluded,          // not asked: the node is quarantined by a safety guard

@@ -8,7 +8,7 @@
 //    succeeds with the other four; REPLICAOF NO ONE brings its vote back.
 //  - maxmemory 1 + noeviction (OOM): acquire gets server_error (OOM) there; extend
 //    and release of a lock taken before still work on that node.
-//  - wrong password / ACL user without EVAL: auth_error, the password appears in
+//  - wrong password: auth_error; ACL user without EVAL: server_error (NOPERM); the password appears in
 //    no message, no script ever runs on that node (not even as the default user,
 //    who needs no password there), and with every node refusing, the acquire fails
 //    auth_failed after one attempt.
@@ -298,9 +298,11 @@ TEST(ErrorReplies, acl_user_without_eval_gets_noperm_and_stays_that_user) {
       ++fig.operations;
       ++fig.faults;
       ASSERT_TRUE(r) << r.report.message();
-      EXPECT_TRUE(status_is(r.report, 4, {node_status::auth_error, node_status::pending}))
+      // An ACL refusal of an authenticated user: a server error naming NOPERM, not
+      // an authentication refusal.
+      EXPECT_TRUE(status_is(r.report, 4, {node_status::server_error, node_status::pending}))
           << r.report.message();
-      if (r.report.nodes[4].status == node_status::auth_error) {
+      if (r.report.nodes[4].status == node_status::server_error) {
         EXPECT_EQ(r.report.nodes[4].detail.rfind("NOPERM", 0), 0u) << r.report.nodes[4].detail;
         ++noperm_seen;
       }
@@ -323,7 +325,7 @@ TEST(ErrorReplies, acl_user_without_eval_gets_noperm_and_stays_that_user) {
   EXPECT_EQ(
       limited.calls("set") + limited.calls("eval") + limited.calls("evalsha"), 0);
   const node_result v = decisive_vote(c, "noperm-decisive", {&nodes[0], &nodes[1]}, 4);
-  EXPECT_EQ(v.status, node_status::auth_error) << v.detail;
+  EXPECT_EQ(v.status, node_status::server_error) << v.detail;
   EXPECT_EQ(v.detail.rfind("NOPERM", 0), 0u) << v.detail;
   fig.extra = "noperm_votes=" + std::to_string(noperm_seen);
   fig.publish();

@@ -226,6 +226,8 @@ std::string error_name(std::error_code ec) {
       return "cancelled";
     case errc::would_deadlock:
       return "would_deadlock";
+    case errc::permission_denied:
+      return "permission_denied";
     default:
       break;
   }

@@ -280,7 +280,7 @@ struct minimal_quorum_jump {
 
 minimal_quorum_jump jump_inside_a_minimal_quorum(std::vector<std::unique_ptr<shimmed_node>>& nodes,
                                                  const std::function<void(client_options&)>& tune,
-                                                 const std::string& res) {
+                                                 const std::string& res, bool b_fenced = false) {
   std::vector<std::string> uris;
   for (auto& n : nodes) uris.push_back(n->node().uri());
   client_options o = scenario_options(uris);
@@ -300,7 +300,9 @@ minimal_quorum_jump jump_inside_a_minimal_quorum(std::vector<std::unique_ptr<shi
   clk.set_offset(clk.offset() + 20000ms);
   std::this_thread::sleep_for(20ms);
   minimal_quorum_jump out;
-  auto rb = b.acquire(res, once(10000ms));
+  acquire_options bo = once(10000ms);
+  bo.fencing = b_fenced;  // the fenced script, with the TIME pipelined behind it
+  auto rb = b.acquire(res, bo);
   out.b_acquired = static_cast<bool>(rb);
   out.b_report = rb.report;
   out.a_validity_left = ra.lock.remaining_validity();
@@ -322,6 +324,15 @@ TEST_F(ClockJumps, one_jump_inside_a_minimal_quorum_is_excluded_by_the_guard) {
   EXPECT_EQ(r.b_report.nodes.at(2).status, node_status::excluded) << r.b_report.message();
   figures fig{"clock_jump_minimal_quorum_guard_on", 1, 2, 1, r.b_acquired ? 1u : 0u, ""};
   fig.publish();
+}
+
+// The acquire scripts call no TIME (an ACL user without +time must be able to
+// run them): the connection pipelines a plain TIME behind the EVALSHA, and the
+// guard must judge the very reply that grants, as it does behind the plain SET.
+TEST_F(ClockJumps, one_jump_inside_a_minimal_quorum_is_excluded_for_a_fenced_acquire_too) {
+  auto r = jump_inside_a_minimal_quorum(nodes_, sample_every_acquire, "minq-fenced", /*b_fenced=*/true);
+  EXPECT_FALSE(r.b_acquired) << "the guard let a jumped node vote on the script path: " << r.b_report.message();
+  EXPECT_EQ(r.b_report.nodes.at(2).status, node_status::excluded) << r.b_report.message();
 }
 
 // Pins the default (found by this test when the default sampled TIME only every

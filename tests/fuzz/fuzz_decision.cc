@@ -3,16 +3,19 @@
 // votes arrive, a TTL, an elapsed time and a drift factor.
 //
 // Invariants: the verdict after each vote is quorum iff yes >= N/2+1 and
-// no_quorum iff yes + pending < N/2+1; once decided it never changes; a
-// permanent vote makes acquire fail with that error when no quorum of answers
-// holds the lock; validity = ttl - elapsed - drift and never exceeds ttl - drift.
+// no_quorum iff yes + pending < N/2+1; once decided it never changes; an
+// operation fails with contended / not_owner exactly when those refusals alone
+// rule out a quorum, and otherwise with a permanent error (auth_failed,
+// permission_denied, wrong_type) exactly when the nodes that gave permanent
+// errors alone rule out a quorum; validity = ttl - elapsed - drift and never
+// exceeds ttl - drift.
 //
 // And the failure reason the caller hears must not depend on the order of the
 // replies: computed where the round decides (decide(), plus the round's rule in
-// lib/operations.cc round::evaluate of waiting for pending answers that could
-// still show a refusing quorum, mirrored below), it must equal the reason
-// computed once every vote is in. (Without that waiting rule the reason was
-// order-dependent; REDLOCK_FUZZ_PLAIN_DECIDE=1 checks decide() alone and finds it.)
+// lib/operations.cc round::evaluate of waiting while reason_may_change() says the
+// pending answers could still change it), it must equal the reason computed once
+// every vote is in. (REDLOCK_FUZZ_PLAIN_DECIDE=1 checks decide() alone, without
+// the waiting rule, and finds that it is order-dependent.)
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <algorithm>
@@ -42,19 +45,15 @@ bool plain_decide() {
 }
 
 // Mirrors round::evaluate (lib/operations.cc): no quorum, but pending answers could
-// still add up to a refusing quorum after one refusal was seen: keep waiting.
-bool round_waits(const tally& t, op_kind kind) {
-  const std::size_t refused = kind == op_kind::acquire ? t.held : t.not_owner;
-  const std::size_t blocking = t.n - quorum_of(t.n) + 1;
-  return refused < blocking && refused + t.pending >= blocking;
-}
+// still change the reason: keep waiting.
+bool round_waits(const std::vector<vote>& votes, op_kind kind) { return reason_may_change(kind, votes); }
 
 vote make_vote(int kind) {
   static const node_status statuses[] = {node_status::ok,
                                          node_status::held,
                                          node_status::not_owner,
                                          node_status::timeout,
-                                         node_status::connection_error,
+                                         node_status::server_error,  // NOPERM (permission_denied)
                                          node_status::auth_error,
                                          node_status::server_error,
                                          node_status::protocol_error,
@@ -64,7 +63,8 @@ vote make_vote(int kind) {
   vote v;
   v.status = statuses[kind % 11];
   if (v.status == node_status::auth_error) v.permanent = errc::auth_failed;
-  if (kind % 11 == 10) v.permanent = errc::wrong_type;  // WRONGTYPE
+  if (kind % 11 == 4) v.permanent = errc::permission_denied;  // NOPERM
+  if (kind % 11 == 10) v.permanent = errc::wrong_type;        // WRONGTYPE
   return v;
 }
 
@@ -97,7 +97,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       fail("no_quorum iff yes + pending < q");
     if (decided != verdict::undecided && v != decided) fail("a decision changed");
     if (decided == verdict::undecided && v != verdict::undecided) decided = v;
-    const bool waits = v == verdict::no_quorum && !plain_decide() && round_waits(t, kind);
+    const bool waits = v == verdict::no_quorum && !plain_decide() && round_waits(votes, kind);
     if (!round_decided && v != verdict::undecided && !waits) {
       round_decided = true;
       if (v == verdict::no_quorum) reason_at_decision = failure_reason(kind, votes);
@@ -113,17 +113,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const bool refusing_quorum = refused > n - q;
     if (refusing_quorum != (final_reason == errc::contended || final_reason == errc::not_owner))
       fail("contended/not_owner iff the refusals alone rule out a quorum");
-    const bool permanent =
-        std::any_of(votes.begin(), votes.end(), [](const vote& v) { return v.permanent != errc{}; });
-    if (!refusing_quorum && permanent && final_reason != errc::auth_failed &&
-        final_reason != errc::wrong_type)
-      fail("a permanent vote did not decide the reason");
-    // Contended vs unavailable must not depend on the order. A permanent error
-    // (auth_failed, wrong_type) that arrives after the quorum became impossible may:
-    // the round does not wait for it (the caller hears "unavailable" at once).
-    const bool late_permanent = reason_at_decision == errc::unavailable &&
-                                (final_reason == errc::auth_failed || final_reason == errc::wrong_type);
-    if (reason_at_decision != final_reason && !late_permanent) {
+    const std::size_t permanent = static_cast<std::size_t>(
+        std::count_if(votes.begin(), votes.end(), [](const vote& v) { return v.permanent != errc{}; }));
+    const bool permanent_reason = final_reason == errc::auth_failed || final_reason == errc::permission_denied ||
+                                  final_reason == errc::wrong_type;
+    if ((!refusing_quorum && permanent > n - q) != permanent_reason)
+      fail("a permanent reason iff the permanent errors alone rule out a quorum");
+    if (permanent_reason &&
+        std::none_of(votes.begin(), votes.end(), [&](const vote& v) { return final_reason == v.permanent; }))
+      fail("a permanent reason that no node gave");
+    if (reason_at_decision != final_reason) {
       std::fprintf(stderr,
                    "kind %s; votes in arrival order:", kind == op_kind::acquire ? "acquire" : "release");
       for (std::size_t idx : order) std::fprintf(stderr, " %s", to_string(final_votes[idx].status));
@@ -131,8 +130,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                    reason_at_decision.message().c_str(), final_reason.message().c_str());
       fail("the failure reason depends on the reply order");
     }
-    if (!retryable(final_reason) && final_reason != errc::auth_failed && final_reason != errc::wrong_type &&
-        final_reason != errc::cancelled && final_reason != errc::not_owner)
+    if (reason_may_change(kind, votes)) fail("reason_may_change with every vote in");
+    if (!retryable(final_reason) && !permanent_reason && final_reason != errc::cancelled &&
+        final_reason != errc::not_owner)
       fail("unexpected non-retryable reason");
   }
   // Validity arithmetic.

@@ -4,7 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <iterator>
 #include <string>
 #include <string_view>
@@ -283,27 +287,54 @@ TEST(FailureReason, AcquireIgnoresNotOwnerVotesAndReleaseIgnoresHeldVotes) {
   EXPECT_EQ(failure_reason(op_kind::acquire, not_owner), errc::unavailable);
 }
 
-TEST(FailureReason, AuthFailedWhenANodeRefusedCredentialsAndNoQuorumAnswered) {
-  const std::vector<vote> votes = {make_vote(node_status::ok), make_vote(node_status::timeout),
-                                   make_vote(node_status::auth_error, errc::auth_failed)};
+TEST(FailureReason, AuthFailedWhenRefusedCredentialsAloneRuleOutAQuorum) {
+  const vote auth = make_vote(node_status::auth_error, errc::auth_failed);
+  const std::vector<vote> votes = {make_vote(node_status::ok), auth, auth};
   EXPECT_EQ(failure_reason(op_kind::acquire, votes), errc::auth_failed);
   EXPECT_EQ(failure_reason(op_kind::release, votes), errc::auth_failed);
   EXPECT_EQ(failure_reason(op_kind::extend, votes), errc::auth_failed);
 }
 
-TEST(FailureReason, WrongTypeWhenAKeyHoldsANonStringValue) {
-  const std::vector<vote> votes = {make_vote(node_status::server_error, errc::wrong_type),
-                                   make_vote(node_status::timeout), make_vote(node_status::timeout)};
-  EXPECT_EQ(failure_reason(op_kind::acquire, votes), errc::wrong_type);
-  EXPECT_EQ(failure_reason(op_kind::extend, votes), errc::wrong_type);
+// One node with a wrong password among healthy ones is a configuration problem to
+// alert on, but another attempt (or the next watchdog tick) can still reach a
+// quorum: unavailable (retried), never a permanent error.
+TEST(FailureReason, OneNodeRefusingCredentialsBesideAHiccupIsUnavailable) {
+  const std::vector<vote> votes = {make_vote(node_status::ok), make_vote(node_status::timeout),
+                                   make_vote(node_status::auth_error, errc::auth_failed)};
+  EXPECT_EQ(failure_reason(op_kind::acquire, votes), errc::unavailable);
+  EXPECT_EQ(failure_reason(op_kind::release, votes), errc::unavailable);
+  EXPECT_EQ(failure_reason(op_kind::extend, votes), errc::unavailable);
 }
 
-TEST(FailureReason, AuthFailedTakesPrecedenceOverWrongTypeInAnyOrder) {
+TEST(FailureReason, WrongTypeWhenNonStringKeysAloneRuleOutAQuorum) {
+  const vote wrong_type = make_vote(node_status::server_error, errc::wrong_type);
+  EXPECT_EQ(failure_reason(op_kind::acquire, {wrong_type, wrong_type, make_vote(node_status::timeout)}),
+            errc::wrong_type);
+  EXPECT_EQ(failure_reason(op_kind::extend, {wrong_type, make_vote(node_status::timeout),
+                                              make_vote(node_status::timeout)}),
+            errc::unavailable);
+}
+
+TEST(FailureReason, PermissionDeniedWhenAclRefusalsAloneRuleOutAQuorum) {
+  const vote noperm = make_vote(node_status::server_error, errc::permission_denied);
+  EXPECT_EQ(failure_reason(op_kind::acquire, {noperm, noperm, make_vote(node_status::ok)}),
+            errc::permission_denied);
+  EXPECT_EQ(failure_reason(op_kind::acquire, {noperm, make_vote(node_status::timeout), make_vote(node_status::ok)}),
+            errc::unavailable);
+}
+
+TEST(FailureReason, MixedPermanentErrorsThatTogetherRuleOutAQuorumNameTheMostCommonInAnyOrder) {
   const vote wrong_type = make_vote(node_status::server_error, errc::wrong_type);
   const vote auth = make_vote(node_status::auth_error, errc::auth_failed);
+  const vote noperm = make_vote(node_status::server_error, errc::permission_denied);
   const vote timeout = make_vote(node_status::timeout);
+  // Ties: auth_failed, then permission_denied, then wrong_type.
   EXPECT_EQ(failure_reason(op_kind::acquire, {wrong_type, auth, timeout}), errc::auth_failed);
   EXPECT_EQ(failure_reason(op_kind::acquire, {auth, wrong_type, timeout}), errc::auth_failed);
+  EXPECT_EQ(failure_reason(op_kind::acquire, {wrong_type, noperm, timeout}), errc::permission_denied);
+  EXPECT_EQ(failure_reason(op_kind::acquire, {noperm, wrong_type, timeout}), errc::permission_denied);
+  EXPECT_EQ(failure_reason(op_kind::acquire, {wrong_type, wrong_type, auth, timeout, timeout}), errc::wrong_type);
+  EXPECT_EQ(failure_reason(op_kind::acquire, {auth, wrong_type, timeout, timeout, timeout}), errc::unavailable);
 }
 
 TEST(FailureReason, ContendedTakesPrecedenceOverPermanentErrorsOfAMinority) {
@@ -313,11 +344,175 @@ TEST(FailureReason, ContendedTakesPrecedenceOverPermanentErrorsOfAMinority) {
   const std::vector<vote> release_votes = {make_vote(node_status::not_owner), make_vote(node_status::not_owner),
                                            make_vote(node_status::server_error, errc::wrong_type)};
   EXPECT_EQ(failure_reason(op_kind::release, release_votes), errc::not_owner);
-  // One refusal of three does not rule out a quorum by itself: the permanent error
-  // of the other node is the reason.
+  // One refusal and one permanent error of three rule out nothing by themselves.
   const std::vector<vote> mixed = {make_vote(node_status::not_owner), make_vote(node_status::ok),
                                    make_vote(node_status::server_error, errc::wrong_type)};
-  EXPECT_EQ(failure_reason(op_kind::release, mixed), errc::wrong_type);
+  EXPECT_EQ(failure_reason(op_kind::release, mixed), errc::unavailable);
+}
+
+// --- exhaustive: every count of every kind of vote, N = 1..7 ---
+
+// The kinds of vote that matter to the reason (timeout stands for every plain
+// failure: connection error, protocol error, non-permanent server error, excluded).
+enum kind_index { k_ok, k_held, k_not_owner, k_timeout, k_auth, k_noperm, k_wrongtype, k_cancelled, k_pending, k_count };
+
+vote vote_of(int k) {
+  switch (k) {
+    case k_ok: return make_vote(node_status::ok);
+    case k_held: return make_vote(node_status::held);
+    case k_not_owner: return make_vote(node_status::not_owner);
+    case k_timeout: return make_vote(node_status::timeout);
+    case k_auth: return make_vote(node_status::auth_error, errc::auth_failed);
+    case k_noperm: return make_vote(node_status::server_error, errc::permission_denied);
+    case k_wrongtype: return make_vote(node_status::server_error, errc::wrong_type);
+    case k_cancelled: return make_vote(node_status::cancelled);
+    default: return make_vote(node_status::pending);
+  }
+}
+
+using counts = std::array<std::size_t, k_count>;
+
+// The rule, written from the contract in decision.h.
+std::error_code expected_reason(op_kind kind, const counts& c) {
+  std::size_t n = 0;
+  for (std::size_t x : c) n += x;
+  const std::size_t tolerated = n - quorum_of(n);
+  const std::size_t refused = kind == op_kind::acquire ? c[k_held] : c[k_not_owner];
+  if (n > 0 && refused > tolerated) return kind == op_kind::acquire ? errc::contended : errc::not_owner;
+  if (n > 0 && c[k_auth] + c[k_noperm] + c[k_wrongtype] > tolerated) {
+    if (c[k_auth] >= c[k_noperm] && c[k_auth] >= c[k_wrongtype]) return errc::auth_failed;
+    if (c[k_noperm] >= c[k_wrongtype]) return errc::permission_denied;
+    return errc::wrong_type;
+  }
+  if (n > 0 && c[k_cancelled] == n) return errc::cancelled;
+  return errc::unavailable;
+}
+
+// Calls f(counts) for every way of putting n votes into the kinds [first, k_count).
+template <class F>
+void for_each_counts(std::size_t n, int last_kind, F&& f) {
+  counts c{};
+  std::function<void(int, std::size_t)> rec = [&](int k, std::size_t left) {
+    if (k == last_kind) {
+      c[k] = left;
+      f(c);
+      c[k] = 0;
+      return;
+    }
+    for (std::size_t x = 0; x <= left; ++x) {
+      c[k] = x;
+      rec(k + 1, left - x);
+    }
+    c[k] = 0;
+  };
+  rec(0, n);
+}
+
+std::vector<vote> votes_of(const counts& c, bool reversed) {
+  std::vector<vote> v;
+  for (int k = 0; k < k_count; ++k) {
+    for (std::size_t i = 0; i < c[k]; ++i) v.push_back(vote_of(k));
+  }
+  if (reversed) std::reverse(v.begin(), v.end());
+  return v;
+}
+
+constexpr op_kind kKinds[] = {op_kind::acquire, op_kind::extend, op_kind::release};
+
+TEST(FailureReason, ExhaustivelyFollowsTheRuleAndIgnoresOrderUpToSevenNodes) {
+  std::size_t checked = 0;
+  for (std::size_t n = 1; n <= 7; ++n) {
+    for_each_counts(n, k_pending, [&](const counts& c) {
+      for (op_kind kind : kKinds) {
+        const std::error_code want = expected_reason(kind, c);
+        ASSERT_EQ(failure_reason(kind, votes_of(c, false)), want) << "n=" << n;
+        ASSERT_EQ(failure_reason(kind, votes_of(c, true)), want) << "n=" << n;
+        ++checked;
+      }
+    });
+  }
+  EXPECT_GT(checked, 10000u);
+}
+
+// reason_may_change() against every way the pending votes can turn out.
+TEST(ReasonMayChange, ExhaustivelyTrueExactlyWhenSomeOutcomeOfThePendingVotesChangesTheReason) {
+  std::size_t checked = 0, changing = 0;
+  for (std::size_t n = 1; n <= 7; ++n) {
+    for_each_counts(n, k_pending, [&](const counts& c) {
+      for (op_kind kind : kKinds) {
+        const std::error_code now = failure_reason(kind, votes_of(c, false));
+        bool may_change = false;
+        for_each_counts(c[k_pending], k_cancelled, [&](const counts& outcome) {
+          counts all = c;
+          all[k_pending] = 0;
+          for (int k = 0; k < k_pending; ++k) all[k] += outcome[k];
+          may_change = may_change || expected_reason(kind, all) != now;
+        });
+        ASSERT_EQ(reason_may_change(kind, votes_of(c, false)), may_change) << "n=" << n;
+        ASSERT_EQ(reason_may_change(kind, votes_of(c, true)), may_change) << "n=" << n;
+        changing += may_change ? 1 : 0;
+        ++checked;
+      }
+    });
+  }
+  EXPECT_GT(changing, 100u);
+  EXPECT_GT(checked, 10000u);
+}
+
+TEST(ReasonMayChange, FalseWithEveryVoteIn) {
+  for (std::size_t n = 1; n <= 7; ++n) {
+    for_each_counts(n, k_cancelled, [&](const counts& c) {
+      for (op_kind kind : kKinds) ASSERT_FALSE(reason_may_change(kind, votes_of(c, false)));
+    });
+  }
+}
+
+// The round's rule (round::evaluate): decide at quorum, or at no quorum once the
+// reason may no longer change. Under every arrival order of every set of final
+// votes, N = 1..6, the reason heard at that moment is the reason with every vote
+// in. (Found by fuzz_decision: protocol error, WRONGTYPE, auth refused, in that
+// order, was decided as WRONGTYPE; with every vote in it was an auth refusal.)
+TEST(ReasonMayChange, TheRoundsReasonNeverDependsOnTheReplyOrder) {
+  std::size_t orders = 0;
+  for (std::size_t n = 1; n <= 6; ++n) {
+    for_each_counts(n, k_cancelled, [&](const counts& c) {
+      std::vector<int> seq;
+      for (int k = 0; k < k_pending; ++k) seq.insert(seq.end(), c[k], k);
+      for (op_kind kind : kKinds) {
+        std::vector<vote> all;
+        for (int k : seq) all.push_back(vote_of(k));
+        const std::error_code final_reason = failure_reason(kind, all);
+        const bool final_quorum = decide(count_votes(all)) == verdict::quorum;
+        std::vector<int> order = seq;  // sorted: next_permutation visits each distinct order once
+        do {
+          std::vector<vote> votes(n);
+          std::optional<std::error_code> heard;
+          for (int k : order) {
+            // Fill the first pending slot whose final vote is k (slots are interchangeable).
+            for (std::size_t i = 0; i < n; ++i) {
+              if (votes[i].status == node_status::pending) {
+                votes[i] = vote_of(k);
+                break;
+              }
+            }
+            const verdict v = decide(count_votes(votes));
+            if (v == verdict::quorum) {
+              heard = std::error_code{};
+              break;
+            }
+            if (v == verdict::no_quorum && !reason_may_change(kind, votes)) {
+              heard = failure_reason(kind, votes);
+              break;
+            }
+          }
+          ASSERT_TRUE(heard.has_value()) << "undecided with every vote in, n=" << n;
+          ASSERT_EQ(*heard, final_quorum ? std::error_code{} : final_reason) << "n=" << n;
+          ++orders;
+        } while (std::next_permutation(order.begin(), order.end()));
+      }
+    });
+  }
+  EXPECT_GT(orders, 100000u);
 }
 
 TEST(FailureReason, NonPermanentServerErrorsAreUnavailable) {
@@ -356,11 +551,12 @@ TEST(Retryable, OnlyContendedUnavailableAndValidityExhaustedAreRetried) {
   EXPECT_FALSE(retryable(errc::cancelled));
   EXPECT_FALSE(retryable(errc::would_deadlock));
   EXPECT_FALSE(retryable(errc::extension_limit));
+  EXPECT_FALSE(retryable(errc::permission_denied));
   EXPECT_FALSE(retryable(std::error_code{}));
 }
 
 TEST(Retryable, NoCodeIsBothRetryableAndPermanent) {
-  for (int v = 1; v <= static_cast<int>(errc::extension_limit); ++v) {
+  for (int v = 1; v <= static_cast<int>(errc::permission_denied); ++v) {
     const std::error_code ec = make_error_code(static_cast<errc>(v));
     EXPECT_FALSE(retryable(ec) && is_permanent(ec)) << ec.message();
   }

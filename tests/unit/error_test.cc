@@ -17,7 +17,7 @@ namespace {
 constexpr errc kAllErrc[] = {
     errc::contended, errc::unavailable,      errc::validity_exhausted, errc::lock_lost,
     errc::not_owner, errc::invalid_argument, errc::auth_failed,        errc::wrong_type,
-    errc::cancelled, errc::would_deadlock,   errc::extension_limit,
+    errc::cancelled, errc::would_deadlock,   errc::extension_limit,    errc::permission_denied,
 };
 
 constexpr node_status kAllStatuses[] = {
@@ -96,6 +96,7 @@ TEST(IsPermanent, OnlyErrorsAnotherAttemptCannotFix) {
   EXPECT_TRUE(is_permanent(errc::cancelled));
   EXPECT_TRUE(is_permanent(errc::would_deadlock));
   EXPECT_TRUE(is_permanent(errc::extension_limit));
+  EXPECT_TRUE(is_permanent(errc::permission_denied));
 
   EXPECT_FALSE(is_permanent(errc::contended));
   EXPECT_FALSE(is_permanent(errc::unavailable));

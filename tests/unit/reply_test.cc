@@ -115,29 +115,22 @@ void expect_protocol_error(script_id id, const redisReply* r) {
   EXPECT_FALSE(c.detail.empty());
   EXPECT_FALSE(c.fence.has_value());
   EXPECT_FALSE(c.value.has_value());
-  EXPECT_FALSE(c.server_time_us.has_value());
 }
 
 // --- acquire and acquire_fenced ---
-// Both scripts answer {1 granted | 0 held, fence counter, TIME seconds, TIME
-// microseconds}; the counter is "0" for the unfenced script.
+// Both scripts answer {1 granted | 0 held, fence counter}; the counter is "0" for
+// the unfenced script. (They call no TIME: the connection pipelines it.)
 
 constexpr script_id kAcquireScripts[] = {script_id::acquire, script_id::acquire_fenced};
 
-// An acquire reply with the server time 1700000000.123456 s.
-reply_ptr acquire_reply(reply_ptr flag, reply_ptr counter) {
-  return array_of(std::move(flag), std::move(counter), make_str("1700000000"), make_str("123456"));
-}
-constexpr std::int64_t kServerTimeUs = 1700000000123456;
+reply_ptr acquire_reply(reply_ptr flag, reply_ptr counter) { return array_of(std::move(flag), std::move(counter)); }
 
-TEST(ClassifyAcquire, OneIsGrantedWithTheServerTime) {
+TEST(ClassifyAcquire, OneIsGranted) {
   const classified c = classify_reply(script_id::acquire, acquire_reply(make_int(1), make_str("0")).get());
   EXPECT_EQ(c.v.status, node_status::ok);
   EXPECT_EQ(c.v.permanent, errc{});
   EXPECT_EQ(c.detail, "");
   EXPECT_FALSE(c.fence.has_value());  // unfenced acquire reports no fence
-  ASSERT_TRUE(c.server_time_us.has_value());
-  EXPECT_EQ(*c.server_time_us, kServerTimeUs);
 }
 
 TEST(ClassifyAcquire, ZeroIsHeldByAnotherOwner) {
@@ -148,26 +141,23 @@ TEST(ClassifyAcquire, ZeroIsHeldByAnotherOwner) {
     EXPECT_EQ(c.v.permanent, errc{});
     EXPECT_EQ(c.detail, "");
     EXPECT_FALSE(c.fence.has_value());
-    ASSERT_TRUE(c.server_time_us.has_value());
-    EXPECT_EQ(*c.server_time_us, kServerTimeUs);
   }
 }
 
-TEST(ClassifyAcquire, AnythingButAFourElementArrayIsAProtocolError) {
+TEST(ClassifyAcquire, AnythingButATwoElementArrayIsAProtocolError) {
   for (script_id id : kAcquireScripts) {
     SCOPED_TRACE(::testing::Message() << "script " << static_cast<unsigned>(id));
-    expect_protocol_error(id, make_int(1).get());  // the pre-TIME reply shape
+    expect_protocol_error(id, make_int(1).get());
     expect_protocol_error(id, make_int(0).get());
     expect_protocol_error(id, make_str("1").get());
     expect_protocol_error(id, make_status("OK").get());
     expect_protocol_error(id, make_nil().get());
     expect_protocol_error(id, make_array({}).get());
     expect_protocol_error(id, array_of(make_int(1)).get());
-    expect_protocol_error(id, array_of(make_int(1), make_str("41")).get());
     expect_protocol_error(id, array_of(make_int(1), make_str("41"), make_str("1700000000")).get());
+    // The shape of the scripts that called TIME themselves (until Dec 2026).
     expect_protocol_error(
-        id,
-        array_of(make_int(1), make_str("41"), make_str("1700000000"), make_str("1"), make_str("x")).get());
+        id, array_of(make_int(1), make_str("41"), make_str("1700000000"), make_str("123456")).get());
   }
 }
 
@@ -181,35 +171,8 @@ TEST(ClassifyAcquire, FlagOtherThanZeroOrOneIsAProtocolError) {
   }
 }
 
-TEST(ClassifyAcquire, ServerTimeMayBeStringsOrIntegers) {
-  const classified c = classify_reply(
-      script_id::acquire, array_of(make_int(1), make_str("0"), make_int(1700000000), make_int(999999)).get());
-  EXPECT_EQ(c.v.status, node_status::ok);
-  ASSERT_TRUE(c.server_time_us.has_value());
-  EXPECT_EQ(*c.server_time_us, 1700000000999999);
-}
-
-TEST(ClassifyAcquire, MalformedServerTimeIsAProtocolError) {
-  const auto with_time = [](reply_ptr sec, reply_ptr usec) {
-    return array_of(make_int(1), make_str("0"), std::move(sec), std::move(usec));
-  };
-  for (script_id id : kAcquireScripts) {
-    SCOPED_TRACE(::testing::Message() << "script " << static_cast<unsigned>(id));
-    expect_protocol_error(id, with_time(make_str("1700000000"), make_str("1000000")).get());  // usec >= 1 s
-    expect_protocol_error(id, with_time(make_str("abc"), make_str("0")).get());
-    expect_protocol_error(id, with_time(make_str("1700000000"), make_str("-1")).get());
-    expect_protocol_error(id, with_time(make_int(-1), make_str("0")).get());
-    expect_protocol_error(id, with_time(make_nil(), make_str("0")).get());
-    expect_protocol_error(id, with_time(make_str("1700000000"), make_nil()).get());
-    expect_protocol_error(id, with_time(make_str("1099511627777"), make_str("0")).get());  // > 2^40 s
-  }
-  const classified at_limit =
-      classify_reply(script_id::acquire, with_time(make_str("1099511627776"), make_str("999999")).get());
-  EXPECT_EQ(at_limit.v.status, node_status::ok);
-}
-
-// The plain TIME reply the connection pipelines behind SET ... GET: the same
-// validation as the acquire script's TIME fields.
+// The plain TIME reply the connection pipelines behind each acquire (the SET, or
+// the acquire script) for the clock-jump guard.
 TEST(ParseTimeReply, AcceptsTwoDecimalStringsAndRejectsAnythingElse) {
   EXPECT_EQ(parse_time_reply(array_of(make_str("1700000000"), make_str("123456")).get()),
             std::optional<std::int64_t>(1700000000123456));
@@ -219,7 +182,7 @@ TEST(ParseTimeReply, AcceptsTwoDecimalStringsAndRejectsAnythingElse) {
   EXPECT_FALSE(parse_time_reply(array_of(make_str("1700000000"), make_str("1000000")).get()));
   EXPECT_FALSE(parse_time_reply(array_of(make_str("-5"), make_str("0")).get()));
   EXPECT_FALSE(parse_time_reply(array_of(make_str("99999999999999999999999"), make_str("0")).get()));
-  // Integer fields are read too (as in the acquire script's reply); negative ones are not.
+  // Integer fields are read too; negative ones are not.
   EXPECT_EQ(parse_time_reply(array_of(make_int(1700000000), make_int(5)).get()),
             std::optional<std::int64_t>(1700000000000005));
   EXPECT_FALSE(parse_time_reply(array_of(make_int(-1), make_str("0")).get()));
@@ -234,8 +197,6 @@ TEST(ClassifyAcquireFenced, GrantedWithStringCounterCarriesTheFence) {
   EXPECT_EQ(c.v.status, node_status::ok);
   ASSERT_TRUE(c.fence.has_value());
   EXPECT_EQ(*c.fence, 41u);
-  ASSERT_TRUE(c.server_time_us.has_value());
-  EXPECT_EQ(*c.server_time_us, kServerTimeUs);
 }
 
 TEST(ClassifyAcquireFenced, GrantedWithIntegerCounterCarriesTheFence) {
@@ -378,10 +339,41 @@ void expect_transient_server_error(std::string_view text) {
   EXPECT_EQ(c.detail, text);
 }
 
-TEST(ClassifyError, AuthenticationAndPermissionErrorsAreAuthFailed) {
+TEST(ClassifyError, AuthenticationRefusalsAreAuthFailed) {
   expect_auth_error("NOAUTH Authentication required.");
   expect_auth_error("WRONGPASS invalid username-password pair or user is disabled.");
-  expect_auth_error("NOPERM this user has no permissions to run the 'evalsha' command");
+}
+
+void expect_permission_denied(std::string_view text) {
+  SCOPED_TRACE(text);
+  const classified c = classify_error(text);
+  EXPECT_EQ(c.v.status, node_status::server_error);
+  EXPECT_EQ(c.v.permanent, errc::permission_denied);
+  EXPECT_EQ(c.detail, text);
+  EXPECT_TRUE(is_permission_error(text));
+}
+
+// An authenticated user that its ACL refuses a command or the lock key is not an
+// authentication refusal: the texts Redis 7.0 sends.
+TEST(ClassifyError, AclRefusalsArePermissionDeniedNotAuthFailed) {
+  expect_permission_denied("NOPERM this user has no permissions to run the 'evalsha' command");
+  expect_permission_denied("NOPERM this user has no permissions to access one of the keys used as arguments");
+  expect_permission_denied(
+      "ERR The user executing the script can't run this command or subcommand script: "
+      "bd313d937edfe0881c4eee979f4a2c53c0d9bf5e, on @user_script:1.");
+  EXPECT_FALSE(is_permission_error("WRONGPASS invalid username-password pair or user is disabled."));
+  EXPECT_FALSE(is_permission_error("ERR unknown command"));
+  EXPECT_FALSE(is_permission_error("xNOPERM"));
+}
+
+TEST(ClassifyError, DetailDropsControlCharacters) {
+  const std::string text = std::string("NOPERM no\x1b[31m \x07") + "access\x7f\tto" + std::string(1, '\0') +
+                           " key\r\nnext";
+  const classified c = classify_error(text);
+  EXPECT_EQ(c.v.permanent, errc::permission_denied);
+  EXPECT_EQ(c.detail, "NOPERM no?[31m ?access??to? key");
+  EXPECT_EQ(printable_line("ab\ncd", 200), "ab");
+  EXPECT_EQ(printable_line("abcdef", 3), "abc");
 }
 
 TEST(ClassifyError, WrongTypeIsAPermanentServerError) {
@@ -462,19 +454,17 @@ TEST(ClassifyReply, ErrorTextIsTakenByLengthNotByNulTerminator) {
 // --- the same shapes as hiredis' reader produces them from the wire ---
 
 TEST(ClassifyWireReply, FencedAcquireAsSentByRedis) {
-  // {1, GET counter, TIME[1], TIME[2]}: Lua strings arrive as bulk strings.
-  const parsed_reply r = parse_resp("*4\r\n:1\r\n$2\r\n41\r\n$10\r\n1700000000\r\n$6\r\n123456\r\n");
+  // {1, GET counter}: Lua strings arrive as bulk strings.
+  const parsed_reply r = parse_resp("*2\r\n:1\r\n$2\r\n41\r\n");
   ASSERT_NE(r, nullptr);
   const classified c = classify_reply(script_id::acquire_fenced, r.get());
   EXPECT_EQ(c.v.status, node_status::ok);
   ASSERT_TRUE(c.fence.has_value());
   EXPECT_EQ(*c.fence, 41u);
-  ASSERT_TRUE(c.server_time_us.has_value());
-  EXPECT_EQ(*c.server_time_us, kServerTimeUs);
 }
 
 TEST(ClassifyWireReply, HeldAcquireAsSentByRedis) {
-  const parsed_reply r = parse_resp("*4\r\n:0\r\n$1\r\n0\r\n$10\r\n1700000000\r\n$6\r\n123456\r\n");
+  const parsed_reply r = parse_resp("*2\r\n:0\r\n$1\r\n0\r\n");
   ASSERT_NE(r, nullptr);
   const classified c = classify_reply(script_id::acquire, r.get());
   EXPECT_EQ(c.v.status, node_status::held);

@@ -62,6 +62,15 @@ TEST(Scripts, EachIdMapsToItsOwnBody) {
   EXPECT_STREQ(get_script(script_id::inspect).body, kInspect);
 }
 
+// A least-privilege ACL user without +time must be able to run every script: the
+// clock-jump guard's TIME is a separate command pipelined behind the acquire.
+TEST(Scripts, NoScriptCallsTime) {
+  for (script_id id : kAllScripts) {
+    SCOPED_TRACE(::testing::Message() << "script " << static_cast<unsigned>(id));
+    EXPECT_EQ(std::strstr(get_script(id).body, "TIME"), nullptr) << get_script(id).body;
+  }
+}
+
 TEST(Scripts, OnlyTheFencingScriptsTouchTwoKeys) {
   EXPECT_EQ(get_script(script_id::acquire_fenced).num_keys, 2);
   EXPECT_EQ(get_script(script_id::fence_commit).num_keys, 2);

@@ -2,6 +2,10 @@
 #include "token.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <array>
@@ -31,6 +35,48 @@ TEST(MakeToken, ThousandTokensAreDistinct) {
   std::set<std::string> tokens;
   for (int i = 0; i < 1000; ++i) tokens.insert(make_token());
   EXPECT_EQ(tokens.size(), 1000u);
+}
+
+// A pre-fork server: the parent has drawn a token (anything cached per thread is
+// warm), then forks workers. Two processes must never share a token, or one
+// worker's contended attempt rolls back another's keys and both hold the lock.
+TEST(MakeToken, ForkedChildrenNeverDrawTheParentsOrEachOthersTokens) {
+  const std::string parent_token = make_token();
+  constexpr int kChildren = 2, kPerChild = 8;
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t pids[kChildren];
+  for (int c = 0; c < kChildren; ++c) {
+    pids[c] = fork();
+    ASSERT_GE(pids[c], 0);
+    if (pids[c] == 0) {
+      close(fds[0]);
+      std::string out;
+      for (int i = 0; i < kPerChild; ++i) out += make_token();
+      const bool ok = write(fds[1], out.data(), out.size()) == static_cast<ssize_t>(out.size());
+      _exit(ok ? 0 : 1);  // each write (256 bytes) is below PIPE_BUF: atomic
+    }
+  }
+  close(fds[1]);
+  std::string all;
+  char buf[512];
+  for (;;) {
+    const ssize_t r = read(fds[0], buf, sizeof buf);
+    if (r > 0) all.append(buf, static_cast<std::size_t>(r));
+    if (r == 0 || (r < 0 && errno != EINTR)) break;
+  }
+  close(fds[0]);
+  for (pid_t pid : pids) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  ASSERT_EQ(all.size(), std::size_t{32} * kChildren * kPerChild);
+  std::set<std::string> tokens = {parent_token};
+  for (std::size_t i = 0; i < all.size(); i += 32) tokens.insert(all.substr(i, 32));
+  EXPECT_EQ(tokens.size(), std::size_t{1} + kChildren * kPerChild) << "a token repeated across fork()";
+  // And the parent goes on drawing tokens no child drew.
+  for (int i = 0; i < kPerChild; ++i) EXPECT_TRUE(tokens.insert(make_token()).second);
 }
 
 TEST(MakeToken, EveryHexDigitAppearsAtEveryPosition) {

@@ -11,7 +11,8 @@ namespace redlock::cli {
 int exit_status_for(std::error_code ec) noexcept {
   if (!ec) return exit_code::ok;
   if (ec == errc::contended) return exit_code::temp_fail;
-  if (ec == errc::unavailable || ec == errc::auth_failed || ec == errc::validity_exhausted) {
+  if (ec == errc::unavailable || ec == errc::auth_failed || ec == errc::permission_denied ||
+      ec == errc::validity_exhausted) {
     return exit_code::unavailable;
   }
   if (ec == errc::not_owner) return exit_code::refused;
