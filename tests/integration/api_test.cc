@@ -269,13 +269,13 @@ TEST(Shutdown, async_calls_made_while_the_client_drains_call_back_on_the_loop_th
   std::thread releaser([&] {
     while (!go) std::this_thread::yield();
     for (auto& l : locks) {
-      std::atomic<bool> returned{false};
-      l.release_async([&mu, &seen, &inline_calls, &returned](report) {
-        if (!returned) ++inline_calls;
+      auto returned = std::make_shared<std::atomic<bool>>(false);
+      l.release_async([&mu, &seen, &inline_calls, returned](report) {
+        if (!*returned) ++inline_calls;
         std::lock_guard<std::mutex> g(mu);
         seen.push_back(std::this_thread::get_id());
       });
-      returned = true;
+      *returned = true;
       std::this_thread::sleep_for(1ms);
     }
   });
