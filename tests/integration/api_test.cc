@@ -327,9 +327,14 @@ TEST(Release, a_failed_release_keeps_the_lease_so_the_caller_can_retry) {
   const std::string token = r.lock.info().token;
   cl[1].kill();
   cl[2].kill();
+  // Let the client see both nodes down first, so that the release below is not
+  // queued on a reconnect that could deliver it after the restart.
+  ASSERT_TRUE(eventually([&] { return c.inspect("probe").report.count(node_status::connection_error) == 2; }));
   auto failed = r.lock.release();
   cl[1].start();
   cl[2].start();
+  // (A node may still be loading its AOF for a moment after it answers PING.)
+  ASSERT_TRUE(eventually([&] { return cl.count_key(res) == 2; })) << "the restarted nodes lost the key";
   EXPECT_EQ(failed.error, errc::unavailable) << failed.message();
   EXPECT_FALSE(r.lock.owns_lock());
   EXPECT_EQ(r.lock.info().token, token) << "the token of a lock whose release failed is gone";
@@ -355,6 +360,9 @@ TEST(Release, a_failed_release_async_keeps_the_lease_too) {
   const std::string token = r.lock.info().token;
   cl[1].kill();
   cl[2].kill();
+  // Let the client see both nodes down first, so that the release below is not
+  // queued on a reconnect that could deliver it after the restart.
+  ASSERT_TRUE(eventually([&] { return c.inspect("probe").report.count(node_status::connection_error) == 2; }));
   std::promise<report> p;
   r.lock.release_async([&](report rep) { p.set_value(std::move(rep)); });
   auto failed = p.get_future().get();
@@ -362,6 +370,7 @@ TEST(Release, a_failed_release_async_keeps_the_lease_too) {
   cl[2].start();
   EXPECT_EQ(failed.error, errc::unavailable) << failed.message();
   ASSERT_EQ(r.lock.info().token, token);
+  ASSERT_TRUE(eventually([&] { return cl.count_key(res) == 2; })) << "the restarted nodes lost the key";
   ASSERT_TRUE(wait_connected(c));
   auto again = c.release(r.lock.info());
   EXPECT_TRUE(again) << again.message();
