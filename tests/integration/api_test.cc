@@ -2,6 +2,7 @@
 // identity, lock-handle state after validity ends or the client shuts down,
 // release retries, watchdog interval checks, cancel-before-start, timings.
 #include <gtest/gtest.h>
+#include <uv.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -12,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "redlock/uv.h"
 #include "test_util.h"
 
 namespace redlock::test {
@@ -294,6 +296,59 @@ TEST(Shutdown, async_calls_made_while_the_client_drains_call_back_on_the_loop_th
   int on_loop = 0;
   for (auto id : seen) on_loop += id == loop_thread ? 1 : 0;
   EXPECT_EQ(on_loop + inline_calls.load(), kLocks);
+}
+
+// Deterministic on an external loop: the client's last step (closing its handles)
+// runs a release whose callback asks another thread to release a second lock. That
+// second call comes after the shutdown began but before the loop finished: its
+// callback must run on the loop thread, not inline on the other thread.
+TEST(Shutdown, a_call_made_while_the_client_closes_its_handles_calls_back_on_the_loop_thread) {
+  redis_cluster cl(3);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  auto c = make_client_on_loop(options_for(cl.uris()), &loop);
+  std::vector<lock> locks;
+  const auto end = clk::now() + 10s;
+  for (int i = 0; i < 2; ++i) {
+    bool done = false;
+    c->acquire_async(unique("closing"), once(), [&](acquire_result r) {
+      EXPECT_TRUE(r) << r.report.message();
+      locks.push_back(std::move(r.lock));
+      done = true;
+    });
+    while (!done && clk::now() < end) uv_run(&loop, UV_RUN_ONCE);
+  }
+  ASSERT_EQ(locks.size(), 2u);
+  const std::thread::id loop_thread = std::this_thread::get_id();
+  c.reset();  // on the loop thread: the shutdown starts; its last step is a timer
+  bool a_done = false, b_done = false, b_inline = false;
+  std::thread::id b_thread;
+  errc b_code{};
+  // Posted from another thread while the loop is not running: it runs when the
+  // shutdown's last step runs the tasks still queued.
+  std::thread([&] {
+    locks[0].release_async([&](report) {
+      a_done = true;
+      // On the loop thread, inside the shutdown: another thread releases lock B.
+      std::thread([&] {
+        auto returned = std::make_shared<std::atomic<bool>>(false);
+        locks[1].release_async([&, returned](report rb) {
+          b_inline = !*returned;
+          b_thread = std::this_thread::get_id();
+          b_code = static_cast<errc>(rb.error.value());
+          b_done = true;
+        });
+        *returned = true;
+      }).join();
+    });
+  }).join();
+  for (int i = 0; i < 200 && uv_run(&loop, UV_RUN_NOWAIT) != 0; ++i) std::this_thread::sleep_for(2ms);
+  EXPECT_EQ(uv_loop_close(&loop), 0);
+  ASSERT_TRUE(a_done);
+  ASSERT_TRUE(b_done);
+  EXPECT_FALSE(b_inline) << "the callback ran inside release_async on the calling thread";
+  EXPECT_EQ(b_thread, loop_thread);
+  EXPECT_EQ(b_code, errc::cancelled);
 }
 
 TEST(Shutdown, release_async_after_the_client_is_gone_reports_cancelled) {
