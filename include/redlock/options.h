@@ -85,7 +85,12 @@ struct acquire_options {
 struct client_options {
   // Node URIs: redis://[user[:password]@]host[:port][/db] or
   // unix:///path/to.sock[?db=N]. At least one; the quorum is size/2 + 1. Each node
-  // must be an independent master.
+  // must be an independent master: one server listed twice (the same host:port or
+  // socket path, whatever the db) is a config_error naming both URIs. Spellings of
+  // one address are compared without DNS: IP literals in canonical form (IPv4-
+  // mapped IPv6 as IPv4), "localhost" as both 127.0.0.1 and ::1, socket paths
+  // lexically normalised. Two different host names (or a name and an address) for
+  // one server are not detected.
   std::vector<std::string> nodes;
   // Prepended to every resource name to form the key ("" = the resource as given).
   std::string key_prefix;
