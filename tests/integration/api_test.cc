@@ -131,17 +131,19 @@ TEST(MaxTtl, the_quarantine_follows_a_short_configured_bound) {
     if (m.find(a) == std::string::npos || m.find(b) == std::string::npos) {
       return ::testing::AssertionFailure() << "message does not name both: " << m;
     }
-    if (m.find("secret") != std::string::npos) return ::testing::AssertionFailure() << "password leaked: " << m;
+    if (m.find("secret") != std::string::npos)
+      return ::testing::AssertionFailure() << "password leaked: " << m;
     return ::testing::AssertionSuccess();
   }
 }
 
 TEST(NodeIdentity, one_server_listed_with_two_databases_is_rejected) {
-  EXPECT_TRUE(rejected_naming({"redis://127.0.0.1:7101/0", "redis://127.0.0.1:7101/1", "redis://127.0.0.1:7102"},
-                              "redis://127.0.0.1:7101/0", "redis://127.0.0.1:7101/1"));
-  EXPECT_TRUE(rejected_naming({"redis://:secret@127.0.0.1:7101", "redis://127.0.0.1:7102",
-                               "redis://:secret@127.0.0.1:7101/3"},
-                              "redis://:***@127.0.0.1:7101", "redis://:***@127.0.0.1:7101/3"));
+  EXPECT_TRUE(
+      rejected_naming({"redis://127.0.0.1:7101/0", "redis://127.0.0.1:7101/1", "redis://127.0.0.1:7102"},
+                      "redis://127.0.0.1:7101/0", "redis://127.0.0.1:7101/1"));
+  EXPECT_TRUE(rejected_naming(
+      {"redis://:secret@127.0.0.1:7101", "redis://127.0.0.1:7102", "redis://:secret@127.0.0.1:7101/3"},
+      "redis://:***@127.0.0.1:7101", "redis://:***@127.0.0.1:7101/3"));
   EXPECT_TRUE(rejected_naming({"unix:///tmp/r.sock", "unix:///tmp/r.sock?db=2", "redis://127.0.0.1:7102"},
                               "unix:///tmp/r.sock", "unix:///tmp/r.sock?db=2"));
   EXPECT_TRUE(rejected_naming({"unix:///tmp/r.sock", "unix:///tmp//./r.sock", "redis://127.0.0.1:7102"},
@@ -153,16 +155,19 @@ TEST(NodeIdentity, equivalent_loopback_spellings_are_one_server) {
                               "redis://localhost:7101", "redis://127.0.0.1:7101"));
   EXPECT_TRUE(rejected_naming({"redis://LOCALHOST:7101", "redis://[::1]:7101", "redis://127.0.0.1:7102"},
                               "redis://LOCALHOST:7101", "redis://[::1]:7101"));
-  EXPECT_TRUE(rejected_naming({"redis://[::1]:7101", "redis://[0:0:0:0:0:0:0:1]:7101", "redis://127.0.0.1:7102"},
-                              "redis://[::1]:7101", "redis://[0:0:0:0:0:0:0:1]:7101"));
+  EXPECT_TRUE(
+      rejected_naming({"redis://[::1]:7101", "redis://[0:0:0:0:0:0:0:1]:7101", "redis://127.0.0.1:7102"},
+                      "redis://[::1]:7101", "redis://[0:0:0:0:0:0:0:1]:7101"));
   EXPECT_TRUE(rejected_naming({"redis://[::ffff:127.0.0.1]:7101", "redis://127.0.0.1:7101", "redis://h:7102"},
                               "redis://[::ffff:127.0.0.1]:7101", "redis://127.0.0.1:7101"));
 }
 
 TEST(NodeIdentity, distinct_servers_are_accepted) {
   // Different ports, different loopback addresses, and names that are not resolved.
-  EXPECT_NO_THROW(client(options_for({"redis://127.0.0.1:7101", "redis://127.0.0.1:7102", "redis://127.0.0.2:7101"})));
-  EXPECT_NO_THROW(client(options_for({"redis://127.0.0.1:7101", "redis://[::1]:7101", "redis://a.invalid:7101"})));
+  EXPECT_NO_THROW(
+      client(options_for({"redis://127.0.0.1:7101", "redis://127.0.0.1:7102", "redis://127.0.0.2:7101"})));
+  EXPECT_NO_THROW(
+      client(options_for({"redis://127.0.0.1:7101", "redis://[::1]:7101", "redis://a.invalid:7101"})));
 }
 
 // ------------------------------------------------------------ lock state after validity ends
@@ -210,9 +215,9 @@ TEST(LockState, a_lease_read_after_loss_does_not_look_valid) {
   EXPECT_TRUE(r.lock.lost());
   const lease l = r.lock.info();
   ASSERT_TRUE(l.valid_until.has_value());
-  EXPECT_LE(*l.valid_until, clk::now()) << "valid_until still "
-                                        << duration_cast<milliseconds>(*l.valid_until - clk::now()).count()
-                                        << " ms in the future after the loss";
+  EXPECT_LE(*l.valid_until, clk::now())
+      << "valid_until still " << duration_cast<milliseconds>(*l.valid_until - clk::now()).count()
+      << " ms in the future after the loss";
 }
 
 // ------------------------------------------------------------ shutdown
@@ -261,7 +266,8 @@ TEST(Shutdown, async_calls_made_while_the_client_drains_call_back_on_the_loop_th
   std::thread::id loop_thread;
   {
     std::promise<std::thread::id> p;
-    c->acquire_async(unique("probe"), once(), [&](acquire_result) { p.set_value(std::this_thread::get_id()); });
+    c->acquire_async(unique("probe"), once(),
+                     [&](acquire_result) { p.set_value(std::this_thread::get_id()); });
     loop_thread = p.get_future().get();
   }
   std::mutex mu;
@@ -392,7 +398,8 @@ TEST(Release, a_failed_release_keeps_the_lease_so_the_caller_can_retry) {
   cl[2].kill();
   // Let the client see both nodes down first, so that the release below is not
   // queued on a reconnect that could deliver it after the restart.
-  ASSERT_TRUE(eventually([&] { return c.inspect("probe").report.count(node_status::connection_error) == 2; }));
+  ASSERT_TRUE(
+      eventually([&] { return c.inspect("probe").report.count(node_status::connection_error) == 2; }));
   auto failed = r.lock.release();
   cl[1].start();
   cl[2].start();
@@ -425,7 +432,8 @@ TEST(Release, a_failed_release_async_keeps_the_lease_too) {
   cl[2].kill();
   // Let the client see both nodes down first, so that the release below is not
   // queued on a reconnect that could deliver it after the restart.
-  ASSERT_TRUE(eventually([&] { return c.inspect("probe").report.count(node_status::connection_error) == 2; }));
+  ASSERT_TRUE(
+      eventually([&] { return c.inspect("probe").report.count(node_status::connection_error) == 2; }));
   std::promise<report> p;
   r.lock.release_async([&](report rep) { p.set_value(std::move(rep)); });
   auto failed = p.get_future().get();
