@@ -1,5 +1,10 @@
 #include "redlock/client.h"
 
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
 #include <set>
 
 #include "core.h"
@@ -12,21 +17,65 @@ namespace redlock {
 
 namespace {
 
+// The servers a node address may reach, as comparable strings, without DNS: a
+// unix socket's lexically normalised path; for TCP the port with the host as
+// written (lower case), except that IP literals are compared in canonical form
+// (IPv4-mapped IPv6 as IPv4) and "localhost" may be 127.0.0.1 or ::1. Two names
+// that resolve to one address are not detected (no resolution at construction).
+std::set<std::string> server_identities(const detail::node_address& a) {
+  if (a.type == detail::node_address::kind::unix_socket) {
+    return {"unix:" + std::filesystem::path(a.path).lexically_normal().string()};
+  }
+  const std::string port = std::to_string(a.port);
+  std::string host = a.host;
+  std::transform(host.begin(), host.end(), host.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  if (!host.empty() && host.back() == '.') host.pop_back();
+  if (host == "localhost") return {"tcp:127.0.0.1:" + port, "tcp:[::1]:" + port};
+  char buf[INET6_ADDRSTRLEN] = {};
+  unsigned char v4[4];
+  unsigned char v6[16];
+  if (inet_pton(AF_INET, host.c_str(), v4) == 1 && inet_ntop(AF_INET, v4, buf, sizeof buf) != nullptr) {
+    return {"tcp:" + std::string(buf) + ":" + port};
+  }
+  if (inet_pton(AF_INET6, host.c_str(), v6) == 1) {
+    static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (std::equal(mapped, mapped + 12, v6) && inet_ntop(AF_INET, v6 + 12, buf, sizeof buf) != nullptr) {
+      return {"tcp:" + std::string(buf) + ":" + port};
+    }
+    if (inet_ntop(AF_INET6, v6, buf, sizeof buf) != nullptr) return {"tcp:[" + std::string(buf) + "]:" + port};
+  }
+  return {"tcp:" + host + ":" + port};
+}
+
 std::vector<detail::node_address> validate(const client_options& o) {
   if (o.nodes.empty()) throw config_error("no nodes configured");
   std::vector<detail::node_address> out;
-  std::set<std::string> seen;
+  std::vector<std::set<std::string>> ids;
   for (const std::string& uri : o.nodes) {
     detail::node_address a;
     std::string err;
     if (!detail::parse_node_uri(uri, a, err)) throw config_error(err);
-    std::string identity = a.type == detail::node_address::kind::unix_socket
-                               ? "unix:" + a.path + "/" + std::to_string(a.db)
-                               : a.host + ":" + std::to_string(a.port) + "/" + std::to_string(a.db);
-    if (!seen.insert(identity).second) {
-      throw config_error("node URI '" + a.display + "' is listed twice: every node must be an independent master");
+    std::set<std::string> id = server_identities(a);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      for (const std::string& s : id) {
+        if (ids[i].count(s) == 0) continue;
+        throw config_error("node URIs '" + out[i].display + "' and '" + a.display + "' name the same server (" +
+                           s.substr(s.find(':') + 1) +
+                           "): every node must be an independent master (another database number on the same "
+                           "server is not another node)");
+      }
     }
+    ids.push_back(std::move(id));
     out.push_back(std::move(a));
+  }
+  if (o.max_ttl.count() <= 0) throw config_error("max_ttl must be positive");
+  if (*detail::check_ttl(o.max_ttl, o.clock_drift_factor) != '\0') {
+    throw config_error(std::string("max_ttl: ") + detail::check_ttl(o.max_ttl, o.clock_drift_factor));
+  }
+  if (o.restart_quarantine.count() > 0 && o.restart_quarantine < o.max_ttl) {
+    throw config_error("restart_quarantine (" + std::to_string(o.restart_quarantine.count()) +
+                       " ms) is shorter than max_ttl (" + std::to_string(o.max_ttl.count()) +
+                       " ms): a restarted node could vote while a lock it forgot is still valid");
   }
   if (o.command_timeout.count() <= 0) throw config_error("command_timeout must be positive");
   if (o.connect_timeout.count() <= 0) throw config_error("connect_timeout must be positive");
@@ -55,11 +104,20 @@ report invalid(const detail::core& c, errc e, const std::string& why) {
 // "" if the acquire arguments are fine, else the problem.
 std::string check_acquire(const detail::core& c, std::string_view resource, const acquire_options& o) {
   if (resource.empty()) return "resource name must not be empty";
-  if (const char* bad = detail::check_ttl(o.ttl, c.options().clock_drift_factor); *bad) return bad;
+  if (std::string bad = c.ttl_problem(o.ttl); !bad.empty()) return bad;
   if (const char* bad = detail::check_retry(o.retry); *bad) return bad;
   if (o.extend_interval.count() < 0) return "extend_interval must not be negative";
-  if (o.auto_extend && o.extend_interval.count() > 0 && o.extend_interval >= o.ttl) {
-    return "extend_interval must be shorter than the ttl";
+  if (o.auto_extend) {
+    // Each watchdog tick needs time for one extension round (up to command_timeout)
+    // before the validity it extends runs out: interval + command_timeout <= ttl - drift.
+    const auto interval = o.extend_interval.count() > 0 ? o.extend_interval : o.ttl / 3;
+    const auto budget = std::chrono::microseconds(o.ttl) - detail::drift_of(o.ttl, c.options().clock_drift_factor) -
+                        std::chrono::microseconds(c.options().command_timeout);
+    if (std::chrono::microseconds(interval) > budget) {
+      return "extend_interval (" + std::to_string(interval.count()) +
+             " ms) leaves no time for an extension round: it must be at most ttl - drift - command_timeout (" +
+             std::to_string(std::max<std::int64_t>(0, budget.count() / 1000)) + " ms)";
+    }
   }
   return "";
 }
@@ -86,7 +144,7 @@ std::unique_ptr<client> make_client_on_loop(client_options options, uv_loop_s* l
 acquire_result client::acquire(std::string_view resource, const acquire_options& options) {
   auto refused = [this](errc e) {
     acquire_result r;
-    r.report = invalid(*core_, e, "");
+    r.report = invalid(*core_, e, e == errc::cancelled ? "client shut down" : "");
     return r;
   };
   if (std::string bad = check_acquire(*core_, resource, options); !bad.empty()) {
@@ -95,11 +153,12 @@ acquire_result client::acquire(std::string_view resource, const acquire_options&
     return r;
   }
   const std::uint64_t id = core_->next_id();
+  const auto called = core_->now();
   auto c = core_;
   return detail::run_sync<acquire_result>(
       *core_,
-      [c, id, res = std::string(resource), options](std::function<void(acquire_result)> done) mutable {
-        c->acquire(id, std::move(res), std::move(options), std::move(done));
+      [c, id, called, res = std::string(resource), options](std::function<void(acquire_result)> done) mutable {
+        c->acquire(id, std::move(res), std::move(options), detail::timed(c, called, std::move(done)), called);
       },
       refused);
 }
@@ -107,17 +166,26 @@ acquire_result client::acquire(std::string_view resource, const acquire_options&
 std::uint64_t client::acquire_async(std::string resource, acquire_options options,
                                     std::function<void(acquire_result)> done) {
   const std::uint64_t id = core_->next_id();
+  const auto called = core_->now();
   auto c = core_;
   std::string bad = check_acquire(*core_, resource, options);
-  bool posted = core_->post([c, id, bad, res = std::move(resource), o = std::move(options), done]() mutable {
-    if (!bad.empty()) {
+  // Registered before the post, so that a cancel() that reaches the loop first
+  // (posted from the loop thread, or racing from another thread) is not lost.
+  core_->expect_op(id);
+  bool posted = core_->post([c, id, called, bad, res = std::move(resource), o = std::move(options), done]() mutable {
+    const bool cancelled_early = c->start_op(id);
+    if (!bad.empty() || cancelled_early) {
       acquire_result r;
-      r.report = invalid(*c, errc::invalid_argument, bad);
+      r.report = bad.empty() ? invalid(*c, errc::cancelled, "cancelled before it started")
+                             : invalid(*c, errc::invalid_argument, bad);
+      c->stats().acquires.fetch_add(1, std::memory_order_relaxed);
       return done(std::move(r));
     }
-    c->acquire(id, std::move(res), std::move(o), std::move(done));
+    c->acquire(id, std::move(res), std::move(o), detail::timed(c, called, std::move(done)), called);
   });
   if (!posted) {
+    // The client's loop has finished (see client.h): nobody else can run the callback.
+    core_->forget_unstarted(id);
     acquire_result r;
     r.report = invalid(*core_, errc::cancelled, "client shut down");
     done(std::move(r));
@@ -127,48 +195,63 @@ std::uint64_t client::acquire_async(std::string resource, acquire_options option
 
 void client::cancel(std::uint64_t operation_id) {
   auto c = core_;
-  c->post([c, operation_id] { c->cancel(operation_id); });
+  c->post([c, operation_id] {
+    if (!c->cancel_unstarted(operation_id)) c->cancel(operation_id);
+  });
 }
 
+namespace {
+// "" if an extend of `l` to `ttl` may be attempted, else the problem.
+std::string check_extend(const detail::core& c, const lease& l, std::chrono::milliseconds ttl) {
+  if (l.resource.empty() || l.token.empty()) return "resource and token are required";
+  return c.ttl_problem(ttl);
+}
+}  // namespace
+
 report client::extend(const lease& l, std::chrono::milliseconds ttl) {
-  if (l.resource.empty() || l.token.empty()) return invalid(*core_, errc::invalid_argument, "resource and token are required");
-  if (const char* bad = detail::check_ttl(ttl, core_->options().clock_drift_factor); *bad) {
-    return invalid(*core_, errc::invalid_argument, bad);
-  }
+  if (std::string bad = check_extend(*core_, l, ttl); !bad.empty()) return invalid(*core_, errc::invalid_argument, bad);
+  const auto called = core_->now();
   auto c = core_;
   return detail::run_sync<report>(
-      *core_, [c, l, ttl](std::function<void(report)> done) { c->extend(l, ttl, std::move(done)); },
-      [this](errc e) { return invalid(*core_, e, ""); });
+      *core_,
+      [c, l, ttl, called](std::function<void(report)> done) {
+        c->extend(l, ttl, detail::timed(c, called, std::move(done)));
+      },
+      [this](errc e) { return invalid(*core_, e, e == errc::cancelled ? "client shut down" : ""); });
 }
 
 void client::extend_async(lease l, std::chrono::milliseconds ttl, std::function<void(report)> done) {
   auto c = core_;
-  const char* bad = detail::check_ttl(ttl, core_->options().clock_drift_factor);
-  if (l.resource.empty() || l.token.empty()) bad = "resource and token are required";
-  std::string why = bad;
-  if (!core_->post([c, l = std::move(l), ttl, why, done]() mutable {
+  const auto called = core_->now();
+  std::string why = check_extend(*core_, l, ttl);
+  if (!core_->post([c, l = std::move(l), ttl, why, called, done]() mutable {
         if (!why.empty()) return done(invalid(*c, errc::invalid_argument, why));
-        c->extend(std::move(l), ttl, std::move(done));
+        c->extend(std::move(l), ttl, detail::timed(c, called, std::move(done)));
       })) {
+    // The client's loop has finished (see client.h): nobody else can run the callback.
     done(invalid(*core_, errc::cancelled, "client shut down"));
   }
 }
 
 report client::release(const lease& l) {
   if (l.resource.empty() || l.token.empty()) return invalid(*core_, errc::invalid_argument, "resource and token are required");
+  const auto called = core_->now();
   auto c = core_;
   return detail::run_sync<report>(
-      *core_, [c, l](std::function<void(report)> done) { c->release(l, std::move(done)); },
-      [this](errc e) { return invalid(*core_, e, ""); });
+      *core_,
+      [c, l, called](std::function<void(report)> done) { c->release(l, detail::timed(c, called, std::move(done))); },
+      [this](errc e) { return invalid(*core_, e, e == errc::cancelled ? "client shut down" : ""); });
 }
 
 void client::release_async(lease l, std::function<void(report)> done) {
   auto c = core_;
-  if (l.resource.empty() || l.token.empty()) {
-    if (c->post([c, done] { done(invalid(*c, errc::invalid_argument, "resource and token are required")); })) return;
-    return done(invalid(*c, errc::cancelled, "client shut down"));
-  }
-  if (!core_->post([c, l = std::move(l), done]() mutable { c->release(std::move(l), std::move(done)); })) {
+  const auto called = core_->now();
+  const bool bad = l.resource.empty() || l.token.empty();
+  if (!core_->post([c, l = std::move(l), bad, called, done]() mutable {
+        if (bad) return done(invalid(*c, errc::invalid_argument, "resource and token are required"));
+        c->release(std::move(l), detail::timed(c, called, std::move(done)));
+      })) {
+    // The client's loop has finished (see client.h): nobody else can run the callback.
     done(invalid(*core_, errc::cancelled, "client shut down"));
   }
 }
@@ -176,7 +259,7 @@ void client::release_async(lease l, std::function<void(report)> done) {
 inspect_result client::inspect(std::string_view resource) {
   auto refused = [this](errc e) {
     inspect_result r;
-    r.report = invalid(*core_, e, "");
+    r.report = invalid(*core_, e, e == errc::cancelled ? "client shut down" : "");
     r.nodes.resize(core_->size());
     return r;
   };
@@ -186,18 +269,22 @@ inspect_result client::inspect(std::string_view resource) {
     r.nodes.resize(core_->size());
     return r;
   }
+  const auto called = core_->now();
   auto c = core_;
   return detail::run_sync<inspect_result>(
       *core_,
-      [c, res = std::string(resource)](std::function<void(inspect_result)> done) { c->inspect(res, std::move(done)); },
+      [c, called, res = std::string(resource)](std::function<void(inspect_result)> done) {
+        c->inspect(res, detail::timed(c, called, std::move(done)));
+      },
       refused);
 }
 
 report client::ping() {
+  const auto called = core_->now();
   auto c = core_;
   return detail::run_sync<report>(
-      *core_, [c](std::function<void(report)> done) { c->ping(std::move(done)); },
-      [this](errc e) { return invalid(*core_, e, ""); });
+      *core_, [c, called](std::function<void(report)> done) { c->ping(detail::timed(c, called, std::move(done))); },
+      [this](errc e) { return invalid(*core_, e, e == errc::cancelled ? "client shut down" : ""); });
 }
 
 std::size_t client::node_count() const noexcept { return core_->size(); }

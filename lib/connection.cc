@@ -477,9 +477,9 @@ std::string connection::acquire_exclusion(std::chrono::steady_clock::time_point 
     const auto left = duration_cast<milliseconds>(quarantine - (now - *restarted_at_)).count();
     return "restarted: no acquire vote for " + std::to_string(left) + " ms more (restart guard)";
   }
-  // The jump quarantine is never shorter than the longest TTL used, even with the
-  // restart guard off (restart_quarantine = 0).
-  const auto jump_quarantine = std::max(quarantine, core_.max_ttl_used());
+  // The jump quarantine is never shorter than max_ttl (the bound on every TTL),
+  // even with the restart guard off (restart_quarantine = 0).
+  const auto jump_quarantine = std::max(quarantine, core_.options().max_ttl);
   if (jumped_at_ && now - *jumped_at_ < jump_quarantine) {
     const auto left = duration_cast<milliseconds>(jump_quarantine - (now - *jumped_at_)).count();
     return "server clock jumped forward " + std::to_string(jump_ms_) + " ms: no acquire vote for " +

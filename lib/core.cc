@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <future>
 
+#include "decision.h"
 #include "token.h"
 
 namespace redlock::detail {
@@ -27,7 +28,14 @@ lease held::snapshot() const {
   l.fence = fence;
   l.valid_until = std::chrono::steady_clock::time_point(
       std::chrono::nanoseconds(valid_until_ns.load(std::memory_order_acquire)));
+  l.acquired_at = acquired_at;
   return l;
+}
+
+bool held::expired() const noexcept {
+  const auto until = std::chrono::steady_clock::time_point(
+      std::chrono::nanoseconds(valid_until_ns.load(std::memory_order_acquire)));
+  return owner->now() >= until;
 }
 
 core::core(client_options options, std::vector<node_address> nodes, uv_loop_t* external_loop)
@@ -80,6 +88,8 @@ void core::start() {
       uv_run(loop_, UV_RUN_DEFAULT);
       // Every handle is closed here; run once more for stray close callbacks.
       uv_run(loop_, UV_RUN_NOWAIT);
+      // Work posted while the handles closed still runs here, on the loop thread.
+      final_drain();
       uv_loop_close(loop_);
       // Last use of `this` on this thread; may destroy the core if the client
       // detached the thread (destroyed from its own callback).
@@ -94,18 +104,23 @@ void core::start() {
 
 bool core::post(std::function<void()> fn) {
   if (on_loop_thread()) {
-    // From the loop itself: no lock, no wake-up; runs in the next idle phase.
-    if (finished_) return false;
+    // From the loop itself: no lock, no wake-up; runs in the next idle phase (or,
+    // once the handles are closing, in the final drain).
+    {
+      std::lock_guard<std::mutex> g(tasks_mu_);
+      if (stopped_) return false;
+    }
     deferred_.push_back(std::move(fn));
-    uv_idle_start(&idle_, [](uv_idle_t* h) { static_cast<core*>(h->data)->on_idle(); });
+    if (!finished_) uv_idle_start(&idle_, [](uv_idle_t* h) { static_cast<core*>(h->data)->on_idle(); });
     return true;
   }
   {
     std::lock_guard<std::mutex> g(tasks_mu_);
     if (stopped_) return false;
     tasks_.push_back(std::move(fn));
-    // Sent under the lock: finish_stop() sets stopped_ under it before closing async_.
-    uv_async_send(&async_);
+    // Sent under the lock: finish_stop() sets async_closed_ under it before closing
+    // async_; tasks posted after that run in final_drain().
+    if (!async_closed_) uv_async_send(&async_);
   }
   return true;
 }
@@ -209,15 +224,64 @@ void core::stop() {
   }
 }
 
-std::chrono::milliseconds core::quarantine_for(std::chrono::milliseconds ttl) {
-  max_ttl_used_ = std::max(max_ttl_used_, ttl);
+std::chrono::milliseconds core::quarantine_for(std::chrono::milliseconds) const noexcept {
   const auto q = options_.restart_quarantine;
-  return q.count() < 0 ? max_ttl_used_ : q;
+  return q.count() < 0 ? options_.max_ttl : q;
+}
+
+std::string core::ttl_problem(std::chrono::milliseconds ttl) const {
+  if (const char* bad = check_ttl(ttl, options_.clock_drift_factor); *bad) return bad;
+  if (ttl > options_.max_ttl) {
+    return "ttl " + std::to_string(ttl.count()) + " ms exceeds client_options::max_ttl (" +
+           std::to_string(options_.max_ttl.count()) +
+           " ms), the bound the restart and clock-jump guards protect; raise max_ttl on every client of "
+           "these nodes to use longer TTLs";
+  }
+  return "";
+}
+
+void core::expect_op(std::uint64_t id) {
+  std::lock_guard<std::mutex> g(unstarted_mu_);
+  unstarted_.insert(id);
+}
+
+void core::forget_unstarted(std::uint64_t id) {
+  std::lock_guard<std::mutex> g(unstarted_mu_);
+  unstarted_.erase(id);
+}
+
+bool core::cancel_unstarted(std::uint64_t id) {
+  std::lock_guard<std::mutex> g(unstarted_mu_);
+  if (unstarted_.count(id) == 0) return false;
+  cancelled_early_.insert(id);
+  return true;
+}
+
+bool core::start_op(std::uint64_t id) {
+  forget_unstarted(id);
+  return cancelled_early_.erase(id) > 0;
 }
 
 void core::begin_stop() {
   if (closing_) return;
   closing_ = true;
+  // Locks kept alive by a watchdog lose it now: their owners hear so through
+  // on_lost (errc::cancelled), never silently.
+  std::vector<std::shared_ptr<held>> watched;
+  for (auto& [p, w] : watched_) {
+    if (auto h = w.lock()) watched.push_back(std::move(h));
+  }
+  for (auto& h : watched) {
+    if (!h->watchdog || h->finished.load() || h->lost.load()) continue;
+    report why;
+    why.error = make_error_code(errc::cancelled);
+    why.attempts = 1;
+    for (const auto& n : nodes_) why.nodes.push_back(node_result{n.display, node_status::cancelled, {}, {}});
+    if (!why.nodes.empty()) {
+      why.nodes.front().detail = "client shut down: the watchdog no longer extends this lock";
+    }
+    declare_lost(h, why);
+  }
   // Pending acquires (in flight or waiting to retry) end with "cancelled".
   std::vector<std::shared_ptr<acquire_op>> ops;
   for (auto& [id, w] : ops_) {
@@ -245,11 +309,12 @@ void core::finish_stop() {
   finished_ = true;
   {
     std::lock_guard<std::mutex> g(tasks_mu_);
-    stopped_ = true;
+    async_closed_ = true;
   }
-  // Tasks posted before the stop still run (their operations see "cancelled").
+  // Tasks posted before the stop still run (their operations see "cancelled"); so
+  // do tasks posted while the handles close (final_drain()).
   run_tasks();
-  while (!deferred_.empty()) {
+  {
     std::vector<std::function<void()>> d;
     d.swap(deferred_);
     for (auto& fn : d) fn();
@@ -259,6 +324,7 @@ void core::finish_stop() {
   auto closed = [](uv_handle_t* h) {
     auto* self = static_cast<core*>(h->data);
     if (--self->handles_open_ == 0 && !self->owns_loop_) {
+      self->final_drain();
       // External loop: `keep` may be the last reference; the core is destroyed here.
       std::shared_ptr<core> keep = std::move(self->self_);
     }
@@ -266,6 +332,31 @@ void core::finish_stop() {
   uv_close(reinterpret_cast<uv_handle_t*>(&async_), closed);
   uv_close(reinterpret_cast<uv_handle_t*>(&idle_), closed);
   uv_close(reinterpret_cast<uv_handle_t*>(&timer_), closed);
+}
+
+}  // namespace redlock::detail
+
+namespace redlock::detail {
+
+void core::final_drain() {
+  // On the loop thread, after the handles closed. Bounded: a few rounds for work
+  // that posts more work; then posts fail (their callers run callbacks themselves).
+  for (int round = 0;; ++round) {
+    {
+      std::lock_guard<std::mutex> g(tasks_mu_);
+      if (round >= 8) stopped_ = true;
+      if (tasks_.empty() && deferred_.empty()) {
+        stopped_ = true;
+        return;
+      }
+      local_.swap(tasks_);
+    }
+    for (auto& fn : local_) fn();
+    local_.clear();
+    std::vector<std::function<void()>> d;
+    d.swap(deferred_);
+    for (auto& fn : d) fn();
+  }
 }
 
 }  // namespace redlock::detail

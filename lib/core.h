@@ -14,8 +14,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "connection.h"
@@ -37,6 +39,9 @@ struct held {
   std::atomic<std::int64_t> valid_until_ns{0};  // steady-clock ns since its epoch
   std::atomic<bool> lost{false};
   std::atomic<bool> finished{false};  // released or detached: the watchdog stops
+  // The last release of this handle failed (not confirmed by a quorum): the handle
+  // keeps the lease and may release again.
+  std::atomic<bool> release_failed{false};
   // Loop thread only:
   bool watchdog = false;
   std::chrono::milliseconds ttl{0};
@@ -55,6 +60,8 @@ struct held {
                                                       std::chrono::steady_clock::time_point now, double drift) const;
 
   lease snapshot() const;
+  // Validity has run out on the owner's clock (any thread).
+  bool expired() const noexcept;
 };
 
 struct stats_counters {
@@ -88,7 +95,9 @@ class core : public std::enable_shared_from_this<core> {
   void note_quiet();  // a connection may have become quiet; finishes a pending stop
 
   // Operations (loop thread). Callbacks run on the loop thread, exactly once.
-  void acquire(std::uint64_t id, std::string resource, acquire_options o, std::function<void(acquire_result)> done);
+  // `called`: when the public call was made (default: now).
+  void acquire(std::uint64_t id, std::string resource, acquire_options o, std::function<void(acquire_result)> done,
+               std::optional<std::chrono::steady_clock::time_point> called = std::nullopt);
   void cancel(std::uint64_t id);
   void extend(lease l, std::chrono::milliseconds ttl, std::function<void(report)> done);
   void release(lease l, std::function<void(report)> done);
@@ -102,9 +111,17 @@ class core : public std::enable_shared_from_this<core> {
   lock make_lock(std::shared_ptr<held> h);
   void declare_lost(const std::shared_ptr<held>& h, const report& why);
 
-  // The restart / clock-jump quarantine for an acquire with `ttl` (see options.h).
-  std::chrono::milliseconds quarantine_for(std::chrono::milliseconds ttl);
-  std::chrono::milliseconds max_ttl_used() const noexcept { return max_ttl_used_; }
+  // The restart-guard quarantine (see options.h: restart_quarantine, max_ttl); the
+  // TTL is not used: every TTL is bounded by max_ttl.
+  std::chrono::milliseconds quarantine_for(std::chrono::milliseconds ttl) const noexcept;
+  // "" if `ttl` may be used for an acquire or extend (drift, max_ttl), else the problem.
+  std::string ttl_problem(std::chrono::milliseconds ttl) const;
+  // cancel() support for an acquire_async whose task has not run yet (any thread
+  // for expect_op; loop thread for the others).
+  void expect_op(std::uint64_t id);
+  void forget_unstarted(std::uint64_t id);
+  bool cancel_unstarted(std::uint64_t id);  // true: remembered, the acquire will be cancelled
+  bool start_op(std::uint64_t id);          // true: cancelled before it started
   std::string key_for(const std::string& resource) const { return options_.key_prefix + resource; }
   const client_options& options() const noexcept { return options_; }
   std::size_t size() const noexcept { return nodes_.size(); }
@@ -121,6 +138,7 @@ class core : public std::enable_shared_from_this<core> {
   void arm_timer();
   void begin_stop();
   void finish_stop();
+  void final_drain();
   void watchdog_tick(const std::shared_ptr<held>& h);
 
   client_options options_;
@@ -138,6 +156,7 @@ class core : public std::enable_shared_from_this<core> {
   std::mutex tasks_mu_;
   std::vector<std::function<void()>> tasks_;  // guarded by tasks_mu_
   bool stopped_ = false;                      // guarded by tasks_mu_; no more tasks
+  bool async_closed_ = false;                 // guarded by tasks_mu_; no more wake-ups
   std::vector<std::function<void()>> local_;  // loop thread: tasks swapped out
   std::vector<std::function<void()>> deferred_;  // loop thread: posted from the loop itself
   std::vector<connection*> dirty_;
@@ -148,9 +167,12 @@ class core : public std::enable_shared_from_this<core> {
   std::uint64_t timer_armed_for_ = 0;
 
   std::unordered_map<std::uint64_t, std::weak_ptr<acquire_op>> ops_;
+  std::mutex unstarted_mu_;
+  std::unordered_set<std::uint64_t> unstarted_;        // guarded by unstarted_mu_
+  std::unordered_set<std::uint64_t> cancelled_early_;  // loop thread
+  std::unordered_map<held*, std::weak_ptr<held>> watched_;  // locks with a running watchdog
   bool closing_ = false;
   bool finished_ = false;
-  std::chrono::milliseconds max_ttl_used_{0};
   int handles_open_ = 0;
   std::shared_ptr<core> self_;  // keeps the core alive until its handles closed
   jitter_rng rng_;

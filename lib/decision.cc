@@ -132,22 +132,47 @@ std::string describe(const report& r) {
     s = "not owner: the token does not hold the lock on " + std::to_string(r.count(node_status::not_owner)) +
         " of " + std::to_string(n) + " nodes (quorum " + std::to_string(q) + ")";
   } else if (r.error == errc::unavailable) {
-    // Nodes that failed (down, timed out, refused, errored); the rest answered or
-    // were still pending when the quorum became impossible.
-    std::size_t failed = 0;
+    // What the nodes other than the ok ones did. Refusals (held by another owner,
+    // token not held) and error replies are answers: only timeouts, connection
+    // failures and cancellations are nodes that did not answer.
+    std::size_t refused = 0, errors = 0, silent = 0, excluded = 0, pending = 0;
     for (const node_result& nr : r.nodes) {
-      failed += nr.status == node_status::ok || nr.status == node_status::held || nr.status == node_status::not_owner ||
-                        nr.status == node_status::pending
-                    ? 0
-                    : 1;
+      switch (nr.status) {
+        case node_status::ok: break;
+        case node_status::held:
+        case node_status::not_owner: ++refused; break;
+        case node_status::auth_error:
+        case node_status::server_error:
+        case node_status::protocol_error: ++errors; break;
+        case node_status::excluded: ++excluded; break;
+        case node_status::pending: ++pending; break;
+        default: ++silent; break;  // timeout, connection_error, cancelled
+      }
     }
-    s = "unavailable: only " + std::to_string(n - failed) + " of " + std::to_string(n) +
-        " nodes could answer, quorum is " + std::to_string(q);
+    s = "unavailable: ok on " + std::to_string(ok) + " of " + std::to_string(n) + " nodes, quorum is " +
+        std::to_string(q);
+    std::string parts;
+    auto part = [&parts](std::size_t count, const char* what) {
+      if (count == 0) return;
+      parts += parts.empty() ? "; " : ", ";
+      parts += std::to_string(count) + " " + what;
+    };
+    part(refused, "refused");
+    part(errors, "answered with an error");
+    part(silent, "did not answer");
+    part(excluded, "excluded by a guard");
+    part(pending, "still pending");
+    s += parts;
   } else if (r.error == errc::validity_exhausted) {
     s = "validity exhausted: a quorum answered only after ttl - drift had passed (took " +
         std::to_string(r.elapsed.count() / 1000) + " ms)";
   } else {
     s = r.error.message();
+    // A call refused before any node was asked (invalid argument, shut down)
+    // carries its reason on the first node.
+    if (!r.nodes.empty() && r.nodes.front().status == node_status::pending && !r.nodes.front().detail.empty()) {
+      s += ": " + r.nodes.front().detail;
+    }
   }
   if (r.attempts > 1) s += " after " + std::to_string(r.attempts) + " attempts";
   std::string nodes;

@@ -19,7 +19,8 @@ report refused_report(const held* h, errc e, const char* detail) {
 }  // namespace
 
 bool loss_token::stop_requested() const noexcept {
-  return !state_ || state_->lost.load(std::memory_order_acquire) || state_->finished.load(std::memory_order_acquire);
+  return !state_ || state_->lost.load(std::memory_order_acquire) ||
+         state_->finished.load(std::memory_order_acquire) || state_->expired();
 }
 
 lock::lock() noexcept = default;
@@ -49,7 +50,8 @@ lock::~lock() {
 }
 
 bool lock::owns_lock() const noexcept {
-  return state_ && !state_->finished.load(std::memory_order_acquire) && !state_->lost.load(std::memory_order_acquire);
+  return state_ && !state_->finished.load(std::memory_order_acquire) &&
+         !state_->lost.load(std::memory_order_acquire) && !state_->expired();
 }
 
 lease lock::info() const { return state_ ? state_->snapshot() : lease{}; }
@@ -75,36 +77,67 @@ std::optional<std::uint64_t> lock::fence() const { return state_ ? state_->fence
 report lock::extend(std::chrono::milliseconds ttl) {
   if (!state_) return refused_report(nullptr, errc::not_owner, "lock not held");
   auto h = state_;
-  if (const char* bad = detail::check_ttl(ttl, h->owner->options().clock_drift_factor); *bad) {
-    return refused_report(h.get(), errc::invalid_argument, bad);
+  if (std::string bad = h->owner->ttl_problem(ttl); !bad.empty()) {
+    return refused_report(h.get(), errc::invalid_argument, bad.c_str());
   }
+  const auto called = h->owner->now();
   return detail::run_sync<report>(
-      *h->owner, [h, ttl](std::function<void(report)> done) { h->owner->extend_held(h, ttl, std::move(done)); },
+      *h->owner,
+      [h, ttl, called](std::function<void(report)> done) {
+        h->owner->extend_held(h, ttl, detail::timed(h->owner, called, std::move(done)));
+      },
       [&](errc e) { return refused_report(h.get(), e, ""); });
 }
+
+namespace {
+// Claims the handle's state for a release: the first release, or a retry after a
+// failed one. False if it was released (or given up) already.
+bool claim_release(held& h) {
+  if (!h.finished.exchange(true)) return true;
+  return h.release_failed.exchange(false);
+}
+
+// A release that was not confirmed leaves the handle able to release again.
+void note_release(held& h, const report& r) {
+  if (r.error && r.error != errc::not_owner) h.release_failed.store(true);
+}
+}  // namespace
 
 report lock::release() {
   if (!state_) return refused_report(nullptr, errc::not_owner, "lock not held");
   auto h = state_;
   if (h->owner->on_loop_thread()) return refused_report(h.get(), errc::would_deadlock, "");
-  if (h->finished.exchange(true)) return refused_report(h.get(), errc::not_owner, "lock not held");
-  state_.reset();
-  return detail::run_sync<report>(
-      *h->owner, [h](std::function<void(report)> done) { h->owner->release_held(h, std::move(done)); },
-      [&](errc e) { return refused_report(h.get(), e, ""); });
+  if (!claim_release(*h)) return refused_report(h.get(), errc::not_owner, "lock not held");
+  const auto called = h->owner->now();
+  report r = detail::run_sync<report>(
+      *h->owner,
+      [h, called](std::function<void(report)> done) {
+        h->owner->release_held(h, detail::timed(h->owner, called, std::move(done)));
+      },
+      [&](errc e) { return refused_report(h.get(), e, e == errc::cancelled ? "client shut down" : ""); });
+  note_release(*h, r);
+  return r;
 }
 
 void lock::release_async(std::function<void(report)> done) {
-  if (!state_ || state_->finished.exchange(true)) {
+  if (!state_ || !claim_release(*state_)) {
     report r = refused_report(state_.get(), errc::not_owner, "lock not held");
     auto c = state_ ? state_->owner : nullptr;
     if (c && c->post([done, r] { done(r); })) return;
     done(r);
     return;
   }
-  auto h = std::move(state_);
+  auto h = state_;
   auto c = h->owner;
-  if (!c->post([h, c, done] { c->release_held(h, done); })) {
+  const auto called = c->now();
+  if (!c->post([h, c, called, done] {
+        c->release_held(h, detail::timed<report>(c, called, [h, done](report r) {
+                          note_release(*h, r);
+                          done(std::move(r));
+                        }));
+      })) {
+    // The client's loop has finished: nobody else can run the callback.
+    h->release_failed.store(true);
     done(refused_report(h.get(), errc::cancelled, "client shut down"));
   }
 }

@@ -10,9 +10,7 @@ namespace redlock {
 mutex::mutex(client& c, std::string resource, acquire_options options)
     : client_(c), resource_(std::move(resource)), options_(std::move(options)) {}
 
-mutex::~mutex() {
-  if (held_.owns_lock()) unlock();
-}
+mutex::~mutex() { unlock(); }
 
 bool mutex::attempt(const acquire_options& o) {
   acquire_result r = client_.acquire(resource_, o);
@@ -55,8 +53,11 @@ bool mutex::try_lock_for_ms(std::chrono::milliseconds d) {
 
 void mutex::unlock() noexcept {
   try {
-    if (!held_.owns_lock() && !held_.lost()) return;
+    // Whatever the handle's state (held, lost, or expired: owns_lock() is false once
+    // validity ran out), keys this owner may still have on the nodes are released.
+    if (held_.info().token.empty()) return;  // never locked, or unlocked already
     report r = held_.release();
+    held_ = redlock::lock();
     std::lock_guard<std::mutex> g(report_mu_);
     last_ = std::move(r);
   } catch (...) {

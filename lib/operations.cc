@@ -192,11 +192,12 @@ void rollback(core& c, const std::string& key, const std::string& token, const s
 class acquire_op : public std::enable_shared_from_this<acquire_op> {
  public:
   acquire_op(core& c, std::uint64_t id, std::string resource, acquire_options o,
-             std::function<void(acquire_result)> done)
+             std::function<void(acquire_result)> done, std::optional<clock_tp> called)
       : c_(c), id_(id), resource_(std::move(resource)), o_(std::move(o)), done_(std::move(done)) {
     key_ = c_.key_for(resource_);
     fence_key_ = key_ + ":fence";
-    call_start_ = c_.now();
+    // From the public call: the retry deadline and report.elapsed count from there.
+    call_start_ = called.value_or(c_.now());
   }
 
   void start_attempt() {
@@ -383,7 +384,7 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
 void cancel_op(acquire_op& op) { op.cancel(); }
 
 void core::acquire(std::uint64_t id, std::string resource, acquire_options o,
-                   std::function<void(acquire_result)> done) {
+                   std::function<void(acquire_result)> done, std::optional<clock_tp> called) {
   auto reject = [&](errc e, const char* why) {
     acquire_result res;
     res.report = bare_report(*this, make_error_code(e), why);
@@ -391,7 +392,7 @@ void core::acquire(std::uint64_t id, std::string resource, acquire_options o,
     done(std::move(res));
   };
   if (closing_) return reject(errc::cancelled, "client shut down");
-  auto op = std::make_shared<acquire_op>(*this, id, std::move(resource), std::move(o), std::move(done));
+  auto op = std::make_shared<acquire_op>(*this, id, std::move(resource), std::move(o), std::move(done), called);
   ops_[id] = op;
   op->start_attempt();
 }
@@ -539,6 +540,9 @@ std::optional<milliseconds> held::capped_ttl(milliseconds want, clock_tp now, do
 }
 
 void core::declare_lost(const std::shared_ptr<held>& h, const report& why) {
+  // A lease read after the loss must not look valid: validity ends now at the latest.
+  const std::int64_t now_ns = to_ns(now());
+  if (h->valid_until_ns.load() > now_ns) h->valid_until_ns.store(now_ns, std::memory_order_release);
   if (h->lost.exchange(true)) return;
   stats_.locks_lost.fetch_add(1, std::memory_order_relaxed);
   stop_watchdog(*h);
@@ -550,6 +554,7 @@ void core::declare_lost(const std::shared_ptr<held>& h, const report& why) {
 
 void core::start_watchdog(const std::shared_ptr<held>& h) {
   h->watchdog = true;
+  watched_[h.get()] = h;  // begin_stop() reports the loss of what is still watched
   std::weak_ptr<held> w = h;
   h->timer = schedule(h->interval, [this, w] {
     if (auto hp = w.lock()) watchdog_tick(hp);
@@ -558,6 +563,7 @@ void core::start_watchdog(const std::shared_ptr<held>& h) {
 
 void core::stop_watchdog(held& h) {
   h.watchdog = false;
+  watched_.erase(&h);
   if (h.timer != 0) cancel_timer(h.timer);
   h.timer = 0;
 }

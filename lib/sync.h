@@ -1,6 +1,7 @@
 // Running an asynchronous core operation synchronously from a caller's thread.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <future>
 #include <memory>
@@ -8,6 +9,21 @@
 #include "core.h"
 
 namespace redlock::detail {
+
+inline void set_elapsed(report& r, std::chrono::microseconds e) { r.elapsed = e; }
+inline void set_elapsed(acquire_result& r, std::chrono::microseconds e) { r.report.elapsed = e; }
+inline void set_elapsed(inspect_result& r, std::chrono::microseconds e) { r.report.elapsed = e; }
+
+// Wraps a completion so that its report's elapsed counts from `called` (the public
+// call, on the client's clock) to completion, as report.h promises.
+template <class R>
+std::function<void(R)> timed(std::shared_ptr<core> c, std::chrono::steady_clock::time_point called,
+                             std::function<void(R)> done) {
+  return [c = std::move(c), called, done = std::move(done)](R r) {
+    set_elapsed(r, std::chrono::duration_cast<std::chrono::microseconds>(c->now() - called));
+    done(std::move(r));
+  };
+}
 
 // Posts start(done) to the loop and waits for done(result). Returns `refused(errc)`
 // without waiting when called on the loop thread (would_deadlock) or after the

@@ -5,7 +5,12 @@
 // owns_lock(), lost(), remaining_validity() and loss_token, which any thread may read.
 //
 // Callbacks: every *_async callback runs exactly once, on the client's loop thread,
-// including at shutdown (then with errc::cancelled). Its arguments are valid during
+// never inside the call that started it, including at shutdown (then with
+// errc::cancelled): calls made while the client's destructor drains, from any
+// thread, are still answered on the loop thread. One exception: once the loop has
+// finished (the destructor is returning or has returned; only a lock handle that
+// outlives its client can still call), the callback runs on the calling thread,
+// with errc::cancelled, before the call returns. Its arguments are valid during
 // the call (they are moved in and may be moved out). No internal mutex is held
 // while a user callback runs. A callback must not block the loop.
 #pragma once
@@ -52,7 +57,8 @@ class REDLOCK_EXPORT config_error : public std::system_error {
 class REDLOCK_EXPORT loss_token {
  public:
   loss_token() = default;
-  // True once the lock was lost (watchdog failure, extend too late) or released.
+  // True once the lock was lost (watchdog failure, extend too late, client shut
+  // down under a watchdog), released, or its validity ran out on the client's clock.
   bool stop_requested() const noexcept;
 
  private:
@@ -72,15 +78,20 @@ class REDLOCK_EXPORT lock {
   lock& operator=(const lock&) = delete;
   ~lock();
 
-  // True while this handle holds the lock (not released, detached, or lost).
+  // True while this handle holds the lock: not released, detached or lost, and its
+  // validity has not run out on the client's clock (client_options::clock).
   bool owns_lock() const noexcept;
   explicit operator bool() const noexcept { return owns_lock(); }
 
-  // A snapshot of the lease: resource, token, current validity end, fence.
+  // A snapshot of the lease: resource, token, current validity end, acquisition
+  // instant, fence. Still available after release() (whatever its result) and
+  // after a loss; after a loss valid_until is the loss instant at the latest.
   lease info() const;
   // Validity left on the client's clock; zero once expired or lost.
   std::chrono::milliseconds remaining_validity() const noexcept;
-  // True once the watchdog declared the lock lost or an extend found it expired.
+  // True once the watchdog declared the lock lost, an extend found it expired, or
+  // the client shut down while its watchdog ran. (A lock that merely ran out of
+  // validity without a watchdog is not "lost": owns_lock() is false, lost() not.)
   bool lost() const noexcept;
   // A token for long work to poll before each critical step.
   loss_token token_for_work() const;
@@ -88,13 +99,21 @@ class REDLOCK_EXPORT lock {
   std::optional<std::uint64_t> fence() const;
 
   // Ownership-checked extension to `ttl` on all nodes; needs a quorum and positive
-  // new validity. errc::lock_lost if validity had already run out. Blocks; returns
+  // new validity. errc::lock_lost if validity had already run out;
+  // errc::invalid_argument if ttl exceeds client_options::max_ttl. Blocks; returns
   // errc::would_deadlock on the loop thread.
   [[nodiscard]] report extend(std::chrono::milliseconds ttl);
   // Stops the watchdog, then releases on all nodes. After it, owns_lock() is false
-  // whatever the result. Blocks; errc::would_deadlock on the loop thread.
+  // whatever the result, and info() still returns the lease. If the release was
+  // not confirmed (unavailable, cancelled, ...: the keys may still be there), the
+  // handle may release again: call release() (or release_async()) again, or pass
+  // info() to client::release(). After a confirmed release, or not_owner, a
+  // further release() returns errc::not_owner "lock not held". The destructor does
+  // not retry a failed release (the keys expire by their TTL). Blocks;
+  // errc::would_deadlock on the loop thread.
   [[nodiscard]] report release();
-  // As release(), without blocking; the callback runs on the loop thread.
+  // As release(), without blocking; the callback runs on the loop thread (see
+  // "Callbacks" above for a handle that outlived its client).
   void release_async(std::function<void(report)> done);
   // Stops the watchdog and gives up the handle without releasing; the keys expire
   // by their TTL unless released with the returned lease.
@@ -142,7 +161,9 @@ class REDLOCK_EXPORT client {
   // Throws config_error for a bad configuration.
   explicit client(client_options options);
   // Completes in-flight work (bounded by command_timeout), fails what remains with
-  // errc::cancelled, closes connections and joins the loop thread. Never throws.
+  // errc::cancelled, closes connections and joins the loop thread. Locks whose
+  // watchdog is running lose it: their on_lost runs (errc::cancelled, "client shut
+  // down") and they report lost(). Never throws.
   ~client();
   client(const client&) = delete;
   client& operator=(const client&) = delete;
@@ -150,21 +171,27 @@ class REDLOCK_EXPORT client {
   // Acquire `resource` with the Redlock algorithm: fan out to all nodes in parallel,
   // succeed when a quorum granted and validity is positive, otherwise roll back on
   // every node and retry per options.retry. Errors: contended, unavailable,
-  // validity_exhausted, invalid_argument, auth_failed, permission_denied,
-  // wrong_type, cancelled, would_deadlock (called on the loop thread). The
-  // permanent ones (auth_failed, permission_denied, wrong_type) only when the nodes
-  // that gave them alone rule out a quorum; fewer such nodes make unavailable.
+  // validity_exhausted, invalid_argument (also: ttl above client_options::max_ttl,
+  // or an extend_interval that leaves no time for an extension round),
+  // auth_failed, permission_denied, wrong_type, cancelled, would_deadlock (called
+  // on the loop thread). The permanent ones (auth_failed, permission_denied,
+  // wrong_type) only when the nodes that gave them alone rule out a quorum; fewer
+  // such nodes make unavailable.
   [[nodiscard]] acquire_result acquire(std::string_view resource, const acquire_options& options = {});
   // Asynchronous acquire. Returns an id for cancel().
   std::uint64_t acquire_async(std::string resource, acquire_options options,
                               std::function<void(acquire_result)> done);
   // Cancels a pending acquire: its callback gets errc::cancelled and anything it
-  // took is rolled back. No effect on completed operations.
+  // took is rolled back. Also when the cancel reaches the loop before the acquire
+  // has started (e.g. cancel() from the loop thread right after acquire_async()
+  // from another thread): the acquire then never starts. No effect on completed
+  // operations or unknown ids.
   void cancel(std::uint64_t operation_id);
 
   // Ownership-checked extension of a lease to `ttl`. Errors: not_owner, lock_lost
-  // (lease.valid_until already passed), unavailable, invalid_argument, cancelled,
-  // would_deadlock. On success report.validity is the new validity.
+  // (lease.valid_until already passed), unavailable, invalid_argument (also ttl
+  // above client_options::max_ttl), cancelled, would_deadlock. On success
+  // report.validity is the new validity.
   [[nodiscard]] report extend(const lease& l, std::chrono::milliseconds ttl);
   void extend_async(lease l, std::chrono::milliseconds ttl, std::function<void(report)> done);
 

@@ -53,7 +53,8 @@ struct retry_policy {
 
 // Per-acquire options.
 struct acquire_options {
-  // Time to live of the lock keys. Must exceed the drift (ttl * drift + 2 ms).
+  // Time to live of the lock keys. Must exceed the drift (ttl * drift + 2 ms) and
+  // must not exceed client_options::max_ttl.
   std::chrono::milliseconds ttl{30000};
   // What to do when an attempt fails.
   retry_policy retry{};
@@ -62,11 +63,17 @@ struct acquire_options {
   // Keep the lock alive by extending it every `extend_interval` until it is
   // released or lost (the watchdog). One loop timer per lock, no thread.
   bool auto_extend = false;
-  // Interval between watchdog extensions; 0 means ttl / 3.
+  // Interval between watchdog extensions; 0 means ttl / 3. Each tick must leave
+  // time for one extension round before the validity runs out: the interval (also
+  // the default one) must be at most ttl - drift - client_options::command_timeout,
+  // or the acquire fails with errc::invalid_argument.
   std::chrono::milliseconds extend_interval{0};
   // Called once, on the loop thread, when the watchdog can no longer guarantee the
-  // lock (validity ran out before a quorum extension, the keys are gone, or the
-  // extension cap was reached). Must not block.
+  // lock: validity ran out before a quorum extension, the keys are gone
+  // (errc::lock_lost), the extension cap was reached (errc::extension_limit), or
+  // the client shut down while the lock was held (errc::cancelled, "client shut
+  // down": the keys stay until their TTL, nothing extends them). The lease it gets
+  // has valid_until at the loss at the latest. Must not block.
   std::function<void(const lease&, const report&)> on_lost;
   // Extension cap, so a stuck holder cannot keep a lock forever: at most this many
   // extensions (watchdog and extend() together); 0 = no cap.
@@ -81,7 +88,12 @@ struct acquire_options {
 struct client_options {
   // Node URIs: redis://[user[:password]@]host[:port][/db] or
   // unix:///path/to.sock[?db=N]. At least one; the quorum is size/2 + 1. Each node
-  // must be an independent master.
+  // must be an independent master: one server listed twice (the same host:port or
+  // socket path, whatever the db) is a config_error naming both URIs. Spellings of
+  // one address are compared without DNS: IP literals in canonical form (IPv4-
+  // mapped IPv6 as IPv4), "localhost" as both 127.0.0.1 and ::1, socket paths
+  // lexically normalised. Two different host names (or a name and an address) for
+  // one server are not detected.
   std::vector<std::string> nodes;
   // Prepended to every resource name to form the key ("" = the resource as given).
   std::string key_prefix;
@@ -102,11 +114,31 @@ struct client_options {
   // Monotonic time source; null = std::chrono::steady_clock.
   std::shared_ptr<redlock::clock> clock;
 
+  // Upper bound on the TTL of ANY lock on these nodes, taken or extended by ANY
+  // client (this one, other processes, the CLI). > 0.
+  //
+  // IT MUST HOLD FOR EVERY CLIENT OF THE NODES, NOT JUST THIS ONE. The restart guard
+  // and the clock-jump guard keep a node that may have lost its keys out of
+  // acquires for max_ttl (see restart_quarantine): long enough for every lock it
+  // could have forgotten to expire. If any client of the same nodes uses a longer
+  // TTL than this client's max_ttl, this client may count a restarted node's vote
+  // while that lock is still valid elsewhere, and two clients hold the lock.
+  // Give every client the same bound.
+  //
+  // Acquires and extends (including lock::extend) with a longer ttl fail with
+  // errc::invalid_argument naming the bound. The cost of a long bound: a restarted
+  // node gets no acquire vote for that long (a one-day bound keeps it out for a
+  // day). The `redlock` CLI defaults to 10 minutes (--max-ttl).
+  std::chrono::milliseconds max_ttl{60000};
+
   // Restart guard (the spec's "delayed restart", enforced by the client). A node
   // whose run_id changed since this client last saw it gets no acquire vote until
   // it has been up for `restart_quarantine`; its outcome is `excluded`. Negative
-  // (default) = the longest TTL this client has acquired with, this call included;
-  // 0 = guard off. Needs INFO permission (without it the guard cannot see restarts).
+  // (default) = max_ttl, the bound on every client's TTLs (never this client's own
+  // TTLs: another client may hold a longer lock); 0 = guard off (for nodes that
+  // keep their data across restarts, e.g. appendfsync always); a positive value
+  // must be at least max_ttl (config_error otherwise). Needs INFO permission
+  // (without it the guard cannot see restarts).
   std::chrono::milliseconds restart_quarantine{-1};
   // Also quarantine nodes seen for the first time whose uptime is below the
   // quarantine (stricter: this client cannot know what such a node lost before).
@@ -115,7 +147,8 @@ struct client_options {
   // right behind the SET, on the same connection), and so does every connect's
   // handshake; if a node's clock advanced faster than the local monotonic clock
   // between two samples by more than the allowance, the node's keys may expire
-  // early: it gets no acquire vote for the quarantine period (as above).
+  // early: it gets no acquire vote for the quarantine period (as above, and at least
+  // max_ttl even with the restart guard off).
   // The allowance is this threshold plus clock_drift_factor times the time between
   // the two samples, that drift part capped at the threshold: never more than
   // 2 x threshold, however long ago the last sample was (so after an hour without

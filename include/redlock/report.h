@@ -43,15 +43,22 @@ struct report {
   std::error_code error;          // empty on success; a redlock::errc otherwise
   std::vector<node_result> nodes;  // one per configured node, in configuration order
   int attempts = 0;                // acquire: attempts made; others: 1
-  std::chrono::microseconds elapsed{0};  // from the call to completion, monotonic
-  // acquire/extend on success: the validity left when the call completed.
+  // From the public call (before it was queued for the loop) to completion, on
+  // the client's clock. 0 for a call refused before it started (invalid argument).
+  std::chrono::microseconds elapsed{0};
+  // acquire/extend on success: the validity left when the call completed, floored
+  // to whole milliseconds (never more than what is left). The exact end is the
+  // lease's valid_until.
   std::chrono::milliseconds validity{0};
 
   explicit operator bool() const noexcept { return !error; }
   // Number of nodes with this status.
   int count(node_status s) const noexcept;
   // One line that says what happened and why, e.g.
-  // "unavailable: only 2 of 5 nodes could answer, quorum is 3 [redis://127.0.0.1:7001: timeout (...); ...]".
+  // "unavailable: ok on 2 of 5 nodes, quorum is 3; 1 refused, 2 did not answer [redis://127.0.0.1:7001: timeout (...); ...]".
+  // Counts: "refused" = held by another owner / token not held, "answered with an
+  // error" = an error reply, "did not answer" = timeout, connection error or
+  // cancelled, "excluded by a guard", "still pending" when the outcome was decided.
   // Contains no password and no token.
   std::string message() const;
 };
@@ -61,10 +68,14 @@ struct lease {
   std::string resource;  // as given to acquire (without the key prefix)
   std::string token;     // 32 hex chars; the ownership credential: keep it private
   // End of validity on the client's monotonic clock; empty when unknown (a lease
-  // rebuilt from a resource and token, as the CLI does).
+  // rebuilt from a resource and token, as the CLI does). Read from a lock that was
+  // lost, it is the instant of the loss at the latest (never in the future).
   std::optional<std::chrono::steady_clock::time_point> valid_until;
   // The fencing token, when acquired with fencing.
   std::optional<std::uint64_t> fence;
+  // When the winning acquire round was sent, on the client's monotonic clock: the
+  // instant validity and max_hold count from. Empty when unknown (a rebuilt lease).
+  std::optional<std::chrono::steady_clock::time_point> acquired_at;
 };
 
 }  // namespace redlock

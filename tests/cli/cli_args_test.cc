@@ -400,5 +400,37 @@ TEST(ShellStatus, ExitCodeOr128PlusSignal) {
   EXPECT_EQ(shell_status(9 | 0x80), 128 + 9);  // killed by SIGKILL, core dumped
 }
 
+// --- max ttl ---
+
+TEST(MaxTtl, DefaultsToTenMinutesAndAdmitsTheReadmesFiveMinuteTtl) {
+  const parse_result r = parse({"acquire", "deploy", "--ttl", "5m"});
+  ASSERT_EQ(r.what, kind::ok) << r.error;
+  EXPECT_EQ(r.inv.max_ttl, milliseconds(600'000));
+}
+
+TEST(MaxTtl, ATtlAboveTheBoundIsAUsageErrorNamingIt) {
+  const parse_result r = parse({"acquire", "deploy", "--ttl", "11m"});
+  ASSERT_EQ(r.what, kind::error);
+  EXPECT_NE(r.error.find("--ttl 11m exceeds --max-ttl 10m"), std::string::npos) << r.error;
+  EXPECT_EQ(parse({"extend", "deploy", "tok", "--ttl", "11m"}).what, kind::error);
+  EXPECT_EQ(parse({"run", "deploy", "--ttl", "11m", "--", "true"}).what, kind::error);
+}
+
+TEST(MaxTtl, OptionThenEnvironmentSetTheBound) {
+  const parse_result opt = parse({"acquire", "deploy", "--ttl", "11m", "--max-ttl", "60m"});
+  ASSERT_EQ(opt.what, kind::ok) << opt.error;
+  EXPECT_EQ(opt.inv.max_ttl, milliseconds(3600000));
+  const parse_result env = parse_command_line({"acquire", "deploy", "--ttl", "11m"}, nodes, "120m");
+  ASSERT_EQ(env.what, kind::ok) << env.error;
+  EXPECT_EQ(env.inv.max_ttl, milliseconds(7'200'000));
+  const parse_result both = parse_command_line({"status", "x", "--max-ttl=30s"}, nodes, "120m");
+  ASSERT_EQ(both.what, kind::ok) << both.error;
+  EXPECT_EQ(both.inv.max_ttl, milliseconds(30'000));
+  const parse_result bad = parse_command_line({"status", "x"}, nodes, "soon");
+  ASSERT_EQ(bad.what, kind::error);
+  EXPECT_NE(bad.error.find("REDLOCK_MAX_TTL"), std::string::npos) << bad.error;
+  EXPECT_EQ(parse({"status", "x", "--max-ttl", "0"}).what, kind::error);
+}
+
 }  // namespace
 }  // namespace redlock::cli

@@ -362,6 +362,29 @@ TEST_F(Cli, acquire_with_wait_succeeds_once_the_holder_expires) {
   EXPECT_GE(cluster().count_value("cli-wait-ok", trim(r.out)), 3);
 }
 
+TEST_F(Cli, acquire_ttl_is_bounded_by_max_ttl_default_10m_option_and_env) {
+  // The README's --ttl 5m works with the default bound.
+  const cli_result five = run_cli(with_nodes({"acquire", "cli-maxttl-5m", "--ttl", "5m", "-q"}));
+  EXPECT_EQ(five.code, 0) << five.err;
+  EXPECT_EQ(cluster().count_key("cli-maxttl-5m"), 5);
+  // Longer than the bound: a usage error naming it, nothing taken.
+  const cli_result eleven = run_cli(with_nodes({"acquire", "cli-maxttl-11m", "--ttl", "11m"}));
+  EXPECT_EQ(eleven.code, 64) << eleven.err;
+  EXPECT_NE(eleven.err.find("exceeds --max-ttl 10m"), std::string::npos) << eleven.err;
+  EXPECT_EQ(cluster().count_key("cli-maxttl-11m"), 0);
+  // Raised by the option or by REDLOCK_MAX_TTL (the option wins).
+  const cli_result opt = run_cli(with_nodes({"acquire", "cli-maxttl-opt", "--ttl", "11m", "--max-ttl", "60m", "-q"}));
+  EXPECT_EQ(opt.code, 0) << opt.err;
+  const cli_result env = run_cli(with_nodes({"acquire", "cli-maxttl-env", "--ttl", "11m", "-q"}), {"REDLOCK_MAX_TTL=60m"});
+  EXPECT_EQ(env.code, 0) << env.err;
+  const cli_result both =
+      run_cli(with_nodes({"acquire", "cli-maxttl-both", "--ttl", "11m", "--max-ttl", "10m"}), {"REDLOCK_MAX_TTL=60m"});
+  EXPECT_EQ(both.code, 64) << both.err;
+  const cli_result bad_env = run_cli(with_nodes({"acquire", "cli-maxttl-bad", "--ttl", "1s"}), {"REDLOCK_MAX_TTL=soon"});
+  EXPECT_EQ(bad_env.code, 64) << bad_env.err;
+  EXPECT_NE(bad_env.err.find("REDLOCK_MAX_TTL"), std::string::npos) << bad_env.err;
+}
+
 TEST_F(Cli, acquire_takes_nodes_from_REDLOCK_NODES_and_quiet_prints_nothing) {
   const cli_result r =
       run_cli({"acquire", "cli-env", "--ttl", "5s", "-q"}, {"REDLOCK_NODES=" + join(cluster().uris(), ",")});

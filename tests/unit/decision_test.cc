@@ -643,14 +643,46 @@ TEST(Describe, UnavailableCountsAnswersAndNamesEachFailingNodeWithStatusAndDetai
              node("redis://:***@h4:7004", node_status::connection_error, "Connection refused"),
              node("redis://:***@h5:7005", node_status::server_error, "OOM command not allowed")};
   const std::string m = describe(r);
-  EXPECT_TRUE(contains(m, "unavailable"));
-  EXPECT_TRUE(contains(m, "2 of 5"));
-  EXPECT_TRUE(contains(m, "quorum is 3"));
+  EXPECT_TRUE(contains(m, "unavailable: ok on 1 of 5 nodes, quorum is 3; 1 refused, 1 answered with an error, "
+                          "2 did not answer"));
   EXPECT_TRUE(contains(m, "redis://:***@h2:7002: held"));
   EXPECT_TRUE(contains(m, "redis://:***@h3:7003: timeout (no reply within 50 ms)"));
   EXPECT_TRUE(contains(m, "redis://:***@h4:7004: connection error (Connection refused)"));
   EXPECT_TRUE(contains(m, "redis://:***@h5:7005: server error (OOM command not allowed)"));
   EXPECT_TRUE(lacks(m, "h1:7001"));
+}
+
+// A refusal or an error reply is an answer: "only 2 of 3 nodes could answer" for
+// three nodes that all answered was wrong.
+TEST(Describe, UnavailableDoesNotCountRefusalsOrErrorRepliesAsMissingAnswers) {
+  report r;
+  r.error = errc::unavailable;
+  r.attempts = 1;
+  r.nodes = {node("redis://h1", node_status::ok), node("redis://h2", node_status::held),
+             node("redis://h3", node_status::server_error, "OOM command not allowed")};
+  EXPECT_EQ(describe(r),
+            "unavailable: ok on 1 of 3 nodes, quorum is 2; 1 refused, 1 answered with an error "
+            "[redis://h2: held; redis://h3: server error (OOM command not allowed)]");
+}
+
+TEST(Describe, UnavailableCountsSilentExcludedAndPendingNodesApart) {
+  report r;
+  r.error = errc::unavailable;
+  r.attempts = 1;
+  r.nodes = {node("redis://h1", node_status::ok), node("redis://h2", node_status::timeout, "no reply within 50 ms"),
+             node("redis://h3", node_status::connection_error, "Connection refused"),
+             node("redis://h4", node_status::excluded, "restarted"), node("redis://h5", node_status::pending)};
+  const std::string m = describe(r);
+  EXPECT_TRUE(contains(m, "unavailable: ok on 1 of 5 nodes, quorum is 3; 2 did not answer, 1 excluded by a guard, "
+                          "1 still pending ["));
+  EXPECT_TRUE(lacks(m, "1 refused"));
+}
+
+TEST(Describe, AReportRefusedBeforeAnyNodeWasAskedGivesItsReason) {
+  report r;
+  r.error = errc::invalid_argument;
+  r.nodes = {node("redis://h1", node_status::pending, "ttl must be positive"), node("redis://h2", node_status::pending)};
+  EXPECT_EQ(describe(r), make_error_code(errc::invalid_argument).message() + ": ttl must be positive");
 }
 
 TEST(Describe, ValidityExhaustedNamesTheElapsedMilliseconds) {

@@ -33,6 +33,7 @@ constexpr command_name commands[] = {
 struct seen {
   bool ttl = false;
   bool nodes = false;
+  bool max_ttl = false;
   bool double_dash = false;
 };
 
@@ -101,6 +102,11 @@ constexpr option_spec options[] = {
        }
        inv.drift_factor = f;
        return true;
+     }},
+    {"--max-ttl", true, all_commands,
+     [](const std::string& v, invocation& inv, seen& s, std::string& e) {
+       s.max_ttl = true;
+       return duration_option("--max-ttl", v, false, inv.max_ttl, e);
      }},
     {"--json", false, all_commands,
      [](const std::string&, invocation& inv, seen&, std::string&) {
@@ -235,7 +241,8 @@ bool ttl_exceeds_drift(milliseconds ttl, double drift_factor) noexcept {
   return ttl_ms > ttl_ms * drift_factor + 2.0;
 }
 
-parse_result parse_command_line(const std::vector<std::string>& args, const char* nodes_env) {
+parse_result parse_command_line(const std::vector<std::string>& args, const char* nodes_env,
+                                const char* max_ttl_env) {
   if (args.empty()) return fail("missing command; try \"redlock --help\"");
   const std::string& first = args[0];
   if (first == "-h" || first == "--help" || first == "help")
@@ -313,8 +320,17 @@ parse_result parse_command_line(const std::vector<std::string>& args, const char
   } else if (inv.cmd == command::bench && !s.ttl) {
     inv.ttl = default_bench_ttl;
   }
+  if (!s.max_ttl && max_ttl_env != nullptr && *max_ttl_env != '\0') {
+    std::string error;
+    if (!duration_option("REDLOCK_MAX_TTL", max_ttl_env, false, inv.max_ttl, error)) return fail(error);
+  }
   if (s.ttl || inv.cmd == command::bench) {
     if (inv.ttl.count() <= 0) return fail("--ttl must be greater than 0");
+    if (inv.ttl > inv.max_ttl) {
+      return fail("--ttl " + format_duration(inv.ttl) + " exceeds --max-ttl " + format_duration(inv.max_ttl) +
+                  " (the bound every client of these nodes must share; raise --max-ttl or REDLOCK_MAX_TTL "
+                  "on all of them)");
+    }
     if (!ttl_exceeds_drift(inv.ttl, inv.drift_factor)) {
       return fail("--ttl " + format_duration(inv.ttl) +
                   " is too short: it must exceed the clock drift allowance (ttl * " +
@@ -373,6 +389,11 @@ Options go anywhere after the command and before "--", as --opt VALUE or
   --node-timeout D      Bound on each command's round trip (default 50ms).
   --connect-timeout D   Bound on connecting to a node (default 200ms).
   --drift-factor F      Clock drift allowance is ttl * F + 2ms (default 0.01).
+  --max-ttl D           Upper bound on the TTL of any lock on these nodes, by
+                        any client (default 10m, or $REDLOCK_MAX_TTL). A node
+                        that restarted is kept out of acquires for this long.
+                        Every client of the nodes must use a bound at least as
+                        long as the longest TTL any of them uses.
   --json                Print one JSON object on stdout instead of text.
   -q, --quiet           Print nothing on stdout except JSON; no warnings.
   --ttl D               Time to live of the lock (acquire, extend, run; bench

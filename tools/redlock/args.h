@@ -10,6 +10,11 @@ namespace redlock::cli {
 
 enum class command { acquire, release, extend, run, status, bench };
 
+// The CLI's default --max-ttl: 10 minutes. A shell lock guards a cron job or a
+// deploy step, so it needs longer TTLs than the library's 60 s default (docs show
+// --ttl 5m); a restarted node is kept out of acquires for this long.
+constexpr std::chrono::milliseconds default_max_ttl() { return std::chrono::minutes(10); }
+
 // "acquire", "release", ...
 const char* to_string(command c) noexcept;
 
@@ -25,6 +30,9 @@ struct invocation {
   std::chrono::milliseconds node_timeout{50};      // --node-timeout: per command round trip
   std::chrono::milliseconds connect_timeout{200};  // --connect-timeout: per connect
   double drift_factor = 0.01;                      // --drift-factor, in [0, 0.5)
+  // --max-ttl, else $REDLOCK_MAX_TTL: the bound on any TTL on these nodes by any
+  // client, and the restart quarantine (client_options::max_ttl).
+  std::chrono::milliseconds max_ttl{default_max_ttl()};
   bool json = false;                               // --json
   bool quiet = false;                              // -q, --quiet
 
@@ -61,8 +69,9 @@ struct parse_result {
 };
 
 // Parses the arguments after the program name. `nodes_env` is the value of
-// REDLOCK_NODES, or null when it is unset.
-parse_result parse_command_line(const std::vector<std::string>& args, const char* nodes_env);
+// REDLOCK_NODES and `max_ttl_env` that of REDLOCK_MAX_TTL, or null when unset.
+parse_result parse_command_line(const std::vector<std::string>& args, const char* nodes_env,
+                                const char* max_ttl_env = nullptr);
 
 // Splits "URI,URI,..." and trims blanks around each URI. Sets `error` and returns
 // false for an empty list or an empty element.

@@ -14,7 +14,7 @@ namespace redlock::cli {
 namespace {
 
 redlock::lease lease_of(const invocation& inv) {
-  return redlock::lease{inv.resource, inv.token, std::nullopt, std::nullopt};
+  return redlock::lease{inv.resource, inv.token, std::nullopt, std::nullopt, std::nullopt};
 }
 
 std::string pad(std::string s, std::size_t width) {

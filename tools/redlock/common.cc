@@ -90,6 +90,7 @@ std::unique_ptr<redlock::client> make_client(const invocation& inv, std::string&
   o.connect_timeout = inv.connect_timeout;
   o.command_timeout = inv.node_timeout;
   o.clock_drift_factor = inv.drift_factor;
+  o.max_ttl = inv.max_ttl;
   try {
     return std::make_unique<redlock::client>(std::move(o));
   } catch (const config_error& e) {

@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   ignore_sigpipe();
 
   const std::vector<std::string> args(argv + 1, argv + argc);
-  const parse_result parsed = parse_command_line(args, std::getenv("REDLOCK_NODES"));
+  const parse_result parsed = parse_command_line(args, std::getenv("REDLOCK_NODES"), std::getenv("REDLOCK_MAX_TTL"));
   switch (parsed.what) {
     case parse_result::kind::help:
       return write_stdout(help_text()) ? exit_code::ok : exit_code::software;

@@ -1,0 +1,564 @@
+// The public API tells the truth: TTL bound and restart quarantine, node
+// identity, lock-handle state after validity ends or the client shuts down,
+// release retries, watchdog interval checks, cancel-before-start, timings.
+#include <gtest/gtest.h>
+#include <uv.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "redlock/uv.h"
+#include "test_util.h"
+
+namespace redlock::test {
+namespace {
+
+using clk = std::chrono::steady_clock;
+using std::chrono::duration_cast;
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+
+// Real steady time plus an offset the test can advance: validity runs out on
+// demand while connections keep working on real time.
+class offset_clock : public redlock::clock {
+ public:
+  clk::time_point now() const noexcept override { return clk::now() + milliseconds(offset_ms.load()); }
+  std::atomic<std::int64_t> offset_ms{0};
+};
+
+std::string unique(const std::string& base) {
+  static std::atomic<int> n{0};
+  return base + "-" + std::to_string(++n);
+}
+
+// ------------------------------------------------------------ TTL bound (max_ttl)
+
+TEST(MaxTtl, acquire_and_extend_longer_than_the_bound_are_refused_naming_it) {
+  redis_cluster cl(3);
+  client c(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(c));
+  // The default bound is 60 s: a one-day TTL would make the restart quarantine a day.
+  auto day = c.acquire(unique("day"), once(std::chrono::hours(24)));
+  EXPECT_EQ(day.report.error, errc::invalid_argument) << day.report.message();
+  EXPECT_NE(day.report.message().find("max_ttl"), std::string::npos) << day.report.message();
+  EXPECT_EQ(cl[0].dbsize(), 0);
+  auto ok = c.acquire(unique("minute"), once(60000ms));
+  ASSERT_TRUE(ok) << ok.report.message();
+  auto longer = ok.lock.extend(61000ms);
+  EXPECT_EQ(longer.error, errc::invalid_argument) << longer.message();
+  EXPECT_NE(longer.message().find("max_ttl"), std::string::npos) << longer.message();
+  auto via_lease = c.extend(ok.lock.info(), 61000ms);
+  EXPECT_EQ(via_lease.error, errc::invalid_argument) << via_lease.message();
+  std::promise<report> p;
+  c.extend_async(ok.lock.info(), 61000ms, [&](report r) { p.set_value(std::move(r)); });
+  EXPECT_EQ(p.get_future().get().error, errc::invalid_argument);
+  EXPECT_TRUE(ok.lock.release());
+}
+
+TEST(MaxTtl, a_raised_bound_admits_longer_ttls) {
+  redis_cluster cl(3);
+  auto o = options_for(cl.uris());
+  o.max_ttl = std::chrono::hours(2);
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  auto r = c.acquire(unique("long"), once(std::chrono::hours(1)));
+  ASSERT_TRUE(r) << r.report.message();
+  EXPECT_TRUE(r.lock.release());
+}
+
+TEST(MaxTtl, non_positive_bound_is_a_configuration_error) {
+  auto o = options_for({"redis://127.0.0.1:1"});
+  o.max_ttl = 0ms;
+  EXPECT_THROW(client{o}, config_error);
+  o.max_ttl = -5ms;
+  EXPECT_THROW(client{o}, config_error);
+  // A restart quarantine shorter than the bound would let a restarted node vote
+  // while a lock it forgot may still be valid.
+  o.max_ttl = 10000ms;
+  o.restart_quarantine = 5000ms;
+  EXPECT_THROW(client{o}, config_error);
+}
+
+// Client B only ever uses short TTLs, but another client of the same nodes may hold
+// a lock for up to max_ttl: B's quarantine must not shrink to its own TTLs.
+TEST(MaxTtl, restart_quarantine_is_the_bound_not_the_ttl_this_client_used) {
+  redis_cluster cl(3);
+  client b(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(b));
+  ASSERT_TRUE(b.acquire(unique("warm"), once(500ms)));
+  cl[0].restart(false);
+  ASSERT_TRUE(wait_connected(b));
+  std::this_thread::sleep_for(800ms);  // longer than any TTL b used
+  auto r = b.acquire(unique("after"), once(500ms));
+  ASSERT_TRUE(r) << r.report.message();
+  EXPECT_EQ(r.report.nodes[0].status, node_status::excluded) << r.report.message();
+  EXPECT_NE(r.report.nodes[0].detail.find("restart guard"), std::string::npos) << r.report.nodes[0].detail;
+}
+
+TEST(MaxTtl, the_quarantine_follows_a_short_configured_bound) {
+  redis_cluster cl(3);
+  auto o = options_for(cl.uris());
+  o.max_ttl = 2500ms;
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  ASSERT_TRUE(c.acquire(unique("warm"), once(1000ms)));
+  const auto restarted = clk::now();
+  cl[0].restart(false);
+  ASSERT_TRUE(wait_connected(c));
+  auto during = c.acquire(unique("during"), once(1000ms));
+  ASSERT_TRUE(during) << during.report.message();
+  // The quarantine counts from the server's start (uptime, whole seconds): at
+  // least 2.5 s after the restart began, whatever this machine's load.
+  if (clk::now() - restarted < 2400ms) {
+    EXPECT_EQ(during.report.nodes[0].status, node_status::excluded) << during.report.message();
+  }
+  // ... and no longer than the bound plus the uptime's rounding.
+  acquire_result after;
+  EXPECT_TRUE(eventually(
+      [&] {
+        after = c.acquire(unique("after"), once(1000ms));
+        return after && after.report.count(node_status::excluded) == 0;
+      },
+      6000ms))
+      << after.report.message();
+  EXPECT_GE(clk::now() - restarted, 2400ms);
+}
+
+// ------------------------------------------------------------ node identity
+
+::testing::AssertionResult rejected_naming(const std::vector<std::string>& uris, const std::string& a,
+                                           const std::string& b) {
+  try {
+    client c(options_for(uris));
+    return ::testing::AssertionFailure() << "accepted";
+  } catch (const config_error& e) {
+    const std::string m = e.what();
+    if (m.find(a) == std::string::npos || m.find(b) == std::string::npos) {
+      return ::testing::AssertionFailure() << "message does not name both: " << m;
+    }
+    if (m.find("secret") != std::string::npos)
+      return ::testing::AssertionFailure() << "password leaked: " << m;
+    return ::testing::AssertionSuccess();
+  }
+}
+
+TEST(NodeIdentity, one_server_listed_with_two_databases_is_rejected) {
+  EXPECT_TRUE(
+      rejected_naming({"redis://127.0.0.1:7101/0", "redis://127.0.0.1:7101/1", "redis://127.0.0.1:7102"},
+                      "redis://127.0.0.1:7101/0", "redis://127.0.0.1:7101/1"));
+  EXPECT_TRUE(rejected_naming(
+      {"redis://:secret@127.0.0.1:7101", "redis://127.0.0.1:7102", "redis://:secret@127.0.0.1:7101/3"},
+      "redis://:***@127.0.0.1:7101", "redis://:***@127.0.0.1:7101/3"));
+  EXPECT_TRUE(rejected_naming({"unix:///tmp/r.sock", "unix:///tmp/r.sock?db=2", "redis://127.0.0.1:7102"},
+                              "unix:///tmp/r.sock", "unix:///tmp/r.sock?db=2"));
+  EXPECT_TRUE(rejected_naming({"unix:///tmp/r.sock", "unix:///tmp//./r.sock", "redis://127.0.0.1:7102"},
+                              "unix:///tmp/r.sock", "unix:///tmp//./r.sock"));
+}
+
+TEST(NodeIdentity, equivalent_loopback_spellings_are_one_server) {
+  EXPECT_TRUE(rejected_naming({"redis://localhost:7101", "redis://127.0.0.1:7101", "redis://127.0.0.1:7102"},
+                              "redis://localhost:7101", "redis://127.0.0.1:7101"));
+  EXPECT_TRUE(rejected_naming({"redis://LOCALHOST:7101", "redis://[::1]:7101", "redis://127.0.0.1:7102"},
+                              "redis://LOCALHOST:7101", "redis://[::1]:7101"));
+  EXPECT_TRUE(
+      rejected_naming({"redis://[::1]:7101", "redis://[0:0:0:0:0:0:0:1]:7101", "redis://127.0.0.1:7102"},
+                      "redis://[::1]:7101", "redis://[0:0:0:0:0:0:0:1]:7101"));
+  EXPECT_TRUE(rejected_naming({"redis://[::ffff:127.0.0.1]:7101", "redis://127.0.0.1:7101", "redis://h:7102"},
+                              "redis://[::ffff:127.0.0.1]:7101", "redis://127.0.0.1:7101"));
+}
+
+TEST(NodeIdentity, distinct_servers_are_accepted) {
+  // Different ports, different loopback addresses, and names that are not resolved.
+  EXPECT_NO_THROW(
+      client(options_for({"redis://127.0.0.1:7101", "redis://127.0.0.1:7102", "redis://127.0.0.2:7101"})));
+  EXPECT_NO_THROW(
+      client(options_for({"redis://127.0.0.1:7101", "redis://[::1]:7101", "redis://a.invalid:7101"})));
+}
+
+// ------------------------------------------------------------ lock state after validity ends
+
+TEST(LockState, owns_lock_and_loss_token_turn_false_when_validity_runs_out) {
+  redis_cluster cl(3);
+  auto clock = std::make_shared<offset_clock>();
+  auto o = options_for(cl.uris());
+  o.clock = clock;
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  auto r = c.acquire(unique("expire"), once(10000ms));
+  ASSERT_TRUE(r) << r.report.message();
+  const loss_token t = r.lock.token_for_work();
+  ASSERT_TRUE(r.lock.owns_lock());
+  ASSERT_FALSE(t.stop_requested());
+  clock->offset_ms = 10500;  // past valid_until (ttl - drift from the round's start)
+  EXPECT_FALSE(r.lock.owns_lock());
+  EXPECT_FALSE(static_cast<bool>(r.lock));
+  EXPECT_TRUE(t.stop_requested());
+  EXPECT_EQ(r.lock.remaining_validity(), 0ms);
+  auto lease = r.lock.info();
+  ASSERT_TRUE(lease.valid_until.has_value());
+  EXPECT_LE(*lease.valid_until, clock->now());
+}
+
+TEST(LockState, a_lease_read_after_loss_does_not_look_valid) {
+  redis_cluster cl(3);
+  client c(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(c));
+  const std::string res = unique("lost");
+  std::atomic<int> lost{0};
+  acquire_options a = once(5000ms);
+  a.auto_extend = true;
+  a.extend_interval = 100ms;
+  a.on_lost = [&](const lease& l, const report& why) {
+    EXPECT_EQ(why.error, errc::lock_lost) << why.message();
+    EXPECT_LE(*l.valid_until, clk::now());
+    ++lost;
+  };
+  auto r = c.acquire(res, a);
+  ASSERT_TRUE(r) << r.report.message();
+  for (std::size_t i = 0; i < cl.size(); ++i) cl[i].command({"DEL", res});
+  ASSERT_TRUE(eventually([&] { return lost.load() == 1; }));
+  EXPECT_TRUE(r.lock.lost());
+  const lease l = r.lock.info();
+  ASSERT_TRUE(l.valid_until.has_value());
+  EXPECT_LE(*l.valid_until, clk::now())
+      << "valid_until still " << duration_cast<milliseconds>(*l.valid_until - clk::now()).count()
+      << " ms in the future after the loss";
+}
+
+// ------------------------------------------------------------ shutdown
+
+TEST(Shutdown, a_watchdog_lock_alive_at_client_destruction_reports_its_loss_once) {
+  redis_cluster cl(3);
+  auto c = std::make_unique<client>(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(*c));
+  std::atomic<int> calls{0};
+  std::atomic<int> code{0};
+  std::thread::id where;
+  acquire_options a = once(5000ms);
+  a.auto_extend = true;
+  a.on_lost = [&](const lease& l, const report& why) {
+    code = why.error.value();
+    where = std::this_thread::get_id();
+    EXPECT_NE(why.message().find("shut down"), std::string::npos) << why.message();
+    EXPECT_FALSE(l.token.empty());
+    ++calls;
+  };
+  auto r = c->acquire(unique("shutdown"), a);
+  ASSERT_TRUE(r) << r.report.message();
+  const loss_token t = r.lock.token_for_work();
+  c.reset();
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(code.load(), static_cast<int>(errc::cancelled));
+  EXPECT_NE(where, std::this_thread::get_id());
+  EXPECT_TRUE(t.stop_requested());
+  EXPECT_FALSE(r.lock.owns_lock());
+  r.lock = lock();  // the handle's release finds the client gone: no second report
+  EXPECT_EQ(calls.load(), 1);
+}
+
+// Callbacks of calls made while the client shuts down still run on the loop thread.
+TEST(Shutdown, async_calls_made_while_the_client_drains_call_back_on_the_loop_thread) {
+  redis_cluster cl(3);
+  auto c = std::make_unique<client>(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(*c));
+  constexpr int kLocks = 20;
+  std::vector<lock> locks;
+  for (int i = 0; i < kLocks; ++i) {
+    auto r = c->acquire(unique("drain"), once());
+    ASSERT_TRUE(r) << r.report.message();
+    locks.push_back(std::move(r.lock));
+  }
+  std::thread::id loop_thread;
+  {
+    std::promise<std::thread::id> p;
+    c->acquire_async(unique("probe"), once(),
+                     [&](acquire_result) { p.set_value(std::this_thread::get_id()); });
+    loop_thread = p.get_future().get();
+  }
+  std::mutex mu;
+  std::vector<std::thread::id> seen;
+  std::atomic<int> inline_calls{0};
+  std::atomic<bool> go{false};
+  std::thread releaser([&] {
+    while (!go) std::this_thread::yield();
+    for (auto& l : locks) {
+      auto returned = std::make_shared<std::atomic<bool>>(false);
+      l.release_async([&mu, &seen, &inline_calls, returned](report) {
+        if (!*returned) ++inline_calls;
+        std::lock_guard<std::mutex> g(mu);
+        seen.push_back(std::this_thread::get_id());
+      });
+      *returned = true;
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  go = true;
+  std::this_thread::sleep_for(3ms);
+  c.reset();  // drains: releases posted meanwhile complete on the loop thread
+  releaser.join();
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard<std::mutex> g(mu);
+    return seen.size() == kLocks;
+  }));
+  // After the client's loop has finished (the destructor returned), a lock handle
+  // has no loop left: its callback runs on the calling thread, with cancelled,
+  // before release_async returns (documented in client.h). Every other callback
+  // ran on the loop thread.
+  int on_loop = 0;
+  for (auto id : seen) on_loop += id == loop_thread ? 1 : 0;
+  EXPECT_EQ(on_loop + inline_calls.load(), kLocks);
+}
+
+// Deterministic on an external loop: the client's last step (closing its handles)
+// runs a release whose callback asks another thread to release a second lock. That
+// second call comes after the shutdown began but before the loop finished: its
+// callback must run on the loop thread, not inline on the other thread.
+TEST(Shutdown, a_call_made_while_the_client_closes_its_handles_calls_back_on_the_loop_thread) {
+  redis_cluster cl(3);
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  auto c = make_client_on_loop(options_for(cl.uris()), &loop);
+  std::vector<lock> locks;
+  const auto end = clk::now() + 10s;
+  for (int i = 0; i < 2; ++i) {
+    bool done = false;
+    c->acquire_async(unique("closing"), once(), [&](acquire_result r) {
+      EXPECT_TRUE(r) << r.report.message();
+      locks.push_back(std::move(r.lock));
+      done = true;
+    });
+    while (!done && clk::now() < end) uv_run(&loop, UV_RUN_ONCE);
+  }
+  ASSERT_EQ(locks.size(), 2u);
+  // Let late replies (the third node's grant) arrive: with every connection quiet,
+  // the shutdown's last step is due at once when the loop runs next.
+  for (const auto quiet_until = clk::now() + 300ms; clk::now() < quiet_until;) {
+    uv_run(&loop, UV_RUN_NOWAIT);
+    std::this_thread::sleep_for(2ms);
+  }
+  const std::thread::id loop_thread = std::this_thread::get_id();
+  c.reset();  // on the loop thread: the shutdown starts; its last step is a timer
+  bool a_done = false, b_done = false, b_inline = false;
+  std::thread::id b_thread;
+  errc b_code{};
+  // Posted from another thread while the loop is not running: it runs when the
+  // shutdown's last step runs the tasks still queued.
+  std::thread([&] {
+    locks[0].release_async([&](report ra) {
+      // Premise: A ran in the shutdown's last step, on closed connections.
+      EXPECT_EQ(ra.error, errc::cancelled) << ra.message();
+      a_done = true;
+      // On the loop thread, inside the shutdown: another thread releases lock B.
+      std::thread([&] {
+        auto returned = std::make_shared<std::atomic<bool>>(false);
+        locks[1].release_async([&, returned](report rb) {
+          b_inline = !*returned;
+          b_thread = std::this_thread::get_id();
+          b_code = static_cast<errc>(rb.error.value());
+          b_done = true;
+        });
+        *returned = true;
+      }).join();
+    });
+  }).join();
+  for (int i = 0; i < 200 && uv_run(&loop, UV_RUN_NOWAIT) != 0; ++i) std::this_thread::sleep_for(2ms);
+  EXPECT_EQ(uv_loop_close(&loop), 0);
+  ASSERT_TRUE(a_done);
+  ASSERT_TRUE(b_done);
+  EXPECT_FALSE(b_inline) << "the callback ran inside release_async on the calling thread";
+  EXPECT_EQ(b_thread, loop_thread);
+  EXPECT_EQ(b_code, errc::cancelled);
+}
+
+TEST(Shutdown, release_async_after_the_client_is_gone_reports_cancelled) {
+  redis_cluster cl(3);
+  auto c = std::make_unique<client>(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(*c));
+  auto r = c->acquire(unique("gone"), once());
+  ASSERT_TRUE(r) << r.report.message();
+  c.reset();
+  int calls = 0;
+  errc got{};
+  r.lock.release_async([&](report rep) {
+    ++calls;
+    got = static_cast<errc>(rep.error.value());
+  });
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(got, errc::cancelled);
+}
+
+// ------------------------------------------------------------ release retry
+
+TEST(Release, a_failed_release_keeps_the_lease_so_the_caller_can_retry) {
+  node_config cfg;
+  cfg.aof = true;  // the killed nodes come back with the key
+  redis_cluster cl(3, cfg);
+  client c(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(c));
+  const std::string res = unique("retry");
+  auto r = c.acquire(res, once(20000ms));
+  ASSERT_TRUE(r) << r.report.message();
+  const std::string token = r.lock.info().token;
+  cl[1].kill();
+  cl[2].kill();
+  // Let the client see both nodes down first, so that the release below is not
+  // queued on a reconnect that could deliver it after the restart.
+  ASSERT_TRUE(
+      eventually([&] { return c.inspect("probe").report.count(node_status::connection_error) == 2; }));
+  auto failed = r.lock.release();
+  cl[1].start();
+  cl[2].start();
+  // (A node may still be loading its AOF for a moment after it answers PING.)
+  ASSERT_TRUE(eventually([&] { return cl.count_key(res) == 2; })) << "the restarted nodes lost the key";
+  EXPECT_EQ(failed.error, errc::unavailable) << failed.message();
+  EXPECT_FALSE(r.lock.owns_lock());
+  EXPECT_EQ(r.lock.info().token, token) << "the token of a lock whose release failed is gone";
+  EXPECT_EQ(r.lock.info().resource, res);
+  // The handle retries.
+  ASSERT_TRUE(wait_connected(c));
+  auto again = r.lock.release();
+  EXPECT_TRUE(again) << again.message();
+  EXPECT_EQ(cl.count_key(res), 0);
+  // Once released, a further release says so.
+  EXPECT_EQ(r.lock.release().error, errc::not_owner);
+}
+
+TEST(Release, a_failed_release_async_keeps_the_lease_too) {
+  node_config cfg;
+  cfg.aof = true;  // the killed nodes come back with the key
+  redis_cluster cl(3, cfg);
+  client c(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(c));
+  const std::string res = unique("retry-async");
+  auto r = c.acquire(res, once(20000ms));
+  ASSERT_TRUE(r) << r.report.message();
+  const std::string token = r.lock.info().token;
+  cl[1].kill();
+  cl[2].kill();
+  // Let the client see both nodes down first, so that the release below is not
+  // queued on a reconnect that could deliver it after the restart.
+  ASSERT_TRUE(
+      eventually([&] { return c.inspect("probe").report.count(node_status::connection_error) == 2; }));
+  std::promise<report> p;
+  r.lock.release_async([&](report rep) { p.set_value(std::move(rep)); });
+  auto failed = p.get_future().get();
+  cl[1].start();
+  cl[2].start();
+  EXPECT_EQ(failed.error, errc::unavailable) << failed.message();
+  ASSERT_EQ(r.lock.info().token, token);
+  ASSERT_TRUE(eventually([&] { return cl.count_key(res) == 2; })) << "the restarted nodes lost the key";
+  ASSERT_TRUE(wait_connected(c));
+  auto again = c.release(r.lock.info());
+  EXPECT_TRUE(again) << again.message();
+  EXPECT_EQ(cl.count_key(res), 0);
+}
+
+// ------------------------------------------------------------ watchdog interval
+
+TEST(Watchdog, an_interval_that_leaves_no_time_for_an_extension_round_is_refused) {
+  redis_cluster cl(3);
+  client c(options_for(cl.uris()));  // command_timeout 150 ms
+  ASSERT_TRUE(wait_connected(c));
+  acquire_options a = once(1000ms);  // drift 12 ms: validity at most 988 ms
+  a.auto_extend = true;
+  a.extend_interval = 995ms;  // between ttl - drift and ttl
+  auto r = c.acquire(unique("interval"), a);
+  EXPECT_EQ(r.report.error, errc::invalid_argument) << r.report.message();
+  EXPECT_NE(r.report.message().find("extend_interval"), std::string::npos) << r.report.message();
+  a.extend_interval = 900ms;  // 900 + 150 > 988
+  EXPECT_EQ(c.acquire(unique("interval"), a).report.error, errc::invalid_argument);
+  a.extend_interval = 800ms;  // 800 + 150 <= 988
+  auto ok = c.acquire(unique("interval"), a);
+  EXPECT_TRUE(ok) << ok.report.message();
+  std::promise<acquire_result> p;
+  a.extend_interval = 995ms;
+  c.acquire_async(unique("interval"), a, [&](acquire_result res) { p.set_value(std::move(res)); });
+  EXPECT_EQ(p.get_future().get().report.error, errc::invalid_argument);
+}
+
+// ------------------------------------------------------------ cancel before start
+
+TEST(Cancel, a_cancel_that_reaches_the_loop_before_its_acquire_cancels_it) {
+  redis_cluster cl(3);
+  client c(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(c));
+  auto holder = c.acquire(unique("blocker"), once());
+  ASSERT_TRUE(holder) << holder.report.message();
+  // Block the loop inside a callback, then issue the acquire from this thread and
+  // the cancel from the loop thread: the loop runs its own posts first.
+  std::promise<void> entered;
+  std::promise<std::uint64_t> id_p;
+  auto id_f = id_p.get_future();
+  std::promise<report> released;
+  c.release_async(holder.lock.info(), [&](report rep) {
+    entered.set_value();
+    c.cancel(id_f.get());
+    released.set_value(std::move(rep));
+  });
+  entered.get_future().wait();
+  std::promise<acquire_result> got;
+  const std::string res = unique("cancelled");
+  const std::uint64_t id =
+      c.acquire_async(res, once(), [&](acquire_result r) { got.set_value(std::move(r)); });
+  id_p.set_value(id);
+  auto result = got.get_future().get();
+  EXPECT_EQ(result.report.error, errc::cancelled) << result.report.message();
+  EXPECT_FALSE(result.lock.owns_lock());
+  ASSERT_TRUE(released.get_future().get());
+  EXPECT_TRUE(eventually([&] { return cl.count_key(res) == 0; }));
+}
+
+// ------------------------------------------------------------ timings
+
+TEST(Timing, elapsed_is_measured_from_the_call_and_the_lease_has_its_acquisition_instant) {
+  redis_cluster cl(3);
+  client c(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(c));
+  // Keep the loop busy for 600 ms inside a callback while this thread calls (the
+  // bound below leaves 300 ms for this thread to be descheduled on a busy machine).
+  auto block_loop = [&](std::promise<void>& entered) {
+    c.acquire_async(unique("busy"), once(), [&entered](acquire_result) {
+      entered.set_value();
+      std::this_thread::sleep_for(600ms);
+    });
+    entered.get_future().wait();
+  };
+  std::promise<void> e1;
+  block_loop(e1);
+  const auto before = clk::now();
+  auto r = c.acquire(unique("timed"), once());
+  const auto after = clk::now();
+  ASSERT_TRUE(r) << r.report.message();
+  EXPECT_GE(r.report.elapsed, 300ms) << "elapsed " << r.report.elapsed.count() << " us";
+  EXPECT_LE(r.report.elapsed, duration_cast<microseconds>(after - before));
+  const lease l = r.lock.info();
+  ASSERT_TRUE(l.acquired_at.has_value());
+  EXPECT_GE(*l.acquired_at, before);
+  EXPECT_LE(*l.acquired_at, after);
+  // validity is floored to whole ms, never more than what valid_until says.
+  EXPECT_LE(r.report.validity, duration_cast<milliseconds>(*l.valid_until - *l.acquired_at));
+
+  std::promise<void> e2;
+  block_loop(e2);
+  auto ext = r.lock.extend(10000ms);
+  ASSERT_TRUE(ext) << ext.message();
+  EXPECT_GE(ext.elapsed, 300ms) << "elapsed " << ext.elapsed.count() << " us";
+  EXPECT_EQ(r.lock.info().acquired_at, l.acquired_at);
+
+  std::promise<void> e3;
+  block_loop(e3);
+  std::promise<report> rel;
+  c.release_async(r.lock.info(), [&](report rep) { rel.set_value(std::move(rep)); });
+  auto rr = rel.get_future().get();
+  ASSERT_TRUE(rr) << rr.message();
+  EXPECT_GE(rr.elapsed, 300ms) << "elapsed " << rr.elapsed.count() << " us";
+}
+
+}  // namespace
+}  // namespace redlock::test
