@@ -86,6 +86,14 @@ class core : public std::enable_shared_from_this<core> {
   std::uint64_t jitter() noexcept { return rng_.next(); }
   bool closing() const noexcept { return closing_; }
   void note_quiet();  // a connection may have become quiet; finishes a pending stop
+  // Rollbacks still being delivered (operations.cc, class cleanup). A stop waits
+  // for them, but only up to its drain bound (begin_stop).
+  void cleanup_started() noexcept { ++cleanups_; }
+  void cleanup_finished() {
+    --cleanups_;
+    note_quiet();
+  }
+  void cleanup_dropped() noexcept { --cleanups_; }  // abandoned by finish_stop
 
   // Operations (loop thread). Callbacks run on the loop thread, exactly once.
   void acquire(std::uint64_t id, std::string resource, acquire_options o, std::function<void(acquire_result)> done);
@@ -150,6 +158,7 @@ class core : public std::enable_shared_from_this<core> {
   std::unordered_map<std::uint64_t, std::weak_ptr<acquire_op>> ops_;
   bool closing_ = false;
   bool finished_ = false;
+  std::size_t cleanups_ = 0;
   std::chrono::milliseconds max_ttl_used_{0};
   int handles_open_ = 0;
   std::shared_ptr<core> self_;  // keeps the core alive until its handles closed

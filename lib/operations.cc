@@ -170,21 +170,159 @@ command lock_command(script_id s, const std::string& key, const std::string& tok
   return c;
 }
 
-// Fire-and-forget ownership-checked delete on every node; nodes that did not
-// answer the attempt (their state is unknown, their script cache too) get EVAL.
-void rollback(core& c, const std::string& key, const std::string& token, const std::vector<vote>& votes) {
-  auto r = std::make_shared<round>(c, op_kind::release, script_id::release, false);
-  std::vector<bool> force(votes.size());
-  for (std::size_t i = 0; i < votes.size(); ++i) {
-    force[i] = votes[i].status != node_status::ok && votes[i].status != node_status::held;
+// Delivers the ownership-checked delete of one attempt's key (key, token) to a
+// set of nodes until each one confirms it — a reply: deleted, not owner, or the key
+// is not a string — or until the key cannot exist any more: `ttl` plus the drift
+// after the moment the delivery started, the latest time at which our SET can
+// have been applied by a node that still receives our requests (a request on a
+// connection that broke is never applied after the break). A node whose request
+// fails (down, backing off, reset, timed out, a transient error) gets it again
+// after a backoff that follows the reconnect backoff, so a node that comes back
+// within the TTL is cleaned up. The token is this attempt's alone: a delete that
+// arrives late can never remove anyone else's key.
+//
+// Self-owned: kept alive by its in-flight requests and its retry timer. A stopping
+// client waits for running cleanups, but only up to its drain bound
+// (core::begin_stop): there the remaining ones are abandoned and their keys expire
+// by their TTL.
+class cleanup final : public sink, public std::enable_shared_from_this<cleanup> {
+ public:
+  // nodes[i]: deliver to node i; force_eval[i]: send the script body at first.
+  static void start(core& c, const std::string& key, const std::string& token, const std::vector<bool>& nodes,
+                    const std::vector<bool>& force_eval, milliseconds ttl) {
+    auto self = std::shared_ptr<cleanup>(new cleanup(c, key, token, ttl));
+    bool any = false;
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      if (!nodes[i]) continue;
+      self->state_[i] = node_state::waiting;
+      any = true;
+    }
+    if (!any) return self->finish();
+    self->send_waiting(force_eval);
   }
-  r->send(lock_command(script_id::release, key, token), {}, force);
-  (void)r;
+
+  ~cleanup() override {
+    if (!finished_) c_.cleanup_dropped();  // abandoned at the end of a client's stop
+  }
+
+  void on_reply(std::size_t node, std::uint32_t, const reply_event& ev) override {
+    if (finished_ || state_[node] != node_state::in_flight) return;
+    bool confirmed = ev.status == node_status::cancelled;  // client shut down: nothing more to do
+    if (ev.status == node_status::pending && ev.reply != nullptr) {
+      const classified cl = classify_reply(script_id::release, ev.reply);
+      confirmed = cl.v.status == node_status::ok || cl.v.status == node_status::not_owner ||
+                  cl.v.permanent == errc::wrong_type;
+    }
+    state_[node] = confirmed ? node_state::done : node_state::waiting;
+    if (sending_) return;
+    if (!confirmed) schedule_retry();
+    maybe_finish();
+  }
+
+ private:
+  enum class node_state { none, waiting, in_flight, done };
+
+  cleanup(core& c, const std::string& key, const std::string& token, milliseconds ttl)
+      : c_(c), until_(c.now() + duration_cast<clock_tp::duration>(microseconds(ttl) +
+                                                                    drift_of(ttl, c.options().clock_drift_factor))),
+        backoff_(std::max(milliseconds(1), c.options().reconnect_min_backoff)),
+        state_(c.size(), node_state::none) {
+    command cmd;
+    cmd.script = script_id::release;
+    cmd.key = key;
+    cmd.arg1 = token;
+    wire_ = std::make_shared<const wire>(std::move(cmd));
+    c_.cleanup_started();
+  }
+
+  void send_waiting(const std::vector<bool>& force_eval) {
+    sending_ = true;
+    auto self = shared_from_this();
+    for (std::size_t i = 0; i < state_.size(); ++i) {
+      if (state_[i] != node_state::waiting) continue;
+      state_[i] = node_state::in_flight;
+      // submit() may answer at once (node down): on_reply sees sending_.
+      c_.conn(i).submit(wire_, force_eval.empty() || force_eval[i], self, 0);
+    }
+    sending_ = false;
+    schedule_retry();
+    maybe_finish();
+  }
+
+  void schedule_retry() {
+    if (timer_ != 0 || finished_) return;
+    bool waiting = false;
+    for (node_state s : state_) waiting = waiting || s == node_state::waiting;
+    if (!waiting) return;
+    const clock_tp now = c_.now();
+    if (now >= until_) {
+      // The TTL has passed: a key of this attempt cannot exist any more.
+      for (node_state& s : state_) {
+        if (s == node_state::waiting) s = node_state::done;
+      }
+      return;
+    }
+    const milliseconds left = duration_cast<milliseconds>(until_ - now) + milliseconds(1);
+    const milliseconds delay = std::min(backoff_, left);
+    backoff_ = std::min(backoff_ * 2, std::max(backoff_, c_.options().reconnect_max_backoff));
+    auto self = shared_from_this();
+    timer_ = c_.schedule(delay, [self] {
+      self->timer_ = 0;
+      if (self->finished_) return;
+      // The node's connection was lost or refused: a new one has lost the script cache.
+      self->send_waiting({});
+    });
+  }
+
+  void maybe_finish() {
+    for (node_state s : state_) {
+      if (s == node_state::waiting || s == node_state::in_flight) return;
+    }
+    finish();
+  }
+
+  void finish() {
+    if (finished_) return;
+    finished_ = true;
+    if (timer_ != 0) c_.cancel_timer(timer_);
+    timer_ = 0;
+    c_.cleanup_finished();
+  }
+
+  core& c_;
+  clock_tp until_;
+  milliseconds backoff_;
+  std::vector<node_state> state_;
+  std::shared_ptr<const wire> wire_;
+  std::uint64_t timer_ = 0;
+  bool sending_ = false;
+  bool finished_ = false;
+};
+
+// Rolls back a failed attempt: every node that may hold its key gets the delete
+// (see cleanup). Nodes that refused (held by another owner), were not asked
+// (excluded by a guard) or refused authentication cannot hold it. Nodes that did
+// not answer (their state is unknown, their script cache too) get EVAL at once.
+void rollback(core& c, const std::string& key, const std::string& token, const std::vector<vote>& votes,
+              milliseconds ttl) {
+  std::vector<bool> nodes(votes.size()), force(votes.size());
+  for (std::size_t i = 0; i < votes.size(); ++i) {
+    const node_status s = votes[i].status;
+    nodes[i] = s != node_status::held && s != node_status::excluded && s != node_status::auth_error;
+    force[i] = s != node_status::ok;
+  }
+  cleanup::start(c, key, token, nodes, force, ttl);
 }
 
 }  // namespace
 
 // ---------------------------------------------------------------- acquire
+
+// One attempt of an acquire; its rounds keep it for answers that arrive late.
+struct attempt_state {
+  std::string token;
+  bool failed = false;  // decided as failed and rolled back
+};
 
 class acquire_op : public std::enable_shared_from_this<acquire_op> {
  public:
@@ -200,6 +338,8 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
     retry_timer_ = 0;
     ++attempt_;
     token_ = make_token();
+    current_ = std::make_shared<attempt_state>();
+    current_->token = token_;
     // Fenced: the fenced script. Otherwise the plain SET NX PX GET (each
     // connection pipelines a TIME behind it when the clock-jump guard wants one).
     const script_id sid = o_.fencing ? script_id::acquire_fenced : script_id::acquire_set;
@@ -208,7 +348,7 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
     r->on_decided = [self](round& rd) { self->on_acquired(rd); };
     // The round (kept alive by its in-flight requests) keeps the op alive for late
     // answers; the op does not hold the round, so there is no cycle.
-    r->on_late = [self, attempt = attempt_](round& rd, std::size_t node) { self->on_late(rd, node, attempt); };
+    r->on_late = [self, at = current_](round& rd, std::size_t node) { self->on_late(rd, node, *at); };
     command cmd = lock_command(sid, key_, token_, std::to_string(o_.ttl.count()));
     if (o_.fencing) cmd.key2 = fence_key_;
     // Nodes that the restart or clock-jump guard quarantines get no vote.
@@ -251,10 +391,21 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
     }
   }
 
-  void on_late(round& r, std::size_t node, int attempt) {
+  void on_late(round& r, std::size_t node, const attempt_state& at) {
+    if (r.votes[node].status != node_status::ok) return;
+    if (at.failed) {
+      // A grant that arrives after its attempt failed (the rollback may have reached
+      // the node before the grant did: a resend after NOSCRIPT, a connection reset
+      // in between), also for an earlier attempt of an acquire that went on: it is
+      // released, with the same delivery guarantee as the rollback.
+      std::vector<bool> only(c_.size());
+      only[node] = true;
+      cleanup::start(c_, key_, at.token, only, {}, o_.ttl);
+      return;
+    }
     // A grant that arrives after a fenced success still gets the commit, so every
     // node holding this owner's key carries its fence.
-    if (attempt == attempt_ && fence_ && r.votes[node].status == node_status::ok && !failed_attempt_) {
+    if (&at == current_.get() && fence_) {
       auto cr = std::make_shared<round>(c_, op_kind::fence_commit, script_id::fence_commit, false);
       std::vector<std::string> skip(c_.size(), "not this node");
       skip[node].clear();
@@ -324,15 +475,14 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
   }
 
   void fail_attempt(round& r, std::error_code ec) {
-    failed_attempt_ = true;
-    rollback(c_, key_, token_, r.votes);
+    current_->failed = true;
+    rollback(c_, key_, token_, r.votes, o_.ttl);
     last_ = make_report(c_, r, ec, call_start_, c_.now(), attempt_);
     if (ec == errc::contended) c_.stats().contended.fetch_add(1, std::memory_order_relaxed);
     if (retryable(ec) && !cancelled_ && !c_.closing() && attempt_ < o_.retry.max_attempts) {
       const milliseconds delay = retry_delay(o_.retry, attempt_ + 1, c_.jitter());
       const auto spent = duration_cast<milliseconds>(c_.now() - call_start_);
       if (o_.retry.deadline.count() == 0 || spent + delay <= o_.retry.deadline) {
-        failed_attempt_ = false;
         fence_.reset();
         auto self = shared_from_this();
         retry_timer_ = c_.schedule(delay, [self] { self->start_attempt(); });
@@ -370,9 +520,9 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
   int attempt_ = 0;
   bool cancelled_ = false;
   bool done_called_ = false;
-  bool failed_attempt_ = false;
   std::uint64_t retry_timer_ = 0;
   std::string token_;
+  std::shared_ptr<attempt_state> current_;
   std::optional<std::uint64_t> fence_;
   report last_;
 };

@@ -129,7 +129,9 @@ struct client_stats {
   std::uint64_t acquires = 0;   // acquire calls completed
   std::uint64_t acquired = 0;   // of which succeeded
   std::uint64_t contended = 0;  // of which failed contended
-  std::uint64_t releases = 0;   // release rounds completed (explicit, destructor, rollback)
+  // Release rounds completed: explicit releases and those of lock destructors. The
+  // rollbacks of failed acquires are not counted (they release no held lock).
+  std::uint64_t releases = 0;
   std::uint64_t release_failures = 0;  // releases nobody waited for that failed
   std::uint64_t extends = 0;           // extend rounds completed (incl. watchdog)
   std::uint64_t locks_lost = 0;        // watchdog or extend declared a lock lost
