@@ -45,6 +45,7 @@ struct held {
   std::uint64_t timer = 0;
   int max_extensions = 0;  // 0 = no cap
   int extensions = 0;
+  std::uint64_t extensions_sent = 0;  // extension rounds started (watchdog and extend())
   std::chrono::milliseconds max_hold{0};  // 0 = no cap
   std::chrono::steady_clock::time_point acquired_at;
   bool capped = false;  // the extension cap was reached: the lock runs out

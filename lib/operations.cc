@@ -685,6 +685,37 @@ std::optional<milliseconds> held::capped_ttl(milliseconds want, clock_tp now, do
   return want;
 }
 
+namespace {
+
+// Called just before an extension of a held lock to `ttl` is sent. Whatever its
+// outcome, every node it reaches keeps the key for only `ttl` from then on — a
+// shorter TTL than what is left shortens the key — and a failed extension may
+// well have reached a node (a minority, or a majority whose replies were lost).
+// So the validity believed from now on is at most now + ttl - drift: the belief
+// never outlives a key this extension may have shortened. Returns the
+// extension's sequence number, for extension_succeeded().
+std::uint64_t begin_extension(const core& c, held& h, milliseconds ttl) {
+  const clock_tp bound =
+      c.now() + duration_cast<clock_tp::duration>(microseconds(ttl) - drift_of(ttl, c.options().clock_drift_factor));
+  if (to_ns(bound) < h.valid_until_ns.load(std::memory_order_acquire)) {
+    h.valid_until_ns.store(to_ns(bound), std::memory_order_release);
+  }
+  return ++h.extensions_sent;
+}
+
+// Extension `seq` got a quorum: validity runs to `valid_until`. Only the latest
+// extension sent may move it later: one sent after `seq` (the watchdog and an
+// explicit extend() overlapping) may have shortened the keys behind it on every
+// node, and lowered the validity when it was sent.
+void extension_succeeded(held& h, std::uint64_t seq, clock_tp valid_until) {
+  ++h.extensions;
+  if (seq == h.extensions_sent || to_ns(valid_until) < h.valid_until_ns.load(std::memory_order_acquire)) {
+    h.valid_until_ns.store(to_ns(valid_until), std::memory_order_release);
+  }
+}
+
+}  // namespace
+
 void core::declare_lost(const std::shared_ptr<held>& h, const report& why) {
   if (h->lost.exchange(true)) return;
   stats_.locks_lost.fetch_add(1, std::memory_order_relaxed);
@@ -731,13 +762,14 @@ void core::watchdog_tick(const std::shared_ptr<held>& h) {
     return;
   }
   std::weak_ptr<held> w = h;
-  extend_round(*this, l, *ttl, [this, w](report r, clock_tp valid_until) {
+  // Under max_hold the TTL may be shorter than what is left: lower the validity first.
+  const std::uint64_t seq = begin_extension(*this, *h, *ttl);
+  extend_round(*this, h->snapshot(), *ttl, [this, w, seq](report r, clock_tp valid_until) {
     auto hp = w.lock();
     if (!hp) return;
     if (!hp->watchdog || hp->finished.load() || hp->lost.load()) return;
     if (!r.error) {
-      ++hp->extensions;
-      hp->valid_until_ns.store(to_ns(valid_until), std::memory_order_release);
+      extension_succeeded(*hp, seq, valid_until);
       hp->timer = schedule(hp->interval, [this, w] {
         if (auto p = w.lock()) watchdog_tick(p);
       });
@@ -767,12 +799,12 @@ void core::extend_held(const std::shared_ptr<held>& h, milliseconds ttl, std::fu
   const auto capped = h->capped_ttl(ttl, now(), options_.clock_drift_factor);
   if (!capped) return done(bare_report(*this, make_error_code(errc::extension_limit), ""));
   std::weak_ptr<held> w = h;
-  extend_round(*this, h->snapshot(), *capped, [this, w, done = std::move(done)](report r, clock_tp valid_until) {
+  const std::uint64_t seq = begin_extension(*this, *h, *capped);
+  extend_round(*this, h->snapshot(), *capped, [this, w, seq, done = std::move(done)](report r, clock_tp valid_until) {
     auto hp = w.lock();
     if (hp && !hp->finished.load()) {
       if (!r.error) {
-        ++hp->extensions;
-        hp->valid_until_ns.store(to_ns(valid_until), std::memory_order_release);
+        extension_succeeded(*hp, seq, valid_until);
       } else if (r.error == errc::not_owner || r.error == errc::lock_lost) {
         r.error = errc::lock_lost;
         declare_lost(hp, r);

@@ -90,6 +90,11 @@ class REDLOCK_EXPORT lock {
   // Ownership-checked extension to `ttl` on all nodes; needs a quorum and positive
   // new validity. errc::lock_lost if validity had already run out. Blocks; returns
   // errc::would_deadlock on the loop thread.
+  // Extending to a `ttl` shorter than the validity left shortens the keys on the
+  // nodes it reaches, even when it fails (errc::unavailable with a minority
+  // reached): from the moment it is sent, the validity is at most ttl - drift,
+  // whatever the outcome (remaining_validity() and info() show it), and only a
+  // success moves it later.
   [[nodiscard]] report extend(std::chrono::milliseconds ttl);
   // Stops the watchdog, then releases on all nodes. After it, owns_lock() is false
   // whatever the result. Blocks; errc::would_deadlock on the loop thread.
@@ -164,7 +169,14 @@ class REDLOCK_EXPORT client {
 
   // Ownership-checked extension of a lease to `ttl`. Errors: not_owner, lock_lost
   // (lease.valid_until already passed), unavailable, invalid_argument, cancelled,
-  // would_deadlock. On success report.validity is the new validity.
+  // would_deadlock. On success report.validity is the new validity, counted from
+  // just before the request was sent; the caller updates its lease with it.
+  // On failure report.validity is zero, and the caller must assume that the
+  // extension reached some nodes anyway: where `ttl` is shorter than the validity
+  // left, those keys now expire sooner, so the lease is valid no longer than
+  // min(l.valid_until, the moment of the call + ttl - drift) — in practice, after
+  // a failed extension to a shorter TTL, stop using the lock within that TTL.
+  // (A lock handle does this bookkeeping itself: lock::extend.)
   [[nodiscard]] report extend(const lease& l, std::chrono::milliseconds ttl);
   void extend_async(lease l, std::chrono::milliseconds ttl, std::function<void(report)> done);
 
