@@ -100,6 +100,11 @@ std::string describe(const report& r) {
         std::to_string(r.elapsed.count() / 1000) + " ms)";
   } else {
     s = r.error.message();
+    // Refused before any node was asked (invalid argument, shut down): the reason
+    // is the first node's detail, which the node list below leaves out.
+    if (!r.nodes.empty() && r.nodes.front().status == node_status::pending && !r.nodes.front().detail.empty()) {
+      s += ": " + r.nodes.front().detail;
+    }
   }
   if (r.attempts > 1) s += " after " + std::to_string(r.attempts) + " attempts";
   std::string nodes;
