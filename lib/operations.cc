@@ -25,6 +25,7 @@ round::round(core& c, op_kind kind, script_id script, bool wait_all)
   fences.resize(n);
   values.resize(n);
   pttls.assign(n, -2);
+  unsent.assign(n, false);
 }
 
 round::~round() {
@@ -75,6 +76,7 @@ void round::send(const command& cmd, const std::vector<std::string>& skip, const
 void round::on_reply(std::size_t node, std::uint32_t, const reply_event& ev) {
   vote& v = votes[node];
   node_result& r = results[node];
+  unsent[node] = ev.unsent;
   if (ev.status != node_status::pending || ev.reply == nullptr) {
     v.status = ev.status == node_status::pending ? node_status::protocol_error : ev.status;
     if (v.status == node_status::auth_error) v.permanent = errc::auth_failed;
@@ -299,16 +301,17 @@ class cleanup final : public sink, public std::enable_shared_from_this<cleanup> 
   bool finished_ = false;
 };
 
-// Rolls back a failed attempt: every node that may hold its key gets the delete
-// (see cleanup). Nodes that refused (held by another owner), were not asked
-// (excluded by a guard) or refused authentication cannot hold it. Nodes that did
-// not answer (their state is unknown, their script cache too) get EVAL at once.
-void rollback(core& c, const std::string& key, const std::string& token, const std::vector<vote>& votes,
-              milliseconds ttl) {
+// Rolls back a failed attempt (its acquire round `r`): every node that may hold
+// its key gets the delete (see cleanup). Nodes that refused (held by another
+// owner), were not asked (excluded by a guard), refused authentication, or whose
+// connection refused the request at once cannot hold it. Nodes that did not
+// answer (their state is unknown, their script cache too) get EVAL at once.
+void rollback(core& c, const std::string& key, const std::string& token, const round& r, milliseconds ttl) {
+  const std::vector<vote>& votes = r.votes;
   std::vector<bool> nodes(votes.size()), force(votes.size());
   for (std::size_t i = 0; i < votes.size(); ++i) {
     const node_status s = votes[i].status;
-    nodes[i] = s != node_status::held && s != node_status::excluded && s != node_status::auth_error;
+    nodes[i] = !r.unsent[i] && s != node_status::held && s != node_status::excluded && s != node_status::auth_error;
     force[i] = s != node_status::ok;
   }
   cleanup::start(c, key, token, nodes, force, ttl);
@@ -476,7 +479,7 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
 
   void fail_attempt(round& r, std::error_code ec) {
     current_->failed = true;
-    rollback(c_, key_, token_, r.votes, o_.ttl);
+    rollback(c_, key_, token_, r, o_.ttl);
     last_ = make_report(c_, r, ec, call_start_, c_.now(), attempt_);
     if (ec == errc::contended) c_.stats().contended.fetch_add(1, std::memory_order_relaxed);
     if (retryable(ec) && !cancelled_ && !c_.closing() && attempt_ < o_.retry.max_attempts) {

@@ -98,5 +98,33 @@ TEST(Rollback, rollback_reaches_a_node_that_was_unreachable_when_the_acquire_fai
       << "node 1 kept our key: PTTL " << nodes[0].pttl(res) << " ms";
 }
 
+// A rollback that cannot be delivered holds a stopping client only up to its
+// drain bound (two command timeouts), not for the TTL.
+TEST(Rollback, a_stopping_client_abandons_undeliverable_rollbacks_at_the_drain_bound) {
+  redis_cluster nodes(3);
+  std::vector<std::string> uris;
+  auto proxies = proxy_each(nodes, uris);
+  auto o = scenario_options(uris);
+  o.command_timeout = 500ms;
+  auto c = std::make_unique<client>(o);
+  ASSERT_TRUE(wait_connected(*c));
+  const std::string res = "rollback-abandoned";
+  proxies[0]->drop_replies();
+  proxies[1]->black_hole();
+  proxies[2]->black_hole();
+  std::promise<acquire_result> done;
+  c->acquire_async(res, once(60000ms), [&](acquire_result a) { done.set_value(std::move(a)); });
+  ASSERT_TRUE(eventually([&] { return nodes[0].exists(res); }, 3000ms));
+  proxies[0]->reset();
+  auto fut = done.get_future();
+  ASSERT_EQ(fut.wait_for(10s), std::future_status::ready);
+  EXPECT_FALSE(fut.get());
+  const auto t0 = steady::now();
+  c.reset();
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t0);
+  EXPECT_LT(took.count(), 10000) << "the stop waited for the rollback far past its drain bound";
+  EXPECT_TRUE(nodes[0].exists(res));  // abandoned: it expires by its TTL
+}
+
 }  // namespace
 }  // namespace redlock::test
