@@ -148,8 +148,10 @@ class REDLOCK_EXPORT client {
   // Starts a loop thread and connects to every node in the background.
   // Throws config_error for a bad configuration.
   explicit client(client_options options);
-  // Completes in-flight work (bounded by command_timeout), fails what remains with
-  // errc::cancelled, closes connections and joins the loop thread. Never throws.
+  // Completes in-flight work (bounded by two command timeouts), fails what remains
+  // with errc::cancelled, closes connections and joins the loop thread. Rollbacks of
+  // failed acquires still being delivered get the same bound; past it they are
+  // abandoned and their keys expire by their TTL. Never throws.
   ~client();
   client(const client&) = delete;
   client& operator=(const client&) = delete;
@@ -157,8 +159,13 @@ class REDLOCK_EXPORT client {
   // Acquire `resource` with the Redlock algorithm: fan out to all nodes in parallel,
   // succeed when a quorum granted and validity is positive, otherwise roll back on
   // every node and retry per options.retry. Errors: contended, unavailable,
-  // validity_exhausted, invalid_argument, auth_failed, wrong_type, cancelled,
-  // would_deadlock (called on the loop thread).
+  // validity_exhausted, invalid_argument (also for a resource name ending in
+  // ":fence", reserved for fence counters: docs/fencing.md), auth_failed,
+  // wrong_type, cancelled, would_deadlock (called on the loop thread).
+  // A rollback goes on in the background after the call returned: it is repeated
+  // for each node until the node confirms it or the TTL has passed (a node down or
+  // reset at the time gets it when it is back), and a grant that arrives after its
+  // attempt failed is released the same way.
   [[nodiscard]] acquire_result acquire(std::string_view resource, const acquire_options& options = {});
   // Asynchronous acquire. Returns an id for cancel().
   std::uint64_t acquire_async(std::string resource, acquire_options options,

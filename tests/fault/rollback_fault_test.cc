@@ -39,6 +39,32 @@ TEST(Rollback, late_grant_behind_a_delay_is_released_after_a_failed_acquire) {
   EXPECT_EQ(nodes[1].get(res), "rival");
 }
 
+// As above, but nodes 2 and 3 are held by a rival: the attempt is decided
+// (contended) at once, and its rollback follows the delayed SET on node 1's
+// ordered connection before that idle connection is reset. (This case held before
+// rollbacks were retried, thanks to that order; it pins that the order is kept.)
+TEST(Rollback, late_grant_behind_a_delay_is_released_after_contention) {
+  redis_cluster nodes(3);
+  std::vector<std::string> uris;
+  auto proxies = proxy_each(nodes, uris);
+  auto o = scenario_options(uris);
+  o.command_timeout = 50ms;
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  const std::string res = "rollback-late-contended";
+  nodes[1].command({"SET", res, "rival", "PX", "30000"});
+  nodes[2].command({"SET", res, "rival", "PX", "30000"});
+  proxies[0]->latency(120ms);
+  std::this_thread::sleep_for(1200ms);
+  auto r = c.acquire(res, once(30000ms));
+  EXPECT_EQ(r.report.error, errc::contended) << r.report.message();
+  std::this_thread::sleep_for(300ms);
+  EXPECT_TRUE(eventually([&] { return !nodes[0].exists(res); }, 5000ms))
+      << "node 1 kept our key: PTTL " << nodes[0].pttl(res) << " ms";
+  EXPECT_EQ(nodes[1].get(res), "rival");
+  EXPECT_EQ(nodes[2].get(res), "rival");
+}
+
 // The same with retries: every attempt meets the delay on node 1, so grants of
 // earlier attempts arrive while later ones run (each attempt has its own token).
 // None may stay.
