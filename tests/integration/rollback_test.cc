@@ -4,6 +4,7 @@
 // names reserved for fence counters. (Rollbacks through a faulty network are in
 // tests/fault/rollback_fault_test.cc.)
 #include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
 
 #include <future>
 #include <string>
@@ -20,6 +21,21 @@ long long ms_between(clk::time_point from, clk::time_point to) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count();
 }
 long long ms_from_now(clk::time_point t) { return ms_between(clk::now(), t); }
+
+// Whether the node answers PING within `limit` on a fresh connection.
+bool answers_ping_within(int port, std::chrono::milliseconds limit) {
+  const timeval tv{0, static_cast<suseconds_t>(std::chrono::microseconds(limit).count())};
+  redisContext* ctx = redisConnectWithTimeout("127.0.0.1", port, timeval{1, 0});
+  if (ctx == nullptr) return false;
+  bool ok = false;
+  if (ctx->err == 0 && redisSetTimeout(ctx, tv) == REDIS_OK) {
+    auto* reply = static_cast<redisReply*>(redisCommand(ctx, "PING"));
+    ok = reply != nullptr && reply->type == REDIS_REPLY_STATUS;
+    if (reply != nullptr) freeReplyObject(reply);
+  }
+  redisFree(ctx);
+  return ok;
+}
 
 // Resumes a paused node when the test ends, also on a failed assertion.
 struct resume_at_exit {
@@ -118,16 +134,18 @@ TEST(LateGrant, noscript_resend_of_a_fenced_acquire_is_released_after_contention
   std::promise<std::string> slept;
   std::thread sleeper([&] {
     try {
-      slept.set_value(cl[0].command({"DEBUG", "SLEEP", "0.3"}));
+      slept.set_value(cl[0].command({"DEBUG", "SLEEP", "0.5"}));
     } catch (const std::exception& e) {
       slept.set_value(e.what());
     }
   });
-  std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(eventually([&] { return !answers_ping_within(cl[0].port(), 50ms); }, 2000ms))
+      << "node 1 never started sleeping";
   auto r = a.acquire(res, fenced);
   sleeper.join();
   EXPECT_EQ(slept.get_future().get(), "OK");
   EXPECT_EQ(r.report.error, errc::contended) << r.report.message();
+  EXPECT_EQ(r.report.nodes[0].status, node_status::pending) << r.report.message();  // decided without node 1
   EXPECT_TRUE(eventually([&] { return !cl[0].exists(res); }, 3000ms))
       << "node 1 kept our key: PTTL " << cl[0].pttl(res) << " ms";
   EXPECT_EQ(cl[1].get(res), "rival");
