@@ -175,13 +175,16 @@ command lock_command(script_id s, const std::string& key, const std::string& tok
 // Delivers the ownership-checked delete of one attempt's key (key, token) to a
 // set of nodes until each one confirms it — a reply: deleted, not owner, or the key
 // is not a string — or until the key cannot exist any more: `ttl` plus the drift
-// after the moment the delivery started, the latest time at which our SET can
-// have been applied by a node that still receives our requests (a request on a
-// connection that broke is never applied after the break). A node whose request
-// fails (down, backing off, reset, timed out, a transient error) gets it again
-// after a backoff that follows the reconnect backoff, so a node that comes back
-// within the TTL is cleaned up. The token is this attempt's alone: a delete that
-// arrives late can never remove anyone else's key.
+// after the delivery started. A SET still in flight then reaches its node ahead of
+// this delete on the same ordered connection; if that connection breaks, the SET
+// can have landed no later than the break (bytes a partition holds back on a
+// closed connection aside: docs/safety-harness.md), and a break more than the
+// drift after the start leaves a key that may outlive this bound by that much —
+// a liveness cost on a minority node, never a second holder, since the token is
+// this attempt's alone. A node whose request fails (down, backing off, reset,
+// timed out, a transient error) gets the delete again after a backoff that
+// follows the reconnect backoff, so a node that comes back within the TTL is
+// cleaned up. A delete that arrives late can never remove anyone else's key.
 //
 // Self-owned: kept alive by its in-flight requests and its retry timer. A stopping
 // client waits for running cleanups, but only up to its drain bound
