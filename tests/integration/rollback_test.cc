@@ -62,10 +62,9 @@ TEST(ShorterExtension, extend_to_shorter_ttl_on_minority_lowers_validity) {
 
   auto e = r.lock.extend(500ms);
   EXPECT_EQ(e.error, errc::unavailable) << e.message();
-  EXPECT_EQ(e.nodes[0].status, node_status::ok) << e.message();
-  const auto node1_pttl = cl[0].pttl(res);
-  EXPECT_GT(node1_pttl, 0);
-  EXPECT_LE(node1_pttl, 500);
+  // The extension reached node 1 (whether or not its reply beat the timeout): its
+  // key now expires within 500 ms, or already has.
+  EXPECT_LE(cl[0].pttl(res), 500);
   // The failed extension may have shortened keys: the validity is at most the
   // new TTL from the extension's start.
   EXPECT_LE(r.lock.remaining_validity().count(), 500);
