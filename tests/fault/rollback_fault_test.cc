@@ -102,7 +102,7 @@ TEST(Rollback, rollback_reaches_a_node_that_was_unreachable_when_the_acquire_fai
   std::vector<std::string> uris;
   auto proxies = proxy_each(nodes, uris);
   auto o = scenario_options(uris);
-  o.command_timeout = 1000ms;  // nodes 2 and 3 stay silent until then
+  o.command_timeout = 2000ms;  // nodes 2 and 3 stay silent until then (room to reset node 1 first)
   client c(o);
   ASSERT_TRUE(wait_connected(c));
   const std::string res = "rollback-unreachable";
@@ -131,7 +131,7 @@ TEST(Rollback, a_stopping_client_abandons_undeliverable_rollbacks_at_the_drain_b
   std::vector<std::string> uris;
   auto proxies = proxy_each(nodes, uris);
   auto o = scenario_options(uris);
-  o.command_timeout = 500ms;
+  o.command_timeout = 1000ms;
   auto c = std::make_unique<client>(o);
   ASSERT_TRUE(wait_connected(*c));
   const std::string res = "rollback-abandoned";
