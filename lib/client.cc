@@ -104,6 +104,16 @@ report invalid(const detail::core& c, errc e, const std::string& why) {
 // "" if the acquire arguments are fine, else the problem.
 std::string check_acquire(const detail::core& c, std::string_view resource, const acquire_options& o) {
   if (resource.empty()) return "resource name must not be empty";
+  // The fence counter of resource R is the key R + ":fence" (under the same
+  // prefix): a lock on such a name would collide with it. The counter key keeps
+  // its format (counters already on the nodes stay valid across upgrades, so
+  // tokens never go backwards); the names are reserved instead.
+  if (const std::string_view suffix = ":fence";
+      resource.size() >= suffix.size() && resource.substr(resource.size() - suffix.size()) == suffix) {
+    return "resource name must not end in \":fence\": '" + std::string(resource) +
+           "' names the fence counter of resource '" + std::string(resource.substr(0, resource.size() - suffix.size())) +
+           "' (see docs/fencing.md)";
+  }
   if (std::string bad = c.ttl_problem(o.ttl); !bad.empty()) return bad;
   if (const char* bad = detail::check_retry(o.retry); *bad) return bad;
   if (o.extend_interval.count() < 0) return "extend_interval must not be negative";

@@ -573,6 +573,7 @@ void connection::submit(std::shared_ptr<const wire> cmd, bool force_eval, std::s
     reply_event ev;
     ev.status = state_ == state::closed ? node_status::cancelled : down_status_;
     ev.detail = state_ == state::closed ? std::string_view("client shut down") : std::string_view(down_detail_);
+    ev.unsent = true;
     s->on_reply(index_, tag, ev);
     return;
   }
@@ -767,12 +768,17 @@ void connection::arm_deadline_timer() {
 void connection::on_deadline_timer() {
   const std::uint64_t now = uv_now(core_.loop());
   const std::uint64_t cmd_ms = static_cast<std::uint64_t>(core_.options().command_timeout.count());
-  std::vector<std::pair<std::shared_ptr<sink>, std::uint32_t>> expired;
+  struct expiry {
+    std::shared_ptr<sink> target;
+    std::uint32_t tag;
+    bool unsent;
+  };
+  std::vector<expiry> expired;
   for (request& r : queue_) {
     if (r.expired || r.deadline_ms == kNoDeadline) continue;
     if (r.deadline_ms > now) break;  // deadlines grow along the queue
     r.expired = true;
-    expired.emplace_back(std::move(r.target), r.tag);
+    expired.push_back(expiry{std::move(r.target), r.tag, !r.sent});
   }
   const std::uint64_t stall = stall_at(now);
   const bool stalled = stall != 0 && stall <= now;
@@ -781,7 +787,8 @@ void connection::on_deadline_timer() {
     reply_event ev;
     ev.status = node_status::timeout;
     ev.detail = detail;
-    if (e.first) e.first->on_reply(index_, e.second, ev);
+    ev.unsent = e.unsent;
+    if (e.target) e.target->on_reply(index_, e.tag, ev);
   }
   if (stalled && state_ == state::ready) {
     fail_connection(node_status::timeout,
@@ -816,6 +823,7 @@ void connection::fail_connection(node_status status, std::string detail, bool pe
     reply_event ev;
     ev.status = status;
     ev.detail = detail;
+    ev.unsent = !r.sent;
     complete(r, ev);
   }
   if (core_.closing()) {
@@ -857,6 +865,7 @@ void connection::shutdown() {
     reply_event ev;
     ev.status = node_status::cancelled;
     ev.detail = "client shut down";
+    ev.unsent = !r.sent;
     complete(r, ev);
   }
 }

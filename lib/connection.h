@@ -92,6 +92,10 @@ struct reply_event {
   // The connection sampled the server's TIME right after this request (pipelined)
   // and fed it to the clock-jump guard before delivering this reply.
   bool time_sampled = false;
+  // A failure for a request that was never written to the node (refused at once,
+  // or still queued when the connection failed or the deadline passed): the
+  // server cannot have run it.
+  bool unsent = false;
 };
 
 class sink {

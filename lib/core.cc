@@ -288,13 +288,16 @@ void core::begin_stop() {
     if (auto op = w.lock()) ops.push_back(op);
   }
   for (auto& op : ops) cancel_op(*op);
-  // Drain: in-flight requests finish or time out; bounded by two command timeouts.
+  // Drain: in-flight requests finish or time out, and rollbacks still being
+  // delivered (cleanup, operations.cc) get until the same bound: two command
+  // timeouts. Past it, finish_stop() abandons the rollbacks not yet confirmed; the
+  // keys they were deleting expire by their TTL.
   schedule(options_.command_timeout * 2 + std::chrono::milliseconds(5), [this] { finish_stop(); });
   note_quiet();
 }
 
 void core::note_quiet() {
-  if (!closing_ || finished_) return;
+  if (!closing_ || finished_ || cleanups_ > 0) return;
   for (auto& c : conns_) {
     if (!c->quiet()) return;
   }

@@ -50,6 +50,7 @@ struct held {
   std::uint64_t timer = 0;
   int max_extensions = 0;  // 0 = no cap
   int extensions = 0;
+  std::uint64_t extensions_sent = 0;  // extension rounds started (watchdog and extend())
   std::chrono::milliseconds max_hold{0};  // 0 = no cap
   std::chrono::steady_clock::time_point acquired_at;
   bool capped = false;  // the extension cap was reached: the lock runs out
@@ -93,6 +94,14 @@ class core : public std::enable_shared_from_this<core> {
   std::uint64_t jitter() noexcept { return rng_.next(); }
   bool closing() const noexcept { return closing_; }
   void note_quiet();  // a connection may have become quiet; finishes a pending stop
+  // Rollbacks still being delivered (operations.cc, class cleanup). A stop waits
+  // for them, but only up to its drain bound (begin_stop).
+  void cleanup_started() noexcept { ++cleanups_; }
+  void cleanup_finished() {
+    --cleanups_;
+    note_quiet();
+  }
+  void cleanup_dropped() noexcept { --cleanups_; }  // abandoned by finish_stop
 
   // Operations (loop thread). Callbacks run on the loop thread, exactly once.
   // `called`: when the public call was made (default: now).
@@ -173,6 +182,7 @@ class core : public std::enable_shared_from_this<core> {
   std::unordered_map<held*, std::weak_ptr<held>> watched_;  // locks with a running watchdog
   bool closing_ = false;
   bool finished_ = false;
+  std::size_t cleanups_ = 0;
   int handles_open_ = 0;
   std::shared_ptr<core> self_;  // keeps the core alive until its handles closed
   jitter_rng rng_;

@@ -25,6 +25,7 @@ round::round(core& c, op_kind kind, script_id script, bool wait_all)
   fences.resize(n);
   values.resize(n);
   pttls.assign(n, -2);
+  unsent.assign(n, false);
 }
 
 round::~round() {
@@ -75,6 +76,7 @@ void round::send(const command& cmd, const std::vector<std::string>& skip, const
 void round::on_reply(std::size_t node, std::uint32_t, const reply_event& ev) {
   vote& v = votes[node];
   node_result& r = results[node];
+  unsent[node] = ev.unsent;
   if (ev.status != node_status::pending || ev.reply == nullptr) {
     v.status = ev.status == node_status::pending ? node_status::protocol_error : ev.status;
     if (v.status == node_status::auth_error) v.permanent = errc::auth_failed;
@@ -173,21 +175,163 @@ command lock_command(script_id s, const std::string& key, const std::string& tok
   return c;
 }
 
-// Fire-and-forget ownership-checked delete on every node; nodes that did not
-// answer the attempt (their state is unknown, their script cache too) get EVAL.
-void rollback(core& c, const std::string& key, const std::string& token, const std::vector<vote>& votes) {
-  auto r = std::make_shared<round>(c, op_kind::release, script_id::release, false);
-  std::vector<bool> force(votes.size());
-  for (std::size_t i = 0; i < votes.size(); ++i) {
-    force[i] = votes[i].status != node_status::ok && votes[i].status != node_status::held;
+// Delivers the ownership-checked delete of one attempt's key (key, token) to a
+// set of nodes until each one confirms it — a reply: deleted, not owner, or the key
+// is not a string — or until the key cannot exist any more: `ttl` plus the drift
+// after the delivery started. A SET still in flight then reaches its node ahead of
+// this delete on the same ordered connection; if that connection breaks, the SET
+// can have landed no later than the break (bytes a partition holds back on a
+// closed connection aside: docs/safety-harness.md), and a break more than the
+// drift after the start leaves a key that may outlive this bound by that much —
+// a liveness cost on a minority node, never a second holder, since the token is
+// this attempt's alone. A node whose request fails (down, backing off, reset,
+// timed out, a transient error) gets the delete again after a backoff that
+// follows the reconnect backoff, so a node that comes back within the TTL is
+// cleaned up. A delete that arrives late can never remove anyone else's key.
+//
+// Self-owned: kept alive by its in-flight requests and its retry timer. A stopping
+// client waits for running cleanups, but only up to its drain bound
+// (core::begin_stop): there the remaining ones are abandoned and their keys expire
+// by their TTL.
+class cleanup final : public sink, public std::enable_shared_from_this<cleanup> {
+ public:
+  // nodes[i]: deliver to node i; force_eval[i]: send the script body at first.
+  static void start(core& c, const std::string& key, const std::string& token, const std::vector<bool>& nodes,
+                    const std::vector<bool>& force_eval, milliseconds ttl) {
+    auto self = std::shared_ptr<cleanup>(new cleanup(c, key, token, ttl));
+    bool any = false;
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      if (!nodes[i]) continue;
+      self->state_[i] = node_state::waiting;
+      any = true;
+    }
+    if (!any) return self->finish();
+    self->send_waiting(force_eval);
   }
-  r->send(lock_command(script_id::release, key, token), {}, force);
-  (void)r;
+
+  ~cleanup() override {
+    if (!finished_) c_.cleanup_dropped();  // abandoned at the end of a client's stop
+  }
+
+  void on_reply(std::size_t node, std::uint32_t, const reply_event& ev) override {
+    if (finished_ || state_[node] != node_state::in_flight) return;
+    bool confirmed = ev.status == node_status::cancelled;  // client shut down: nothing more to do
+    if (ev.status == node_status::pending && ev.reply != nullptr) {
+      const classified cl = classify_reply(script_id::release, ev.reply);
+      confirmed = cl.v.status == node_status::ok || cl.v.status == node_status::not_owner ||
+                  cl.v.permanent == errc::wrong_type;
+    }
+    state_[node] = confirmed ? node_state::done : node_state::waiting;
+    if (sending_) return;
+    if (!confirmed) schedule_retry();
+    maybe_finish();
+  }
+
+ private:
+  enum class node_state { none, waiting, in_flight, done };
+
+  cleanup(core& c, const std::string& key, const std::string& token, milliseconds ttl)
+      : c_(c), until_(c.now() + duration_cast<clock_tp::duration>(microseconds(ttl) +
+                                                                    drift_of(ttl, c.options().clock_drift_factor))),
+        backoff_(std::max(milliseconds(1), c.options().reconnect_min_backoff)),
+        state_(c.size(), node_state::none) {
+    command cmd;
+    cmd.script = script_id::release;
+    cmd.key = key;
+    cmd.arg1 = token;
+    wire_ = std::make_shared<const wire>(std::move(cmd));
+    c_.cleanup_started();
+  }
+
+  void send_waiting(const std::vector<bool>& force_eval) {
+    sending_ = true;
+    auto self = shared_from_this();
+    for (std::size_t i = 0; i < state_.size(); ++i) {
+      if (state_[i] != node_state::waiting) continue;
+      state_[i] = node_state::in_flight;
+      // submit() may answer at once (node down): on_reply sees sending_.
+      c_.conn(i).submit(wire_, force_eval.empty() || force_eval[i], self, 0);
+    }
+    sending_ = false;
+    schedule_retry();
+    maybe_finish();
+  }
+
+  void schedule_retry() {
+    if (timer_ != 0 || finished_) return;
+    bool waiting = false;
+    for (node_state s : state_) waiting = waiting || s == node_state::waiting;
+    if (!waiting) return;
+    const clock_tp now = c_.now();
+    if (now >= until_) {
+      // The TTL has passed: a key of this attempt cannot exist any more.
+      for (node_state& s : state_) {
+        if (s == node_state::waiting) s = node_state::done;
+      }
+      return;
+    }
+    const milliseconds left = duration_cast<milliseconds>(until_ - now) + milliseconds(1);
+    const milliseconds delay = std::min(backoff_, left);
+    backoff_ = std::min(backoff_ * 2, std::max(backoff_, c_.options().reconnect_max_backoff));
+    auto self = shared_from_this();
+    timer_ = c_.schedule(delay, [self] {
+      self->timer_ = 0;
+      if (self->finished_) return;
+      // The node's connection was lost or refused: a new one has lost the script cache.
+      self->send_waiting({});
+    });
+  }
+
+  void maybe_finish() {
+    for (node_state s : state_) {
+      if (s == node_state::waiting || s == node_state::in_flight) return;
+    }
+    finish();
+  }
+
+  void finish() {
+    if (finished_) return;
+    finished_ = true;
+    if (timer_ != 0) c_.cancel_timer(timer_);
+    timer_ = 0;
+    c_.cleanup_finished();
+  }
+
+  core& c_;
+  clock_tp until_;
+  milliseconds backoff_;
+  std::vector<node_state> state_;
+  std::shared_ptr<const wire> wire_;
+  std::uint64_t timer_ = 0;
+  bool sending_ = false;
+  bool finished_ = false;
+};
+
+// Rolls back a failed attempt (its acquire round `r`): every node that may hold
+// its key gets the delete (see cleanup). Nodes that refused (held by another
+// owner), were not asked (excluded by a guard), refused authentication, or whose
+// connection refused the request at once cannot hold it. Nodes that did not
+// answer (their state is unknown, their script cache too) get EVAL at once.
+void rollback(core& c, const std::string& key, const std::string& token, const round& r, milliseconds ttl) {
+  const std::vector<vote>& votes = r.votes;
+  std::vector<bool> nodes(votes.size()), force(votes.size());
+  for (std::size_t i = 0; i < votes.size(); ++i) {
+    const node_status s = votes[i].status;
+    nodes[i] = !r.unsent[i] && s != node_status::held && s != node_status::excluded && s != node_status::auth_error;
+    force[i] = s != node_status::ok;
+  }
+  cleanup::start(c, key, token, nodes, force, ttl);
 }
 
 }  // namespace
 
 // ---------------------------------------------------------------- acquire
+
+// One attempt of an acquire; its rounds keep it for answers that arrive late.
+struct attempt_state {
+  std::string token;
+  bool failed = false;  // decided as failed and rolled back
+};
 
 class acquire_op : public std::enable_shared_from_this<acquire_op> {
  public:
@@ -204,6 +348,8 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
     retry_timer_ = 0;
     ++attempt_;
     token_ = make_token();
+    current_ = std::make_shared<attempt_state>();
+    current_->token = token_;
     // Fenced: the fenced script. Otherwise the plain SET NX PX GET (each
     // connection pipelines a TIME behind it when the clock-jump guard wants one).
     const script_id sid = o_.fencing ? script_id::acquire_fenced : script_id::acquire_set;
@@ -212,7 +358,7 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
     r->on_decided = [self](round& rd) { self->on_acquired(rd); };
     // The round (kept alive by its in-flight requests) keeps the op alive for late
     // answers; the op does not hold the round, so there is no cycle.
-    r->on_late = [self, attempt = attempt_](round& rd, std::size_t node) { self->on_late(rd, node, attempt); };
+    r->on_late = [self, at = current_](round& rd, std::size_t node) { self->on_late(rd, node, *at); };
     command cmd = lock_command(sid, key_, token_, std::to_string(o_.ttl.count()));
     if (o_.fencing) cmd.key2 = fence_key_;
     // Nodes that the restart or clock-jump guard quarantines get no vote.
@@ -255,10 +401,21 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
     }
   }
 
-  void on_late(round& r, std::size_t node, int attempt) {
+  void on_late(round& r, std::size_t node, const attempt_state& at) {
+    if (r.votes[node].status != node_status::ok) return;
+    if (at.failed) {
+      // A grant that arrives after its attempt failed (the rollback may have reached
+      // the node before the grant did: a resend after NOSCRIPT, a connection reset
+      // in between), also for an earlier attempt of an acquire that went on: it is
+      // released, with the same delivery guarantee as the rollback.
+      std::vector<bool> only(c_.size());
+      only[node] = true;
+      cleanup::start(c_, key_, at.token, only, {}, o_.ttl);
+      return;
+    }
     // A grant that arrives after a fenced success still gets the commit, so every
     // node holding this owner's key carries its fence.
-    if (attempt == attempt_ && fence_ && r.votes[node].status == node_status::ok && !failed_attempt_) {
+    if (&at == current_.get() && fence_) {
       auto cr = std::make_shared<round>(c_, op_kind::fence_commit, script_id::fence_commit, false);
       std::vector<std::string> skip(c_.size(), "not this node");
       skip[node].clear();
@@ -328,15 +485,14 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
   }
 
   void fail_attempt(round& r, std::error_code ec) {
-    failed_attempt_ = true;
-    rollback(c_, key_, token_, r.votes);
+    current_->failed = true;
+    rollback(c_, key_, token_, r, o_.ttl);
     last_ = make_report(c_, r, ec, call_start_, c_.now(), attempt_);
     if (ec == errc::contended) c_.stats().contended.fetch_add(1, std::memory_order_relaxed);
     if (retryable(ec) && !cancelled_ && !c_.closing() && attempt_ < o_.retry.max_attempts) {
       const milliseconds delay = retry_delay(o_.retry, attempt_ + 1, c_.jitter());
       const auto spent = duration_cast<milliseconds>(c_.now() - call_start_);
       if (o_.retry.deadline.count() == 0 || spent + delay <= o_.retry.deadline) {
-        failed_attempt_ = false;
         fence_.reset();
         auto self = shared_from_this();
         retry_timer_ = c_.schedule(delay, [self] { self->start_attempt(); });
@@ -374,9 +530,9 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
   int attempt_ = 0;
   bool cancelled_ = false;
   bool done_called_ = false;
-  bool failed_attempt_ = false;
   std::uint64_t retry_timer_ = 0;
   std::string token_;
+  std::shared_ptr<attempt_state> current_;
   std::optional<std::uint64_t> fence_;
   report last_;
 };
@@ -539,6 +695,37 @@ std::optional<milliseconds> held::capped_ttl(milliseconds want, clock_tp now, do
   return want;
 }
 
+namespace {
+
+// Called just before an extension of a held lock to `ttl` is sent. Whatever its
+// outcome, every node it reaches keeps the key for only `ttl` from then on — a
+// shorter TTL than what is left shortens the key — and a failed extension may
+// well have reached a node (a minority, or a majority whose replies were lost).
+// So the validity believed from now on is at most now + ttl - drift: the belief
+// never outlives a key this extension may have shortened. Returns the
+// extension's sequence number, for extension_succeeded().
+std::uint64_t begin_extension(const core& c, held& h, milliseconds ttl) {
+  const clock_tp bound =
+      c.now() + duration_cast<clock_tp::duration>(microseconds(ttl) - drift_of(ttl, c.options().clock_drift_factor));
+  if (to_ns(bound) < h.valid_until_ns.load(std::memory_order_acquire)) {
+    h.valid_until_ns.store(to_ns(bound), std::memory_order_release);
+  }
+  return ++h.extensions_sent;
+}
+
+// Extension `seq` got a quorum: validity runs to `valid_until`. Only the latest
+// extension sent may move it later: one sent after `seq` (the watchdog and an
+// explicit extend() overlapping) may have shortened the keys behind it on every
+// node, and lowered the validity when it was sent.
+void extension_succeeded(held& h, std::uint64_t seq, clock_tp valid_until) {
+  ++h.extensions;
+  if (seq == h.extensions_sent || to_ns(valid_until) < h.valid_until_ns.load(std::memory_order_acquire)) {
+    h.valid_until_ns.store(to_ns(valid_until), std::memory_order_release);
+  }
+}
+
+}  // namespace
+
 void core::declare_lost(const std::shared_ptr<held>& h, const report& why) {
   // A lease read after the loss must not look valid: validity ends now at the latest.
   const std::int64_t now_ns = to_ns(now());
@@ -590,13 +777,14 @@ void core::watchdog_tick(const std::shared_ptr<held>& h) {
     return;
   }
   std::weak_ptr<held> w = h;
-  extend_round(*this, l, *ttl, [this, w](report r, clock_tp valid_until) {
+  // Under max_hold the TTL may be shorter than what is left: lower the validity first.
+  const std::uint64_t seq = begin_extension(*this, *h, *ttl);
+  extend_round(*this, h->snapshot(), *ttl, [this, w, seq](report r, clock_tp valid_until) {
     auto hp = w.lock();
     if (!hp) return;
     if (!hp->watchdog || hp->finished.load() || hp->lost.load()) return;
     if (!r.error) {
-      ++hp->extensions;
-      hp->valid_until_ns.store(to_ns(valid_until), std::memory_order_release);
+      extension_succeeded(*hp, seq, valid_until);
       hp->timer = schedule(hp->interval, [this, w] {
         if (auto p = w.lock()) watchdog_tick(p);
       });
@@ -629,12 +817,12 @@ void core::extend_held(const std::shared_ptr<held>& h, milliseconds ttl, std::fu
   const auto capped = h->capped_ttl(ttl, now(), options_.clock_drift_factor);
   if (!capped) return done(bare_report(*this, make_error_code(errc::extension_limit), ""));
   std::weak_ptr<held> w = h;
-  extend_round(*this, h->snapshot(), *capped, [this, w, done = std::move(done)](report r, clock_tp valid_until) {
+  const std::uint64_t seq = begin_extension(*this, *h, *capped);
+  extend_round(*this, h->snapshot(), *capped, [this, w, seq, done = std::move(done)](report r, clock_tp valid_until) {
     auto hp = w.lock();
     if (hp && !hp->finished.load()) {
       if (!r.error) {
-        ++hp->extensions;
-        hp->valid_until_ns.store(to_ns(valid_until), std::memory_order_release);
+        extension_succeeded(*hp, seq, valid_until);
       } else if (r.error == errc::not_owner || r.error == errc::lock_lost) {
         r.error = errc::lock_lost;
         declare_lost(hp, r);

@@ -48,6 +48,9 @@ class round final : public sink, public std::enable_shared_from_this<round> {
   std::vector<std::optional<std::uint64_t>> fences;
   std::vector<std::optional<std::string>> values;
   std::vector<std::int64_t> pttls;
+  // The request to this node was never written (reply_event::unsent): the node
+  // cannot have run it, so there is nothing to roll back there.
+  std::vector<bool> unsent;
 
  private:
   void evaluate();

@@ -102,6 +102,11 @@ class REDLOCK_EXPORT lock {
   // new validity. errc::lock_lost if validity had already run out;
   // errc::invalid_argument if ttl exceeds client_options::max_ttl. Blocks; returns
   // errc::would_deadlock on the loop thread.
+  // Extending to a `ttl` shorter than the validity left shortens the keys on the
+  // nodes it reaches, even when it fails (errc::unavailable with a minority
+  // reached): from the moment it is sent, the validity is at most ttl - drift,
+  // whatever the outcome (remaining_validity() and info() show it), and only a
+  // success moves it later.
   [[nodiscard]] report extend(std::chrono::milliseconds ttl);
   // Stops the watchdog, then releases on all nodes. After it, owns_lock() is false
   // whatever the result, and info() still returns the lease. If the release was
@@ -148,7 +153,9 @@ struct client_stats {
   std::uint64_t acquires = 0;   // acquire calls completed
   std::uint64_t acquired = 0;   // of which succeeded
   std::uint64_t contended = 0;  // of which failed contended
-  std::uint64_t releases = 0;   // release rounds completed (explicit, destructor, rollback)
+  // Release rounds completed: explicit releases and those of lock destructors. The
+  // rollbacks of failed acquires are not counted (they release no held lock).
+  std::uint64_t releases = 0;
   std::uint64_t release_failures = 0;  // releases nobody waited for that failed
   std::uint64_t extends = 0;           // extend rounds completed (incl. watchdog)
   std::uint64_t locks_lost = 0;        // watchdog or extend declared a lock lost
@@ -160,10 +167,12 @@ class REDLOCK_EXPORT client {
   // Starts a loop thread and connects to every node in the background.
   // Throws config_error for a bad configuration.
   explicit client(client_options options);
-  // Completes in-flight work (bounded by command_timeout), fails what remains with
-  // errc::cancelled, closes connections and joins the loop thread. Locks whose
-  // watchdog is running lose it: their on_lost runs (errc::cancelled, "client shut
-  // down") and they report lost(). Never throws.
+  // Completes in-flight work (bounded by two command timeouts), fails what remains
+  // with errc::cancelled, closes connections and joins the loop thread. Rollbacks of
+  // failed acquires still being delivered get the same bound; past it they are
+  // abandoned and their keys expire by their TTL. Locks whose watchdog is running
+  // lose it: their on_lost runs (errc::cancelled, "client shut down") and they
+  // report lost(). Never throws.
   ~client();
   client(const client&) = delete;
   client& operator=(const client&) = delete;
@@ -172,11 +181,16 @@ class REDLOCK_EXPORT client {
   // succeed when a quorum granted and validity is positive, otherwise roll back on
   // every node and retry per options.retry. Errors: contended, unavailable,
   // validity_exhausted, invalid_argument (also: ttl above client_options::max_ttl,
-  // or an extend_interval that leaves no time for an extension round),
+  // an extend_interval that leaves no time for an extension round, or a resource
+  // name ending in ":fence", reserved for fence counters: docs/fencing.md),
   // auth_failed, permission_denied, wrong_type, cancelled, would_deadlock (called
   // on the loop thread). The permanent ones (auth_failed, permission_denied,
   // wrong_type) only when the nodes that gave them alone rule out a quorum; fewer
   // such nodes make unavailable.
+  // A rollback goes on in the background after the call returned: it is repeated
+  // for each node until the node confirms it or the TTL has passed (a node down or
+  // reset at the time gets it when it is back), and a grant that arrives after its
+  // attempt failed is released the same way.
   [[nodiscard]] acquire_result acquire(std::string_view resource, const acquire_options& options = {});
   // Asynchronous acquire. Returns an id for cancel().
   std::uint64_t acquire_async(std::string resource, acquire_options options,
@@ -190,8 +204,15 @@ class REDLOCK_EXPORT client {
 
   // Ownership-checked extension of a lease to `ttl`. Errors: not_owner, lock_lost
   // (lease.valid_until already passed), unavailable, invalid_argument (also ttl
-  // above client_options::max_ttl), cancelled, would_deadlock. On success
-  // report.validity is the new validity.
+  // above client_options::max_ttl), cancelled,
+  // would_deadlock. On success report.validity is the new validity, counted from
+  // just before the request was sent; the caller updates its lease with it.
+  // On failure report.validity is zero, and the caller must assume that the
+  // extension reached some nodes anyway: where `ttl` is shorter than the validity
+  // left, those keys now expire sooner, so the lease is valid no longer than
+  // min(l.valid_until, the moment of the call + ttl - drift) — in practice, after
+  // a failed extension to a shorter TTL, stop using the lock within that TTL.
+  // (A lock handle does this bookkeeping itself: lock::extend.)
   [[nodiscard]] report extend(const lease& l, std::chrono::milliseconds ttl);
   void extend_async(lease l, std::chrono::milliseconds ttl, std::function<void(report)> done);
 

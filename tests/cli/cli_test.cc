@@ -748,6 +748,7 @@ INSTANTIATE_TEST_SUITE_P(
                       bad_input{"zero_ttl", {"acquire", "r", "--ttl", "0"}, true},
                       bad_input{"ttl_below_drift", {"acquire", "r", "--ttl", "2ms"}, true},
                       bad_input{"empty_resource", {"acquire", "", "--ttl", "1s"}, true},
+                      bad_input{"fence_counter_resource", {"acquire", "orders:fence", "--ttl", "1s"}, true},
                       bad_input{"missing_token", {"release", "r"}, true},
                       bad_input{"run_without_command", {"run", "r", "--ttl", "1s", "--"}, true},
                       bad_input{"no_nodes", {"status", "r"}, false},
