@@ -1,0 +1,118 @@
+// Adversarial review of the issue-9 hardening: reproductions against real
+// redis-server processes. Each test states the guarantee it attacks.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "test_util.h"
+
+namespace redlock::test {
+namespace {
+
+using clk = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// Points `link` at `target` atomically (a new symlink renamed over the old one).
+void point(const std::string& link, const std::string& target) {
+  const std::string tmp = link + ".tmp";
+  ::unlink(tmp.c_str());
+  ASSERT_EQ(::symlink(target.c_str(), tmp.c_str()), 0);
+  ASSERT_EQ(::rename(tmp.c_str(), link.c_str()), 0);
+}
+
+// Guarantee (docs/safety.md, options.h restart_quarantine): a node that may have
+// lost its keys (another server process behind the address: a new run_id) gets no
+// acquire vote for max_ttl. Attack: the address is taken over by a server that has
+// been running for longer than max_ttl (failover to another process, a socket
+// path or DNS name re-pointed). Its run_id is new, but the quarantine is counted
+// from ITS start (uptime), not from when this client first saw it, so it votes at
+// once: two of three addresses swapped give B a quorum while A still holds.
+TEST(ReviewAttack, address_taken_over_by_a_long_running_server_gets_no_vote_while_a_lock_may_be_valid) {
+  node_config unix_cfg;
+  unix_cfg.unix_socket = true;
+  redis_node y1(unix_cfg), y2(unix_cfg);  // the long-running servers that take over
+  const auto y_started = clk::now();
+  redis_node x1(unix_cfg), x2(unix_cfg), z;
+  const std::string dir = "/tmp/redlock-review-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string p1 = dir + "/n1.sock", p2 = dir + "/n2.sock";
+  point(p1, x1.unix_path());
+  point(p2, x2.unix_path());
+  const std::vector<std::string> uris = {"unix://" + p1, "unix://" + p2, z.uri()};
+
+  client_options o = options_for(uris);
+  o.max_ttl = 3000ms;  // restart_quarantine defaults to it
+  client a(o);
+  client b(o);
+  ASSERT_TRUE(wait_connected(a));
+  ASSERT_TRUE(wait_connected(b));  // B has seen X1's and X2's run_ids
+  // Y1 and Y2 have been up for longer than the quarantine.
+  std::this_thread::sleep_until(y_started + 4500ms);
+
+  const std::string res = "takeover";
+  auto held = a.acquire(res, once(3000ms));
+  ASSERT_TRUE(held) << held.report.message();
+
+  point(p1, y1.unix_path());
+  point(p2, y2.unix_path());
+  x1.command({"CLIENT", "KILL", "TYPE", "normal"});
+  x2.command({"CLIENT", "KILL", "TYPE", "normal"});
+  ASSERT_TRUE(eventually([&] { return b.inspect("probe").report.count(node_status::ok) +
+                                          b.inspect("probe").report.count(node_status::ok) >= 6; },
+                         1500ms));
+
+  auto rival = b.acquire(res, once(3000ms));
+  const bool a_holds = held.lock.owns_lock();
+  const auto a_left = held.lock.remaining_validity();
+  EXPECT_FALSE(rival && a_holds) << "two holders: A has " << a_left.count() << " ms of validity left, B acquired: "
+                                 << rival.report.message();
+  std::filesystem::remove_all(dir);
+}
+
+// Guarantee (item 25, client.h lock::info): a lease read after the loss must not
+// look valid. Attack: an explicit lock::extend is in flight when the client shuts
+// down (the watchdog's lock is declared lost, validity lowered to now); the
+// extension's success then arrives during the drain and extension_succeeded()
+// moves valid_until forward again, since extend_held's callback checks
+// `finished` but not `lost`.
+TEST(ReviewAttack, lease_read_after_shutdown_loss_does_not_look_valid_when_an_extension_lands_in_the_drain) {
+  redis_cluster nodes(3);
+  client_options o = options_for(nodes.uris());
+  auto c = std::make_unique<client>(o);
+  ASSERT_TRUE(wait_connected(*c));
+  acquire_options ao = once(10000ms);
+  ao.auto_extend = true;
+  auto r = c->acquire("drain-extend", ao);
+  ASSERT_TRUE(r) << r.report.message();
+  redlock::lock l = std::move(r.lock);
+
+  nodes[0].pause();
+  nodes[1].pause();
+  std::atomic<bool> extended{false};
+  report ext;
+  std::thread t([&] {
+    ext = l.extend(10000ms);
+    extended = true;
+  });
+  std::this_thread::sleep_for(30ms);  // the extension is in flight on the paused nodes
+  std::thread stopper([&] { c.reset(); });  // shutdown: the watched lock is declared lost
+  std::this_thread::sleep_for(40ms);
+  nodes[0].resume();
+  nodes[1].resume();
+  stopper.join();
+  t.join();
+  ASSERT_TRUE(l.lost()) << "the shutdown declares the watched lock lost";
+  const auto until = l.info().valid_until;
+  ASSERT_TRUE(until.has_value());
+  EXPECT_LE(*until, clk::now()) << "lease after loss still looks valid for "
+                                << std::chrono::duration_cast<milliseconds>(*until - clk::now()).count()
+                                << " ms (extension result: " << ext.message() << ")";
+}
+
+}  // namespace
+}  // namespace redlock::test
