@@ -1,0 +1,48 @@
+// Adversarial review of the issue-9 hardening: reproductions that need the fault
+// harness (clock shim, fault proxy).
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "clock_shim.h"
+#include "fault_util.h"
+
+namespace redlock::test {
+namespace {
+
+// Guarantee (operations.cc cleanup/rollback, docs/safety.md on rollbacks): a failed
+// attempt's key is removed from every node that may hold it. Attack: a node whose
+// clock jumped forward grants the SET (the key IS written), and the clock-jump
+// guard, reading the TIME pipelined behind it, turns the vote into `excluded`
+// (round::on_reply). rollback() skips every `excluded` node on the assumption that
+// an excluded node was never asked; this one was, and keeps the failed attempt's
+// key for the whole TTL, blocking that node for every other client.
+TEST(ReviewAttackFault, a_grant_the_clock_jump_guard_excludes_after_the_fact_is_rolled_back) {
+  std::vector<std::unique_ptr<shimmed_node>> n;
+  for (int i = 0; i < 3; ++i) n.push_back(std::make_unique<shimmed_node>());
+  std::vector<std::string> uris;
+  for (auto& s : n) uris.push_back(s->node().uri());
+  client c(scenario_options(uris));
+  ASSERT_TRUE(wait_connected(c));  // every handshake took a TIME sample
+  n[0]->clock().set_offset(std::chrono::milliseconds(30000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the shim picks it up within ~1 ms
+  // Nodes 2 and 3 do not answer in time: the decision waits for their timeouts, so
+  // node 1's (excluded) grant is in before it.
+  n[1]->node().pause();
+  n[2]->node().pause();
+  const std::string res = "excluded-grant";
+  auto r = c.acquire(res, once(std::chrono::milliseconds(10000)));
+  n[1]->node().resume();
+  n[2]->node().resume();
+  ASSERT_FALSE(r) << r.report.message();
+  ASSERT_EQ(r.report.nodes[0].status, node_status::excluded) << r.report.message();
+  const bool cleaned = eventually([&] { return !n[0]->node().exists(res); }, std::chrono::milliseconds(3000));
+  EXPECT_TRUE(cleaned) << "the failed attempt's key stays on the excluded node, PTTL " << n[0]->node().pttl(res)
+                       << " ms, value " << n[0]->node().get(res).value_or("(none)") << "; report: "
+                       << r.report.message();
+  // The other nodes were rolled back once they answered.
+  EXPECT_TRUE(eventually([&] { return !n[1]->node().exists(res) && !n[2]->node().exists(res); }));
+}
+
+}  // namespace
+}  // namespace redlock::test
