@@ -44,5 +44,38 @@ TEST(ReviewAttackFault, a_grant_the_clock_jump_guard_excludes_after_the_fact_is_
   EXPECT_TRUE(eventually([&] { return !n[1]->node().exists(res) && !n[2]->node().exists(res); }));
 }
 
+// Guarantee (docs/safety.md assumption 2 and the clock-jump guard): a forward step
+// of a server's clock larger than clock_jump_threshold does not go unnoticed. Attack:
+// the clock of two of three nodes steps BACK 30 s (ignored by the guard: only
+// forward steps count), A acquires (its keys there get an absolute expiry 30 s
+// early), then the clocks are corrected forward again. A's keys on those nodes are
+// gone at once, while A has ~10 s of validity. B's two samples straddle both steps
+// (before the step back, after the correction): net zero, the forward step goes
+// unnoticed, and B gets a quorum. Whoever granted a key while the clock was behind
+// had to be distrusted (a backward step is followed by a forward correction).
+TEST(ReviewAttackFault, a_clock_stepped_back_and_then_corrected_forward_does_not_give_two_holders) {
+  std::vector<std::unique_ptr<shimmed_node>> n;
+  for (int i = 0; i < 3; ++i) n.push_back(std::make_unique<shimmed_node>());
+  std::vector<std::string> uris;
+  for (auto& s : n) uris.push_back(s->node().uri());
+  client a(scenario_options(uris));
+  client b(scenario_options(uris));
+  ASSERT_TRUE(wait_connected(a));
+  ASSERT_TRUE(wait_connected(b));  // both have a TIME sample of every node at offset 0
+  n[0]->clock().set_offset(std::chrono::milliseconds(-30000));
+  n[1]->clock().set_offset(std::chrono::milliseconds(-30000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const std::string res = "stepped-back";
+  auto held = a.acquire(res, once(std::chrono::milliseconds(10000)));
+  ASSERT_TRUE(held) << held.report.message();
+  n[0]->clock().set_offset(std::chrono::milliseconds(0));  // the correction (NTP step forward)
+  n[1]->clock().set_offset(std::chrono::milliseconds(0));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto rival = b.acquire(res, once(std::chrono::milliseconds(10000)));
+  const bool a_holds = held.lock.owns_lock();
+  EXPECT_FALSE(rival && a_holds) << "two holders: A has " << held.lock.remaining_validity().count()
+                                 << " ms of validity left, B acquired: " << rival.report.message();
+}
+
 }  // namespace
 }  // namespace redlock::test
