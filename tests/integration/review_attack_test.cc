@@ -114,5 +114,33 @@ TEST(ReviewAttack, lease_read_after_shutdown_loss_does_not_look_valid_when_an_ex
                                 << " ms (extension result: " << ext.message() << ")";
 }
 
+// Guarantee (item 5, client.h/options.h: every node must be an independent master;
+// one server named twice is a configuration error). Attack: the same server named
+// once by its unix socket and once by TCP (or through a symlinked socket path) is
+// accepted, and that one server alone then forms a quorum of 3. Names cannot be
+// compared without connecting, but the handshake's INFO gives every node's run_id:
+// two nodes with one run_id are one server.
+TEST(ReviewAttack, one_server_named_by_its_unix_socket_and_by_tcp_never_forms_a_quorum_alone) {
+  node_config unix_cfg;
+  unix_cfg.unix_socket = true;
+  redis_node x(unix_cfg), y;
+  // Another database on the socket: the keys do not collide, as with
+  // redis://h:p/0 and redis://h:p/1, which validate() rejects.
+  const std::vector<std::string> uris = {x.unix_uri() + "?db=1", x.uri(), y.uri()};
+  std::unique_ptr<client> c;
+  try {
+    c = std::make_unique<client>(options_for(uris));
+  } catch (const config_error&) {
+    SUCCEED() << "rejected at construction";
+    return;
+  }
+  ASSERT_TRUE(wait_connected(*c));
+  y.pause();
+  auto r = c->acquire("one-server", once(5000ms));
+  y.resume();
+  EXPECT_FALSE(r) << "one redis-server (" << x.uri() << ", also as " << x.unix_uri()
+                  << ") granted a quorum alone: " << r.report.message();
+}
+
 }  // namespace
 }  // namespace redlock::test
