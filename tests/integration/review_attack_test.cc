@@ -142,5 +142,26 @@ TEST(ReviewAttack, one_server_named_by_its_unix_socket_and_by_tcp_never_forms_a_
                   << ") granted a quorum alone: " << r.report.message();
 }
 
+// The same attack with TCP only: "127.1" is 127.0.0.1 to the resolver (inet_aton
+// form) but not to validate()'s inet_pton comparison; with db 1 the keys do not
+// collide either.
+TEST(ReviewAttack, one_server_named_as_127_1_and_127_0_0_1_never_forms_a_quorum_alone) {
+  redis_node x, y;
+  const std::vector<std::string> uris = {"redis://127.1:" + std::to_string(x.port()) + "/1", x.uri(), y.uri()};
+  std::unique_ptr<client> c;
+  try {
+    c = std::make_unique<client>(options_for(uris));
+  } catch (const config_error&) {
+    SUCCEED() << "rejected at construction";
+    return;
+  }
+  ASSERT_TRUE(wait_connected(*c));
+  y.pause();
+  auto r = c->acquire("one-server-tcp", once(5000ms));
+  y.resume();
+  EXPECT_FALSE(r) << "one redis-server (" << x.uri() << ", also as " << uris[0]
+                  << ") granted a quorum alone: " << r.report.message();
+}
+
 }  // namespace
 }  // namespace redlock::test
