@@ -163,5 +163,30 @@ TEST(ReviewAttack, one_server_named_as_127_1_and_127_0_0_1_never_forms_a_quorum_
                   << ") granted a quorum alone: " << r.report.message();
 }
 
+// Guarantee (item 11, docs/fencing.md: names ending in ":fence" are reserved so
+// that no lock key collides with a fence counter). Attack: the check is on the
+// resource name, not on the key: a client whose key_prefix ends in "orders:" locking
+// "fence" uses the key "orders:fence", the fence counter of "orders" for a client
+// without a prefix. The lock is then contended forever (SET NX finds the counter).
+TEST(ReviewAttack, a_key_prefix_cannot_make_a_lock_key_collide_with_a_fence_counter) {
+  redis_cluster nodes(3);
+  client plain(options_for(nodes.uris()));
+  client_options po = options_for(nodes.uris());
+  po.key_prefix = "orders:";
+  client prefixed(po);
+  ASSERT_TRUE(wait_connected(plain));
+  ASSERT_TRUE(wait_connected(prefixed));
+  acquire_options fenced = once(5000ms);
+  fenced.fencing = true;
+  {
+    auto r = plain.acquire("orders", fenced);
+    ASSERT_TRUE(r) << r.report.message();
+    ASSERT_FALSE(r.lock.release().error);
+  }
+  auto other = prefixed.acquire("fence", once(5000ms));
+  EXPECT_TRUE(other || other.report.error == errc::invalid_argument)
+      << "key 'orders:fence' is the fence counter of 'orders': " << other.report.message();
+}
+
 }  // namespace
 }  // namespace redlock::test
