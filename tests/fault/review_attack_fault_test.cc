@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "clock_shim.h"
+#include "fault_proxy.h"
 #include "fault_util.h"
 
 namespace redlock::test {
@@ -75,6 +76,49 @@ TEST(ReviewAttackFault, a_clock_stepped_back_and_then_corrected_forward_does_not
   const bool a_holds = held.lock.owns_lock();
   EXPECT_FALSE(rival && a_holds) << "two holders: A has " << held.lock.remaining_validity().count()
                                  << " ms of validity left, B acquired: " << rival.report.message();
+}
+
+// Guarantee (items 8/9, operations.cc on_late: "release any grant that arrives after
+// a failed attempt was decided"; rollbacks delivered until confirmed). Attack: a
+// fenced acquire whose EVALSHA meets NOSCRIPT on node 1 after the attempt was
+// decided (contended on nodes 2 and 3). The rollback was queued first, so it runs
+// first (not owner: "confirmed"); the resent acquire (EVAL) then writes the key.
+// If the resend's reply is lost (a partition that drops replies, a reset after
+// the server applied it), the request times out, its late reply can never reach
+// on_late (dropped at the connection as expired, or failed with the connection),
+// and nothing deletes the key: it stays for the whole TTL.
+TEST(ReviewAttackFault, a_resent_acquire_whose_reply_is_lost_after_the_decision_is_rolled_back) {
+  redis_cluster nodes(3);
+  fault_proxy px(nodes[0].port());
+  const std::vector<std::string> uris = {px.uri(), nodes[1].uri(), nodes[2].uri()};
+  client_options o = scenario_options(uris);
+  o.command_timeout = std::chrono::milliseconds(1000);
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  acquire_options fenced = once(std::chrono::milliseconds(10000));
+  fenced.fencing = true;
+  {
+    auto warm = c.acquire("warm-scripts", fenced);  // the connections now use EVALSHA
+    ASSERT_TRUE(warm) << warm.report.message();
+    ASSERT_FALSE(warm.lock.release().error);
+  }
+  const std::string res = "resend-lost";
+  nodes[1].command({"SET", res, "someone-else", "PX", "30000"});
+  nodes[2].command({"SET", res, "someone-else", "PX", "30000"});
+  nodes[0].command({"SCRIPT", "FLUSH"});
+  px.latency(std::chrono::milliseconds(300));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = c.acquire(res, fenced);
+  ASSERT_FALSE(r);
+  ASSERT_EQ(r.report.error, errc::contended) << r.report.message();
+  // NOSCRIPT reaches the client at ~600 ms, the resend reaches node 1 at ~900 ms.
+  std::this_thread::sleep_until(t0 + std::chrono::milliseconds(750));
+  px.drop_replies();
+  std::this_thread::sleep_until(t0 + std::chrono::milliseconds(2500));  // the resend timed out
+  px.pass();
+  const bool cleaned = eventually([&] { return !nodes[0].exists(res); }, std::chrono::milliseconds(3000));
+  EXPECT_TRUE(cleaned) << "the failed attempt's key stays on node 1: value "
+                       << nodes[0].get(res).value_or("(none)") << ", PTTL " << nodes[0].pttl(res) << " ms";
 }
 
 }  // namespace
