@@ -188,5 +188,30 @@ TEST(ReviewAttack, a_key_prefix_cannot_make_a_lock_key_collide_with_a_fence_coun
       << "key 'orders:fence' is the fence counter of 'orders': " << other.report.message();
 }
 
+// Guarantee (client.h: owns_lock()/remaining_validity() never outlive what the
+// nodes hold; "the belief never outlives a key this extension may have
+// shortened"). Attack, with no fault at all: the handle's lease extended through
+// client::extend(lease) to a shorter TTL (both are public; client.h only notes that
+// a handle does "this bookkeeping itself"). The extension succeeds and shortens the
+// keys, but the handle never hears of it: owns_lock() stays true with ~10 s left
+// while another client acquires.
+TEST(ReviewAttack, extending_a_handles_lease_through_the_client_to_a_shorter_ttl_never_leaves_two_holders) {
+  redis_cluster nodes(3);
+  client a(options_for(nodes.uris()));
+  client b(options_for(nodes.uris()));
+  ASSERT_TRUE(wait_connected(a));
+  ASSERT_TRUE(wait_connected(b));
+  const std::string res = "lease-extend-behind-the-handle";
+  auto held = a.acquire(res, once(10000ms));
+  ASSERT_TRUE(held) << held.report.message();
+  report ext = a.extend(held.lock.info(), 300ms);
+  ASSERT_FALSE(ext.error) << ext.message();
+  std::this_thread::sleep_for(400ms);
+  auto rival = b.acquire(res, once(10000ms));
+  const bool a_holds = held.lock.owns_lock();
+  EXPECT_FALSE(rival && a_holds) << "two holders: A's handle has " << held.lock.remaining_validity().count()
+                                 << " ms left, B acquired: " << rival.report.message();
+}
+
 }  // namespace
 }  // namespace redlock::test
