@@ -213,5 +213,35 @@ TEST(ReviewAttack, extending_a_handles_lease_through_the_client_to_a_shorter_ttl
                                  << " ms left, B acquired: " << rival.report.message();
 }
 
+// Guarantee (options.h clock_jump_threshold: a node is quarantined when its clock
+// advanced faster than the local clock by more than the allowance). Attack: no
+// clock moves at all; the node is only paused (SIGSTOP, a fork for BGSAVE, a VM
+// hiccup) for 3 s, shorter than the stall detector (4 x command_timeout) while an
+// acquire's SET + TIME is outstanding. The late TIME is still observed
+// (connection.cc: before the expired check) and dated at the midpoint between the
+// submission and the late reply, 1.5 s before the server really answered: a
+// "jump" of 1.5 s, and the node gets no acquire vote for max_ttl (60 s). The same
+// misdating hides up to that much of a real forward jump in the next comparison.
+TEST(ReviewAttack, a_paused_node_is_not_taken_for_a_clock_jump) {
+  redis_cluster nodes(3);
+  client_options o = options_for(nodes.uris());
+  o.command_timeout = 1000ms;  // far below the TTLs in use (30 s)
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  nodes[0].pause();
+  {
+    auto r = c.acquire("pause-then-jump-1", once(30000ms));
+    ASSERT_TRUE(r) << r.report.message();  // nodes 2 and 3
+    std::this_thread::sleep_for(3000ms);  // < the 4 s stall bound
+    nodes[0].resume();
+    ASSERT_FALSE(r.lock.release().error);
+  }
+  std::this_thread::sleep_for(200ms);
+  auto r2 = c.acquire("pause-then-jump-2", once(30000ms));
+  ASSERT_TRUE(r2) << r2.report.message();
+  EXPECT_NE(r2.report.nodes[0].status, node_status::excluded)
+      << "node 1 was only paused, its clock never moved: " << r2.report.message();
+}
+
 }  // namespace
 }  // namespace redlock::test
