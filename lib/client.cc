@@ -37,6 +37,16 @@ std::set<std::string> server_identities(const detail::node_address& a) {
   if (inet_pton(AF_INET, host.c_str(), v4) == 1 && inet_ntop(AF_INET, v4, buf, sizeof buf) != nullptr) {
     return {"tcp:" + std::string(buf) + ":" + port};
   }
+  // The resolver also takes the inet_aton shorthands ("127.1", "0x7f.0.0.1",
+  // "2130706433") as IPv4 literals: compare them in canonical form too. Only a
+  // host of digits, hex digits, 'x' and dots (inet_aton ignores what follows a space).
+  in_addr aton{};
+  const bool aton_chars = !host.empty() && std::all_of(host.begin(), host.end(), [](unsigned char ch) {
+    return std::isxdigit(ch) != 0 || ch == 'x' || ch == '.';
+  });
+  if (aton_chars && inet_aton(host.c_str(), &aton) != 0 && inet_ntop(AF_INET, &aton, buf, sizeof buf) != nullptr) {
+    return {"tcp:" + std::string(buf) + ":" + port};
+  }
   if (inet_pton(AF_INET6, host.c_str(), v6) == 1) {
     static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
     if (std::equal(mapped, mapped + 12, v6) && inet_ntop(AF_INET, v6 + 12, buf, sizeof buf) != nullptr) {

@@ -60,10 +60,11 @@ std::vector<sockaddr_storage> connect_order(const struct addrinfo* list) {
   return out;
 }
 
-double clock_jump_allowance_us(std::chrono::milliseconds threshold, double drift_factor, std::int64_t gap_us) {
+double clock_jump_allowance_us(std::chrono::milliseconds threshold, double drift_factor, std::int64_t gap_us,
+                               std::int64_t uncertainty_us) {
   const double threshold_us = static_cast<double>(threshold.count()) * 1000.0;
   const double drift_us = static_cast<double>(std::max<std::int64_t>(gap_us, 0)) * drift_factor;
-  return threshold_us + std::min(threshold_us, drift_us);
+  return threshold_us + std::min(threshold_us, drift_us) + static_cast<double>(std::max<std::int64_t>(uncertainty_us, 0));
 }
 
 std::string address_text(const sockaddr_storage& a) {
@@ -438,7 +439,9 @@ void connection::on_handshake_reply(redisReply* r) {
     // Compared with the sample from before the reconnect (if any): a jump while
     // the connection was down is a jump too.
     if (const auto server_us = parse_time_reply(r)) {
-      observe_server_time(*server_us, time_sent_ + (core_.now() - time_sent_) / 2);
+      const auto rtt = core_.now() - time_sent_;
+      observe_server_time(*server_us, time_sent_ + rtt / 2,
+                          std::chrono::duration_cast<std::chrono::microseconds>(rtt).count() / 2 + 1);
     }
   }
   if (handshake_steps_.empty()) become_ready();
@@ -458,7 +461,13 @@ void connection::on_info(std::string_view info) {
   const auto now = core_.now();
   const auto started = now - std::chrono::seconds(std::atoll(uptime.c_str()));
   const bool first = run_id_.empty();
-  if ((!first && run_id != run_id_) || (first && core_.options().restart_guard_first_sight)) {
+  if (!first && run_id != run_id_) {
+    // Another server process behind the address: it may be one that has been
+    // running for long (a failover, a re-pointed socket path or DNS name), so its
+    // uptime says nothing about the keys this address held. The quarantine counts
+    // from now, when this client saw it.
+    restarted_at_ = now;
+  } else if (first && core_.options().restart_guard_first_sight) {
     restarted_at_ = started;
   }
   // Another server process (maybe another machine) behind the address: its first
@@ -473,6 +482,15 @@ std::string connection::acquire_exclusion(std::chrono::steady_clock::time_point 
                                           std::chrono::milliseconds quarantine) const {
   using std::chrono::duration_cast;
   using std::chrono::milliseconds;
+  // One server named twice (a unix socket and TCP, two names of one address, two
+  // dbs): the later-named node gets no vote, so one server never counts twice.
+  if (!run_id_.empty()) {
+    for (std::size_t j = 0; j < index_; ++j) {
+      if (core_.conn(j).run_id() == run_id_) {
+        return "same server as " + core_.conn(j).name() + " (run_id " + run_id_ + "): configure each server once";
+      }
+    }
+  }
   if (restarted_at_ && quarantine.count() > 0 && now - *restarted_at_ < quarantine) {
     const auto left = duration_cast<milliseconds>(quarantine - (now - *restarted_at_)).count();
     return "restarted: no acquire vote for " + std::to_string(left) + " ms more (restart guard)";
@@ -482,7 +500,8 @@ std::string connection::acquire_exclusion(std::chrono::steady_clock::time_point 
   const auto jump_quarantine = std::max(quarantine, core_.options().max_ttl);
   if (jumped_at_ && now - *jumped_at_ < jump_quarantine) {
     const auto left = duration_cast<milliseconds>(jump_quarantine - (now - *jumped_at_)).count();
-    return "server clock jumped forward " + std::to_string(jump_ms_) + " ms: no acquire vote for " +
+    return std::string("server clock jumped ") + (jump_ms_ < 0 ? "back " : "forward ") +
+           std::to_string(jump_ms_ < 0 ? -jump_ms_ : jump_ms_) + " ms: no acquire vote for " +
            std::to_string(left) + " ms more (clock-jump guard)";
   }
   return {};
@@ -493,23 +512,28 @@ bool connection::time_sample_due() const {
   if (o.clock_jump_threshold.count() <= 0) return false;
   // Interval 0 (the default): every acquire, without reading the clock.
   return o.clock_sample_interval.count() == 0 || !last_time_ ||
-         core_.now() - last_time_->first >= o.clock_sample_interval;
+         core_.now() - last_time_->local_mid >= o.clock_sample_interval;
 }
 
-void connection::observe_server_time(std::int64_t server_us, std::chrono::steady_clock::time_point local_mid) {
+void connection::observe_server_time(std::int64_t server_us, std::chrono::steady_clock::time_point local_mid,
+                                     std::int64_t half_rtt_us) {
   const auto threshold = core_.options().clock_jump_threshold;
   if (threshold.count() <= 0) return;
   if (last_time_) {
     const std::int64_t local_us =
-        std::chrono::duration_cast<std::chrono::microseconds>(local_mid - last_time_->first).count();
-    const std::int64_t server_delta = server_us - last_time_->second;
-    if (static_cast<double>(server_delta - local_us) >
-        clock_jump_allowance_us(threshold, core_.options().clock_drift_factor, local_us)) {
+        std::chrono::duration_cast<std::chrono::microseconds>(local_mid - last_time_->local_mid).count();
+    const std::int64_t step = (server_us - last_time_->server_us) - local_us;
+    // Either direction: a key granted while the clock is behind expires early once
+    // the clock is corrected forward, and a client whose samples straddle both the
+    // step back and the correction sees no step at all (net zero).
+    const std::int64_t magnitude = step < 0 ? -step : step;
+    if (static_cast<double>(magnitude) > clock_jump_allowance_us(threshold, core_.options().clock_drift_factor,
+                                                                  local_us, last_time_->half_rtt_us + half_rtt_us)) {
       jumped_at_ = local_mid;
-      jump_ms_ = (server_delta - local_us) / 1000;
+      jump_ms_ = step / 1000;
     }
   }
-  last_time_ = std::make_pair(local_mid, server_us);
+  last_time_ = time_sample{local_mid, server_us, half_rtt_us};
 }
 
 void connection::become_ready() {
@@ -682,7 +706,9 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
     // An error (TIME not permitted to this user) leaves the guard without a sample.
     if (const auto server_us = parse_time_reply(time_reply.get())) {
       const auto submitted = queue_.front().submitted;
-      observe_server_time(*server_us, submitted + (core_.now() - submitted) / 2);
+      const auto rtt = core_.now() - submitted;
+      observe_server_time(*server_us, submitted + rtt / 2,
+                          std::chrono::duration_cast<std::chrono::microseconds>(rtt).count() / 2 + 1);
       time_sampled = true;
     }
   }

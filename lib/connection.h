@@ -68,11 +68,15 @@ std::vector<sockaddr_storage> connect_order(const struct addrinfo* list);
 // "127.0.0.1:6379" or "[::1]:6379".
 std::string address_text(const sockaddr_storage& a);
 
-// How far a node's clock may run ahead of the local monotonic clock between two
-// TIME samples `gap_us` apart before the clock-jump guard calls it a jump: the
-// threshold plus drift_factor x the gap, that drift part capped at the threshold
-// (so never more than 2 x threshold, however long the gap).
-double clock_jump_allowance_us(std::chrono::milliseconds threshold, double drift_factor, std::int64_t gap_us);
+// How far a node's clock may run ahead of, or fall behind, the local monotonic
+// clock between two TIME samples `gap_us` apart before the clock-jump guard calls
+// it a jump: the threshold plus drift_factor x the gap, that drift part capped at
+// the threshold (so never more than 2 x threshold, however long the gap), plus
+// `uncertainty_us`: how far the two samples' local dates may be off (each is dated
+// at the middle of its round trip, so off by up to half of it; the caller passes
+// the sum of both halves). A real step larger than the result is always seen.
+double clock_jump_allowance_us(std::chrono::milliseconds threshold, double drift_factor, std::int64_t gap_us,
+                               std::int64_t uncertainty_us = 0);
 
 // Test seam: resolves a host name (never a numeric address) in place of
 // getaddrinfo, returning numeric addresses in the order to try them. Null (the
@@ -130,8 +134,12 @@ class connection {
   // given the quarantine period; "" when it may.
   std::string acquire_exclusion(std::chrono::steady_clock::time_point now, std::chrono::milliseconds quarantine) const;
   // A server TIME sample taken at `local_mid` on the client's clock (the middle of
-  // the request's round trip). Flags a forward clock jump.
-  void observe_server_time(std::int64_t server_us, std::chrono::steady_clock::time_point local_mid);
+  // the request's round trip, `half_rtt_us` being half of that round trip: the
+  // sample's dating uncertainty). Flags a clock step in either direction.
+  void observe_server_time(std::int64_t server_us, std::chrono::steady_clock::time_point local_mid,
+                           std::int64_t half_rtt_us);
+  // The server's run_id from the last handshake INFO ("" if none was read).
+  const std::string& run_id() const noexcept { return run_id_; }
 
  private:
   enum class state { idle, resolving, connecting, handshake, ready, backoff, closed };
@@ -217,8 +225,10 @@ class connection {
   std::size_t partial_reply_bytes_ = 0;
   unsigned scripts_loaded_ = 0;  // bit per script_id: body sent on this connection
   bool set_get_unsupported_ = false;  // the server refused SET ... NX ... GET
-  // Restart guard: the server's run_id, and its estimated start on our clock once
-  // a restart was seen (run_id changed, or first sight in strict mode).
+  // Restart guard: the server's run_id, and when its quarantine starts on our clock
+  // once a restart was seen: when this client first saw the new run_id (a changed
+  // run_id may be another, long-running server taking over the address), or the
+  // server's start (now - uptime) on first sight in strict mode.
   std::string run_id_;
   std::optional<std::chrono::steady_clock::time_point> restarted_at_;
   std::int64_t pending_uptime_s_ = -1;
@@ -226,9 +236,14 @@ class connection {
   // Clock-jump guard: the last TIME sample, and when a jump was seen. The sample
   // outlives reconnects: it is dropped only when INFO shows a different run_id (a
   // restart, which the restart guard handles), never when the run_id is unknown.
-  std::optional<std::pair<std::chrono::steady_clock::time_point, std::int64_t>> last_time_;
+  struct time_sample {
+    std::chrono::steady_clock::time_point local_mid;
+    std::int64_t server_us;
+    std::int64_t half_rtt_us;  // how far local_mid may be off
+  };
+  std::optional<time_sample> last_time_;
   std::optional<std::chrono::steady_clock::time_point> jumped_at_;
-  std::int64_t jump_ms_ = 0;
+  std::int64_t jump_ms_ = 0;  // > 0 forward, < 0 back
   std::chrono::steady_clock::time_point time_sent_;
   std::unique_ptr<char[]> read_buf_;
   friend class core;

@@ -26,6 +26,7 @@ round::round(core& c, op_kind kind, script_id script, bool wait_all)
   values.resize(n);
   pttls.assign(n, -2);
   unsent.assign(n, false);
+  granted_excluded.assign(n, false);
 }
 
 round::~round() {
@@ -103,6 +104,7 @@ void round::on_reply(std::size_t node, std::uint32_t, const reply_event& ev) {
         std::string why = conn.acquire_exclusion(now, core_.quarantine_for(milliseconds(0)));
         if (!why.empty()) {
           v.status = node_status::excluded;
+          granted_excluded[node] = true;
           r.detail = std::move(why);
         }
       }
@@ -309,7 +311,8 @@ class cleanup final : public sink, public std::enable_shared_from_this<cleanup> 
 
 // Rolls back a failed attempt (its acquire round `r`): every node that may hold
 // its key gets the delete (see cleanup). Nodes that refused (held by another
-// owner), were not asked (excluded by a guard), refused authentication, or whose
+// owner), were not asked (excluded by a guard before the send; a grant a guard
+// excluded after the fact IS rolled back), refused authentication, or whose
 // connection refused the request at once cannot hold it. Nodes that did not
 // answer (their state is unknown, their script cache too) get EVAL at once.
 void rollback(core& c, const std::string& key, const std::string& token, const round& r, milliseconds ttl) {
@@ -317,8 +320,9 @@ void rollback(core& c, const std::string& key, const std::string& token, const r
   std::vector<bool> nodes(votes.size()), force(votes.size());
   for (std::size_t i = 0; i < votes.size(); ++i) {
     const node_status s = votes[i].status;
-    nodes[i] = !r.unsent[i] && s != node_status::held && s != node_status::excluded && s != node_status::auth_error;
-    force[i] = s != node_status::ok;
+    nodes[i] = r.granted_excluded[i] ||
+               (!r.unsent[i] && s != node_status::held && s != node_status::excluded && s != node_status::auth_error);
+    force[i] = s != node_status::ok && !r.granted_excluded[i];
   }
   cleanup::start(c, key, token, nodes, force, ttl);
 }
@@ -402,7 +406,9 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
   }
 
   void on_late(round& r, std::size_t node, const attempt_state& at) {
-    if (r.votes[node].status != node_status::ok) return;
+    // A grant a guard excluded after the fact wrote the key all the same.
+    const bool excluded_grant = r.granted_excluded[node];
+    if (r.votes[node].status != node_status::ok && !excluded_grant) return;
     if (at.failed) {
       // A grant that arrives after its attempt failed (the rollback may have reached
       // the node before the grant did: a resend after NOSCRIPT, a connection reset

@@ -51,6 +51,10 @@ class round final : public sink, public std::enable_shared_from_this<round> {
   // The request to this node was never written (reply_event::unsent): the node
   // cannot have run it, so there is nothing to roll back there.
   std::vector<bool> unsent;
+  // The node granted (its key IS written), then a guard excluded the vote (the
+  // clock-jump guard reading the TIME behind the grant): the vote is `excluded`,
+  // but the rollback and the late path must still delete the key there.
+  std::vector<bool> granted_excluded;
 
  private:
   void evaluate();

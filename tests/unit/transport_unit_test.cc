@@ -97,6 +97,17 @@ TEST(ClockJumpAllowance, is_the_threshold_plus_the_drift_over_the_gap_capped_at_
   EXPECT_DOUBLE_EQ(clock_jump_allowance_us(milliseconds(1000), 0.01, -5'000'000), 1'000'000.0);
 }
 
+TEST(ClockJumpAllowance, adds_the_dating_uncertainty_of_both_samples_uncapped) {
+  using std::chrono::milliseconds;
+  // A sample whose reply took 3 s (a paused node) is dated 1.5 s off at most: with
+  // 1 ms of the previous sample's half round trip, 1.501 s more on top of 1.1 s.
+  EXPECT_DOUBLE_EQ(clock_jump_allowance_us(milliseconds(1000), 0.01, 10'000'000, 1'501'000), 2'601'000.0);
+  // Not capped by the threshold (it is a bound on the dating error, not a margin).
+  EXPECT_DOUBLE_EQ(clock_jump_allowance_us(milliseconds(1000), 0.01, 3'600'000'000, 5'000'000), 7'000'000.0);
+  // A negative uncertainty (never passed) counts as none.
+  EXPECT_DOUBLE_EQ(clock_jump_allowance_us(milliseconds(1000), 0.0, 0, -7), 1'000'000.0);
+}
+
 TEST(PrintableLine, replaces_everything_but_printable_ascii_and_keeps_the_first_line) {
   EXPECT_EQ(printable_line("ERR \x1b[31mred\x07 \x7f\xc3\xa9 end\r\nsecond line"), "ERR ?[31mred? ??? end");
   EXPECT_EQ(printable_line(std::string("NUL\0byte", 8)), "NUL?byte");
