@@ -92,8 +92,13 @@ struct client_options {
   // socket path, whatever the db) is a config_error naming both URIs. Spellings of
   // one address are compared without DNS: IP literals in canonical form (IPv4-
   // mapped IPv6 as IPv4), "localhost" as both 127.0.0.1 and ::1, socket paths
-  // lexically normalised. Two different host names (or a name and an address) for
-  // one server are not detected.
+  // lexically normalised, IPv4 shorthands ("127.1") as their dotted form. Two
+  // different host names (or a name and an address, or a socket and TCP) for one
+  // server are not detected here; at run time, the handshake's INFO gives every
+  // node's run_id, and a node reporting the run_id of an earlier-listed node gets no
+  // acquire vote (`excluded`, "same server as <node> ..."), so one server never
+  // counts twice. That check needs INFO: it runs only with the restart guard on
+  // (restart_quarantine != 0) and INFO permitted to the user.
   std::vector<std::string> nodes;
   // Prepended to every resource name to form the key ("" = the resource as given).
   std::string key_prefix;
@@ -132,8 +137,10 @@ struct client_options {
   std::chrono::milliseconds max_ttl{60000};
 
   // Restart guard (the spec's "delayed restart", enforced by the client). A node
-  // whose run_id changed since this client last saw it gets no acquire vote until
-  // it has been up for `restart_quarantine`; its outcome is `excluded`. Negative
+  // whose run_id changed since this client last saw it gets no acquire vote for
+  // `restart_quarantine` counted from when this client saw the new run_id (not from
+  // the server's start: a long-running server may take over the address, by a
+  // failover or a re-pointed name or socket path); its outcome is `excluded`. Negative
   // (default) = max_ttl, the bound on every client's TTLs (never this client's own
   // TTLs: another client may hold a longer lock); 0 = guard off (for nodes that
   // keep their data across restarts, e.g. appendfsync always); a positive value
@@ -141,20 +148,27 @@ struct client_options {
   // (without it the guard cannot see restarts).
   std::chrono::milliseconds restart_quarantine{-1};
   // Also quarantine nodes seen for the first time whose uptime is below the
-  // quarantine (stricter: this client cannot know what such a node lost before).
+  // quarantine (stricter: this client cannot know what such a node lost before),
+  // until they have been up for the quarantine.
   bool restart_guard_first_sight = false;
   // Server clock-jump guard. Acquires sample the node's TIME (a TIME pipelined
   // right behind the SET, on the same connection), and so does every connect's
-  // handshake; if a node's clock advanced faster than the local monotonic clock
-  // between two samples by more than the allowance, the node's keys may expire
-  // early: it gets no acquire vote for the quarantine period (as above, and at least
-  // max_ttl even with the restart guard off).
+  // handshake; if a node's clock stepped in either direction against the local
+  // monotonic clock between two samples by more than the allowance, the node's keys
+  // may expire early (a forward step at once; a step back once it is corrected
+  // forward, a correction two later samples may straddle unseen): it gets no
+  // acquire vote for the quarantine period (as above, and at least max_ttl even
+  // with the restart guard off), the very reply that shows the step included.
   // The allowance is this threshold plus clock_drift_factor times the time between
   // the two samples, that drift part capped at the threshold: never more than
   // 2 x threshold, however long ago the last sample was (so after an hour without
   // a sample, a jump of 2 s is still seen at the default; a node whose clock
   // drifts more than that in an hour is quarantined once, a cost in availability
-  // only). Keep 2 x threshold well below the smallest TTL in use.
+  // only), plus the samples' dating uncertainty: each sample is dated at the middle
+  // of its round trip, so the allowance grows by half of each of the two round
+  // trips (a node paused 3 s is not taken for a jump; a step larger than the
+  // widened allowance is still seen). Keep 2 x threshold well below the smallest
+  // TTL in use.
   // Samples outlive reconnects: a jump while the connection was down is seen at
   // the reconnect. They are dropped only when INFO shows the node restarted (a
   // new run_id; the restart guard then applies). A new client process has no
