@@ -182,7 +182,8 @@ class REDLOCK_EXPORT client {
   // every node and retry per options.retry. Errors: contended, unavailable,
   // validity_exhausted, invalid_argument (also: ttl above client_options::max_ttl,
   // an extend_interval that leaves no time for an extension round, or a resource
-  // name ending in ":fence", reserved for fence counters: docs/fencing.md),
+  // name whose key, key_prefix + resource, ends in ":fence", reserved for fence
+  // counters: docs/fencing.md),
   // auth_failed, permission_denied, wrong_type, cancelled, would_deadlock (called
   // on the loop thread). The permanent ones (auth_failed, permission_denied,
   // wrong_type) only when the nodes that gave them alone rule out a quorum; fewer
