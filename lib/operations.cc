@@ -820,7 +820,13 @@ void core::extend_held(const std::shared_ptr<held>& h, milliseconds ttl, std::fu
   const std::uint64_t seq = begin_extension(*this, *h, *capped);
   extend_round(*this, h->snapshot(), *capped, [this, w, seq, done = std::move(done)](report r, clock_tp valid_until) {
     auto hp = w.lock();
-    if (hp && !hp->finished.load()) {
+    if (hp && hp->lost.load() && !r.error) {
+      // Declared lost while this extension was in flight (the watchdog, or the
+      // shutdown): the loss stands. A later validity is never stored — a lease read
+      // after the loss must not look valid — and the caller hears lock_lost.
+      r.error = make_error_code(errc::lock_lost);
+      r.validity = milliseconds(0);
+    } else if (hp && !hp->finished.load()) {
       if (!r.error) {
         extension_succeeded(*hp, seq, valid_until);
       } else if (r.error == errc::not_owner || r.error == errc::lock_lost) {

@@ -99,7 +99,9 @@ class REDLOCK_EXPORT lock {
   std::optional<std::uint64_t> fence() const;
 
   // Ownership-checked extension to `ttl` on all nodes; needs a quorum and positive
-  // new validity. errc::lock_lost if validity had already run out;
+  // new validity. errc::lock_lost if validity had already run out, or if the lock
+  // was declared lost (watchdog, shutdown) while the extension was in flight: the
+  // loss stands, and the validity stays ended even if the extension got a quorum;
   // errc::invalid_argument if ttl exceeds client_options::max_ttl. Blocks; returns
   // errc::would_deadlock on the loop thread.
   // Extending to a `ttl` shorter than the validity left shortens the keys on the
