@@ -624,6 +624,10 @@ void release_round(core& c, const lease& l, std::function<void(report)> done) {
 
 void core::extend(lease l, milliseconds ttl, std::function<void(report)> done) {
   if (closing_) return done(bare_report(*this, make_error_code(errc::cancelled), "client shut down"));
+  // The lease of a live handle: its validity is the handle's to keep (lowered
+  // before an extension to a shorter TTL is sent, moved later only by a success),
+  // so the extension goes through the handle's bookkeeping.
+  if (auto h = handle_for(l)) return extend_held(h, ttl, std::move(done));
   extend_round(*this, l, ttl, [done = std::move(done)](report r, clock_tp) { done(std::move(r)); });
 }
 
@@ -731,6 +735,7 @@ void core::declare_lost(const std::shared_ptr<held>& h, const report& why) {
   const std::int64_t now_ns = to_ns(now());
   if (h->valid_until_ns.load() > now_ns) h->valid_until_ns.store(now_ns, std::memory_order_release);
   if (h->lost.exchange(true)) return;
+  untrack_handle(*h);
   stats_.locks_lost.fetch_add(1, std::memory_order_relaxed);
   stop_watchdog(*h);
   if (h->on_lost) {
@@ -841,6 +846,7 @@ void core::extend_held(const std::shared_ptr<held>& h, milliseconds ttl, std::fu
 void core::release_held(const std::shared_ptr<held>& h, std::function<void(report)> done) {
   // The watchdog stops first: nothing extends after this point.
   stop_watchdog(*h);
+  untrack_handle(*h);
   release_round(*this, h->snapshot(), std::move(done));
 }
 

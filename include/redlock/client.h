@@ -215,7 +215,12 @@ class REDLOCK_EXPORT client {
   // left, those keys now expire sooner, so the lease is valid no longer than
   // min(l.valid_until, the moment of the call + ttl - drift) — in practice, after
   // a failed extension to a shorter TTL, stop using the lock within that TTL.
-  // (A lock handle does this bookkeeping itself: lock::extend.)
+  // (A lock handle does this bookkeeping itself: lock::extend.) The lease of a
+  // live lock handle of this client (not released, detached or lost) is extended
+  // through that handle: the call is lock::extend on it (the handle's validity is
+  // lowered before the request is sent, its extension caps apply, errc::lock_lost
+  // declares it lost), so owns_lock() and remaining_validity() never outlive the
+  // keys this call shortened.
   [[nodiscard]] report extend(const lease& l, std::chrono::milliseconds ttl);
   void extend_async(lease l, std::chrono::milliseconds ttl, std::function<void(report)> done);
 
