@@ -402,7 +402,20 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
   }
 
   void on_late(round& r, std::size_t node, const attempt_state& at) {
-    if (r.votes[node].status != node_status::ok) return;
+    const node_status st = r.votes[node].status;
+    if (at.failed && !r.unsent[node] &&
+        (st == node_status::timeout || st == node_status::connection_error || st == node_status::protocol_error)) {
+      // A request of a failed attempt that was written but whose answer is lost
+      // after the decision (a resend after NOSCRIPT queued behind the rollback
+      // already written, then timed out or cut off): it may have set the key
+      // after the rollback deleted nothing. Delete again, behind it on the same
+      // ordered connection (or after a reconnect), with the rollback's guarantee.
+      std::vector<bool> only(c_.size());
+      only[node] = true;
+      cleanup::start(c_, key_, at.token, only, {}, o_.ttl);
+      return;
+    }
+    if (st != node_status::ok) return;
     if (at.failed) {
       // A grant that arrives after its attempt failed (the rollback may have reached
       // the node before the grant did: a resend after NOSCRIPT, a connection reset
