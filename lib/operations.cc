@@ -620,11 +620,42 @@ void extend_round(core& c, const lease& l, milliseconds ttl, std::function<void(
   r->send(cmd);
 }
 
+// The release's delete on a node that did not confirm it (down, timed out, a
+// reply lost, LOADING after a restart from its AOF) is delivered again with the
+// rollback's guarantee (cleanup) for as long as the key may live: a node that
+// comes back with the key would otherwise block every acquire needing it for the
+// rest of the TTL, though the release got its quorum.
+bool release_confirmed(const vote& v) {
+  return v.status == node_status::ok || v.status == node_status::not_owner || v.permanent == errc::wrong_type;
+}
+
 void release_round(core& c, const lease& l, std::function<void(report)> done) {
   const clock_tp start = c.now();
   auto r = std::make_shared<round>(c, op_kind::release, script_id::release, false);
   core* cp = &c;
-  r->on_decided = [cp, start, done = std::move(done)](round& rd) {
+  // How long the key may live: the validity left plus its drift, or max_ttl for a
+  // lease without a known validity.
+  milliseconds left = c.options().max_ttl;
+  if (l.valid_until) {
+    left = std::max(milliseconds(0), duration_cast<milliseconds>(*l.valid_until - start)) +
+           duration_cast<milliseconds>(drift_of(c.options().max_ttl, c.options().clock_drift_factor)) +
+           milliseconds(1);
+  }
+  const std::string key = c.key_for(l.resource);
+  r->on_late = [cp, key, token = l.token, left](round& rd, std::size_t node) {
+    if (rd.votes[node].status == node_status::pending || release_confirmed(rd.votes[node])) return;
+    std::vector<bool> only(cp->size());
+    only[node] = true;
+    cleanup::start(*cp, key, token, only, {}, left);
+  };
+  r->on_decided = [cp, start, key, token = l.token, left, done = std::move(done)](round& rd) {
+    std::vector<bool> again(rd.votes.size());
+    bool any = false;
+    for (std::size_t i = 0; i < rd.votes.size(); ++i) {
+      again[i] = rd.votes[i].status != node_status::pending && !release_confirmed(rd.votes[i]);
+      any = any || again[i];
+    }
+    if (any && rd.outcome == verdict::quorum) cleanup::start(*cp, key, token, again, {}, left);
     std::error_code ec;
     if (rd.outcome != verdict::quorum) ec = failure_reason(op_kind::release, rd.votes);
     cp->stats().releases.fetch_add(1, std::memory_order_relaxed);
