@@ -116,7 +116,10 @@ class REDLOCK_EXPORT lock {
   // handle may release again: call release() (or release_async()) again, or pass
   // info() to client::release(). After a confirmed release, or not_owner, a
   // further release() returns errc::not_owner "lock not held". The destructor does
-  // not retry a failed release (the keys expire by their TTL). Blocks;
+  // not retry a failed release (the keys expire by their TTL). A confirmed
+  // release (also client::release) goes on delivering its delete in the background
+  // to the nodes that did not confirm it (down, timed out, loading after a restart)
+  // until they do or the key has expired, like an acquire's rollback. Blocks;
   // errc::would_deadlock on the loop thread.
   [[nodiscard]] report release();
   // As release(), without blocking; the callback runs on the loop thread (see
