@@ -118,11 +118,20 @@ std::string check_acquire(const detail::core& c, std::string_view resource, cons
   // prefix): a lock on such a name would collide with it. The counter key keeps
   // its format (counters already on the nodes stay valid across upgrades, so
   // tokens never go backwards); the names are reserved instead.
-  if (const std::string_view suffix = ":fence";
-      resource.size() >= suffix.size() && resource.substr(resource.size() - suffix.size()) == suffix) {
+  // The check is on the key (key_prefix + resource), the name a counter has too.
+  const std::string_view suffix = ":fence";
+  auto ends_in_fence = [&](std::string_view s) {
+    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+  };
+  if (ends_in_fence(resource)) {
     return "resource name must not end in \":fence\": '" + std::string(resource) +
            "' names the fence counter of resource '" + std::string(resource.substr(0, resource.size() - suffix.size())) +
            "' (see docs/fencing.md)";
+  }
+  if (const std::string key = c.key_for(std::string(resource)); ends_in_fence(key)) {
+    return "key prefix + resource name must not end in \":fence\": key_prefix '" + c.options().key_prefix +
+           "' and resource '" + std::string(resource) + "' make the key '" + key +
+           "', the fence counter of the key '" + key.substr(0, key.size() - suffix.size()) + "' (see docs/fencing.md)";
   }
   if (std::string bad = c.ttl_problem(o.ttl); !bad.empty()) return bad;
   if (const char* bad = detail::check_retry(o.retry); *bad) return bad;

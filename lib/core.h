@@ -117,7 +117,15 @@ class core : public std::enable_shared_from_this<core> {
   void stop_watchdog(held& h);
   void extend_held(const std::shared_ptr<held>& h, std::chrono::milliseconds ttl, std::function<void(report)> done);
   void release_held(const std::shared_ptr<held>& h, std::function<void(report)> done);
-  lock make_lock(std::shared_ptr<held> h);
+  lock make_lock(std::shared_ptr<held> h);  // also registers the handle (track_handle)
+  // The registry of live lock handles by token, so that client::extend of a
+  // handle's lease goes through the handle's bookkeeping (extend_held). A handle is
+  // registered when made and forgotten once released, detached or lost; a
+  // destroyed one is forgotten by its release, or found expired on lookup.
+  void track_handle(const std::shared_ptr<held>& h) { handles_[h->token] = h; }
+  void untrack_handle(const held& h);
+  // The live handle (not finished, not lost) holding lease `l`, if any.
+  std::shared_ptr<held> handle_for(const lease& l);
   void declare_lost(const std::shared_ptr<held>& h, const report& why);
 
   // The restart-guard quarantine (see options.h: restart_quarantine, max_ttl); the
@@ -180,6 +188,7 @@ class core : public std::enable_shared_from_this<core> {
   std::unordered_set<std::uint64_t> unstarted_;        // guarded by unstarted_mu_
   std::unordered_set<std::uint64_t> cancelled_early_;  // loop thread
   std::unordered_map<held*, std::weak_ptr<held>> watched_;  // locks with a running watchdog
+  std::unordered_map<std::string, std::weak_ptr<held>> handles_;  // live lock handles by token
   bool closing_ = false;
   bool finished_ = false;
   std::size_t cleanups_ = 0;

@@ -148,12 +148,37 @@ lease lock::detach() noexcept {
   h->finished.store(true);
   lease l = h->snapshot();
   auto c = h->owner;
-  c->post([h, c] { c->stop_watchdog(*h); });
+  c->post([h, c] {
+    c->stop_watchdog(*h);
+    c->untrack_handle(*h);  // the caller manages the lease from now on
+  });
   return l;
 }
 
 namespace detail {
-lock core::make_lock(std::shared_ptr<held> h) { return lock(std::move(h)); }
+lock core::make_lock(std::shared_ptr<held> h) {
+  track_handle(h);
+  return lock(std::move(h));
+}
+
+void core::untrack_handle(const held& h) {
+  auto it = handles_.find(h.token);
+  if (it == handles_.end()) return;
+  auto p = it->second.lock();
+  if (!p || p.get() == &h) handles_.erase(it);
+}
+
+std::shared_ptr<held> core::handle_for(const lease& l) {
+  auto it = handles_.find(l.token);
+  if (it == handles_.end()) return nullptr;
+  auto h = it->second.lock();
+  if (!h) {
+    handles_.erase(it);
+    return nullptr;
+  }
+  if (h->resource != l.resource || h->finished.load() || h->lost.load()) return nullptr;
+  return h;
+}
 }  // namespace detail
 
 }  // namespace redlock

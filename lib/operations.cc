@@ -406,9 +406,22 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
   }
 
   void on_late(round& r, std::size_t node, const attempt_state& at) {
+    const node_status st = r.votes[node].status;
+    if (at.failed && !r.unsent[node] &&
+        (st == node_status::timeout || st == node_status::connection_error || st == node_status::protocol_error)) {
+      // A request of a failed attempt that was written but whose answer is lost
+      // after the decision (a resend after NOSCRIPT queued behind the rollback
+      // already written, then timed out or cut off): it may have set the key
+      // after the rollback deleted nothing. Delete again, behind it on the same
+      // ordered connection (or after a reconnect), with the rollback's guarantee.
+      std::vector<bool> only(c_.size());
+      only[node] = true;
+      cleanup::start(c_, key_, at.token, only, {}, o_.ttl);
+      return;
+    }
     // A grant a guard excluded after the fact wrote the key all the same.
     const bool excluded_grant = r.granted_excluded[node];
-    if (r.votes[node].status != node_status::ok && !excluded_grant) return;
+    if (st != node_status::ok && !excluded_grant) return;
     if (at.failed) {
       // A grant that arrives after its attempt failed (the rollback may have reached
       // the node before the grant did: a resend after NOSCRIPT, a connection reset
@@ -613,11 +626,42 @@ void extend_round(core& c, const lease& l, milliseconds ttl, std::function<void(
   r->send(cmd);
 }
 
+// The release's delete on a node that did not confirm it (down, timed out, a
+// reply lost, LOADING after a restart from its AOF) is delivered again with the
+// rollback's guarantee (cleanup) for as long as the key may live: a node that
+// comes back with the key would otherwise block every acquire needing it for the
+// rest of the TTL, though the release got its quorum.
+bool release_confirmed(const vote& v) {
+  return v.status == node_status::ok || v.status == node_status::not_owner || v.permanent == errc::wrong_type;
+}
+
 void release_round(core& c, const lease& l, std::function<void(report)> done) {
   const clock_tp start = c.now();
   auto r = std::make_shared<round>(c, op_kind::release, script_id::release, false);
   core* cp = &c;
-  r->on_decided = [cp, start, done = std::move(done)](round& rd) {
+  // How long the key may live: the validity left plus its drift, or max_ttl for a
+  // lease without a known validity.
+  milliseconds left = c.options().max_ttl;
+  if (l.valid_until) {
+    left = std::max(milliseconds(0), duration_cast<milliseconds>(*l.valid_until - start)) +
+           duration_cast<milliseconds>(drift_of(c.options().max_ttl, c.options().clock_drift_factor)) +
+           milliseconds(1);
+  }
+  const std::string key = c.key_for(l.resource);
+  r->on_late = [cp, key, token = l.token, left](round& rd, std::size_t node) {
+    if (rd.votes[node].status == node_status::pending || release_confirmed(rd.votes[node])) return;
+    std::vector<bool> only(cp->size());
+    only[node] = true;
+    cleanup::start(*cp, key, token, only, {}, left);
+  };
+  r->on_decided = [cp, start, key, token = l.token, left, done = std::move(done)](round& rd) {
+    std::vector<bool> again(rd.votes.size());
+    bool any = false;
+    for (std::size_t i = 0; i < rd.votes.size(); ++i) {
+      again[i] = rd.votes[i].status != node_status::pending && !release_confirmed(rd.votes[i]);
+      any = any || again[i];
+    }
+    if (any && rd.outcome == verdict::quorum) cleanup::start(*cp, key, token, again, {}, left);
     std::error_code ec;
     if (rd.outcome != verdict::quorum) ec = failure_reason(op_kind::release, rd.votes);
     cp->stats().releases.fetch_add(1, std::memory_order_relaxed);
@@ -630,6 +674,10 @@ void release_round(core& c, const lease& l, std::function<void(report)> done) {
 
 void core::extend(lease l, milliseconds ttl, std::function<void(report)> done) {
   if (closing_) return done(bare_report(*this, make_error_code(errc::cancelled), "client shut down"));
+  // The lease of a live handle: its validity is the handle's to keep (lowered
+  // before an extension to a shorter TTL is sent, moved later only by a success),
+  // so the extension goes through the handle's bookkeeping.
+  if (auto h = handle_for(l)) return extend_held(h, ttl, std::move(done));
   extend_round(*this, l, ttl, [done = std::move(done)](report r, clock_tp) { done(std::move(r)); });
 }
 
@@ -737,6 +785,7 @@ void core::declare_lost(const std::shared_ptr<held>& h, const report& why) {
   const std::int64_t now_ns = to_ns(now());
   if (h->valid_until_ns.load() > now_ns) h->valid_until_ns.store(now_ns, std::memory_order_release);
   if (h->lost.exchange(true)) return;
+  untrack_handle(*h);
   stats_.locks_lost.fetch_add(1, std::memory_order_relaxed);
   stop_watchdog(*h);
   if (h->on_lost) {
@@ -826,7 +875,13 @@ void core::extend_held(const std::shared_ptr<held>& h, milliseconds ttl, std::fu
   const std::uint64_t seq = begin_extension(*this, *h, *capped);
   extend_round(*this, h->snapshot(), *capped, [this, w, seq, done = std::move(done)](report r, clock_tp valid_until) {
     auto hp = w.lock();
-    if (hp && !hp->finished.load()) {
+    if (hp && hp->lost.load() && !r.error) {
+      // Declared lost while this extension was in flight (the watchdog, or the
+      // shutdown): the loss stands. A later validity is never stored — a lease read
+      // after the loss must not look valid — and the caller hears lock_lost.
+      r.error = make_error_code(errc::lock_lost);
+      r.validity = milliseconds(0);
+    } else if (hp && !hp->finished.load()) {
       if (!r.error) {
         extension_succeeded(*hp, seq, valid_until);
       } else if (r.error == errc::not_owner || r.error == errc::lock_lost) {
@@ -841,6 +896,7 @@ void core::extend_held(const std::shared_ptr<held>& h, milliseconds ttl, std::fu
 void core::release_held(const std::shared_ptr<held>& h, std::function<void(report)> done) {
   // The watchdog stops first: nothing extends after this point.
   stop_watchdog(*h);
+  untrack_handle(*h);
   release_round(*this, h->snapshot(), std::move(done));
 }
 

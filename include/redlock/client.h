@@ -99,7 +99,9 @@ class REDLOCK_EXPORT lock {
   std::optional<std::uint64_t> fence() const;
 
   // Ownership-checked extension to `ttl` on all nodes; needs a quorum and positive
-  // new validity. errc::lock_lost if validity had already run out;
+  // new validity. errc::lock_lost if validity had already run out, or if the lock
+  // was declared lost (watchdog, shutdown) while the extension was in flight: the
+  // loss stands, and the validity stays ended even if the extension got a quorum;
   // errc::invalid_argument if ttl exceeds client_options::max_ttl. Blocks; returns
   // errc::would_deadlock on the loop thread.
   // Extending to a `ttl` shorter than the validity left shortens the keys on the
@@ -114,7 +116,10 @@ class REDLOCK_EXPORT lock {
   // handle may release again: call release() (or release_async()) again, or pass
   // info() to client::release(). After a confirmed release, or not_owner, a
   // further release() returns errc::not_owner "lock not held". The destructor does
-  // not retry a failed release (the keys expire by their TTL). Blocks;
+  // not retry a failed release (the keys expire by their TTL). A confirmed
+  // release (also client::release) goes on delivering its delete in the background
+  // to the nodes that did not confirm it (down, timed out, loading after a restart)
+  // until they do or the key has expired, like an acquire's rollback. Blocks;
   // errc::would_deadlock on the loop thread.
   [[nodiscard]] report release();
   // As release(), without blocking; the callback runs on the loop thread (see
@@ -182,7 +187,8 @@ class REDLOCK_EXPORT client {
   // every node and retry per options.retry. Errors: contended, unavailable,
   // validity_exhausted, invalid_argument (also: ttl above client_options::max_ttl,
   // an extend_interval that leaves no time for an extension round, or a resource
-  // name ending in ":fence", reserved for fence counters: docs/fencing.md),
+  // name whose key, key_prefix + resource, ends in ":fence", reserved for fence
+  // counters: docs/fencing.md),
   // auth_failed, permission_denied, wrong_type, cancelled, would_deadlock (called
   // on the loop thread). The permanent ones (auth_failed, permission_denied,
   // wrong_type) only when the nodes that gave them alone rule out a quorum; fewer
@@ -212,7 +218,12 @@ class REDLOCK_EXPORT client {
   // left, those keys now expire sooner, so the lease is valid no longer than
   // min(l.valid_until, the moment of the call + ttl - drift) — in practice, after
   // a failed extension to a shorter TTL, stop using the lock within that TTL.
-  // (A lock handle does this bookkeeping itself: lock::extend.)
+  // (A lock handle does this bookkeeping itself: lock::extend.) The lease of a
+  // live lock handle of this client (not released, detached or lost) is extended
+  // through that handle: the call is lock::extend on it (the handle's validity is
+  // lowered before the request is sent, its extension caps apply, errc::lock_lost
+  // declares it lost), so owns_lock() and remaining_validity() never outlive the
+  // keys this call shortened.
   [[nodiscard]] report extend(const lease& l, std::chrono::milliseconds ttl);
   void extend_async(lease l, std::chrono::milliseconds ttl, std::function<void(report)> done);
 
