@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -180,15 +181,24 @@ std::string command_name(const redisReply* req) {
   return {};
 }
 
+// The low 32 bits of v as 8 lower-case hex digits.
+std::string hex8(std::uint64_t v) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", static_cast<unsigned>(v & 0xffffffffu));
+  return buf;
+}
+
 // What a real server answers to the handshake commands; "" for anything else.
-std::string handshake_answer(const redisReply* req) {
+// `id` makes the run_id distinct per server: the client treats two nodes with one
+// run_id as one server configured twice.
+std::string handshake_answer(const redisReply* req, std::uint64_t id) {
   const std::string name = command_name(req);
   if (name == "AUTH" || name == "SELECT") return "+OK\r\n";
   if (name == "PING") return "+PONG\r\n";
   if (name == "INFO") {
     return bulk(
-        "# Server\r\nredis_version:7.0.15\r\nrun_id:0123456789abcdef0123456789abcdef01234567\r\n"
-        "uptime_in_seconds:100000\r\n");
+        "# Server\r\nredis_version:7.0.15\r\nrun_id:0123456789abcdef0123456789abcdef" + hex8(id) +
+        "\r\nuptime_in_seconds:100000\r\n");
   }
   if (name == "TIME") {
     const auto now = std::chrono::system_clock::now().time_since_epoch();
@@ -200,7 +210,7 @@ std::string handshake_answer(const redisReply* req) {
 
 // The liar's answer to one request.
 std::string answer(const redisReply* req, std::mt19937& rng, std::atomic<std::uint64_t>& noise) {
-  if (std::string a = handshake_answer(req); !a.empty()) return a;
+  if (std::string a = handshake_answer(req, reinterpret_cast<std::uintptr_t>(&noise)); !a.empty()) return a;
   noise.fetch_add(1);
   switch (rng() % 10) {
     case 6:
@@ -221,7 +231,7 @@ std::string answer(const redisReply* req, std::mt19937& rng, std::atomic<std::ui
 // pre_7_0 mode: the handshake locally, SET ... NX ... GET refused, the rest
 // forwarded to the real server and its reply passed back.
 std::string forward(peer& p, int upstream_port, const redisReply* req, std::atomic<std::uint64_t>& refused) {
-  if (std::string a = handshake_answer(req); !a.empty()) return a;
+  if (std::string a = handshake_answer(req, static_cast<std::uint64_t>(upstream_port)); !a.empty()) return a;
   const std::string name = command_name(req);
   if (name.empty()) return "-ERR Protocol error\r\n";
   if (name == "SET") {
