@@ -1,4 +1,5 @@
 #include "redlock/client.h"
+#include "uv_reactor.h"
 
 #include <arpa/inet.h>
 
@@ -155,10 +156,17 @@ std::string check_acquire(const detail::core& c, std::string_view resource, cons
 
 client::client(client_options options) : client(std::move(options), nullptr) {}
 
-client::client(client_options options, uv_loop_s* loop) {
+client::client(client_options options, uv_loop_s* loop)
+    : client(std::move(options), std::make_unique<detail::uv_reactor>(loop), loop == nullptr) {}
+
+client::client(client_options options, std::unique_ptr<detail::reactor> io, bool own_thread) {
   auto nodes = validate(options);
-  core_ = std::make_shared<detail::core>(std::move(options), std::move(nodes), loop);
+  core_ = std::make_shared<detail::core>(std::move(options), std::move(nodes), std::move(io), own_thread);
   core_->start();
+}
+
+std::unique_ptr<client> detail::client_access::make(client_options options, std::unique_ptr<reactor> io) {
+  return std::unique_ptr<client>(new client(std::move(options), std::move(io), false));
 }
 
 client::~client() {

@@ -16,7 +16,6 @@
 namespace redlock::detail {
 namespace {
 
-constexpr std::size_t kReadBuf = 64 * 1024;
 constexpr std::uint64_t kNoDeadline = ~std::uint64_t{0};
 
 std::string first_line(const char* s, std::size_t n) { return printable_line(std::string_view(s, n)); }
@@ -31,18 +30,10 @@ bool is_auth_error(std::string_view e) {
 
 std::atomic<resolver_override> g_resolver_override{nullptr};
 
-std::optional<sockaddr_storage> numeric_address(const std::string& host, int port) {
-  sockaddr_storage ss{};
-  if (uv_ip4_addr(host.c_str(), port, reinterpret_cast<sockaddr_in*>(&ss)) == 0 ||
-      uv_ip6_addr(host.c_str(), port, reinterpret_cast<sockaddr_in6*>(&ss)) == 0) {
-    return ss;
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 void set_resolver_override(resolver_override fn) noexcept { g_resolver_override.store(fn); }
+resolver_override current_resolver_override() noexcept { return g_resolver_override.load(); }
 
 std::vector<sockaddr_storage> connect_order(const struct addrinfo* list) {
   std::vector<sockaddr_storage> out;
@@ -139,50 +130,8 @@ std::string wire::encode(bool with_body) const {
   return out;
 }
 
-// The libuv stream of one connect attempt. Freed in its close callback; `owner`
-// is cleared when the connection abandons it.
-struct connection::stream_holder {
-  union {
-    uv_tcp_t tcp;
-    uv_pipe_t pipe;
-  } h;
-  uv_connect_t connect_req;
-  uv_getaddrinfo_t gai;
-  connection* owner = nullptr;
-  bool is_tcp = true;
-  bool resolving = false;
-  bool handle_inited = false;
-  bool closing = false;
-
-  uv_stream_t* stream() { return is_tcp ? reinterpret_cast<uv_stream_t*>(&h.tcp) : reinterpret_cast<uv_stream_t*>(&h.pipe); }
-  uv_handle_t* handle() { return reinterpret_cast<uv_handle_t*>(stream()); }
-
-  // Closes the handle (if any) and frees this holder when libuv is done with it.
-  void release(core& c) {
-    owner = nullptr;
-    if (closing) return;
-    closing = true;
-    if (handle_inited) {
-      handle()->data = this;
-      uv_close(handle(), [](uv_handle_t* hd) { delete static_cast<stream_holder*>(hd->data); });
-      (void)c;
-    } else if (!resolving) {
-      delete this;
-    }
-    // A pending getaddrinfo frees the holder from its callback.
-  }
-};
-
-namespace {
-struct write_req {
-  uv_write_t req;
-  std::string data;
-  connection::stream_holder* holder;
-};
-}  // namespace
-
 connection::connection(core& owner, std::size_t index, node_address address)
-    : core_(owner), index_(index), address_(std::move(address)), read_buf_(new char[kReadBuf]) {}
+    : core_(owner), index_(index), address_(std::move(address)) {}
 
 connection::~connection() {
   if (reader_ != nullptr) redisReaderFree(reader_);
@@ -198,153 +147,23 @@ void connection::connect_now() {
   partial_reply_bytes_ = 0;
   last_reply_ms_ = 0;
   scripts_loaded_ = 0;
-  auto* s = new stream_holder();
-  s->owner = this;
-  stream_ = s;
-  connect_deadline_ms_ = uv_now(core_.loop()) + static_cast<std::uint64_t>(core_.options().connect_timeout.count());
+  connect_deadline_ms_ = core_.now_ms() + static_cast<std::uint64_t>(core_.options().connect_timeout.count());
   connect_timer_ = core_.schedule(core_.options().connect_timeout, [this] {
     connect_timer_ = 0;
     fail_connection(node_status::timeout,
                     "connect/handshake took longer than " + std::to_string(core_.options().connect_timeout.count()) +
                         " ms");
   });
-  if (address_.type == node_address::kind::unix_socket) {
-    s->is_tcp = false;
-    uv_pipe_init(core_.loop(), &s->h.pipe, 0);
-    s->handle_inited = true;
-    state_ = state::connecting;
-    s->connect_req.data = s;
-    uv_pipe_connect(&s->connect_req, &s->h.pipe, address_.path.c_str(), [](uv_connect_t* req, int status) {
-      auto* holder = static_cast<stream_holder*>(req->data);
-      if (holder->owner != nullptr) holder->owner->on_connected(status);
-    });
-    return;
-  }
-  // Numeric addresses skip the resolver's thread pool.
-  if (const auto ss = numeric_address(address_.host, address_.port)) {
-    try_addresses({*ss});
-    return;
-  }
-  if (const resolver_override fn = g_resolver_override.load()) {
-    std::vector<sockaddr_storage> list;
-    for (const std::string& a : fn(address_.host)) {
-      if (const auto ss = numeric_address(a, address_.port)) list.push_back(*ss);
-    }
-    if (list.empty()) {
-      fail_connection(node_status::connection_error, "cannot resolve host: no address");
-    } else {
-      try_addresses(std::move(list));
-    }
-    return;
-  }
-  state_ = state::resolving;
-  s->resolving = true;
-  s->gai.data = s;
-  struct addrinfo hints {};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  std::string port = std::to_string(address_.port);
-  int rc = uv_getaddrinfo(
-      core_.loop(), &s->gai,
-      [](uv_getaddrinfo_t* req, int status, struct addrinfo* res) {
-        auto* holder = static_cast<stream_holder*>(req->data);
-        holder->resolving = false;
-        if (holder->owner != nullptr) {
-          holder->owner->on_resolved(status, status == 0 ? res : nullptr);
-        } else if (!holder->handle_inited) {
-          delete holder;
-        }
-        uv_freeaddrinfo(res);
-      },
-      address_.host.c_str(), port.c_str(), &hints);
-  if (rc != 0) {
-    s->resolving = false;
-    fail_connection(node_status::connection_error, std::string("cannot resolve host: ") + uv_strerror(rc));
-  }
-}
-
-void connection::on_resolved(int status, const struct addrinfo* list) {
-  std::vector<sockaddr_storage> addrs = status == 0 ? connect_order(list) : std::vector<sockaddr_storage>{};
-  if (addrs.empty()) {
-    fail_connection(node_status::connection_error,
-                    std::string("cannot resolve host: ") + (status != 0 ? uv_strerror(status) : "no address"));
-    return;
-  }
-  try_addresses(std::move(addrs));
-}
-
-void connection::try_addresses(std::vector<sockaddr_storage> addrs) {
-  addrs_ = std::move(addrs);
-  next_addr_ = 0;
-  connect_errors_.clear();
-  connect_next_address();
-}
-
-void connection::connect_next_address() {
-  stream_holder* s = stream_;
-  const sockaddr_storage& addr = addrs_[next_addr_++];
-  uv_tcp_init(core_.loop(), &s->h.tcp);
-  s->handle_inited = true;
-  uv_tcp_nodelay(&s->h.tcp, 1);
   state_ = state::connecting;
-  s->connect_req.data = s;
-  int rc = uv_tcp_connect(&s->connect_req, &s->h.tcp, reinterpret_cast<const sockaddr*>(&addr),
-                          [](uv_connect_t* req, int st) {
-                            auto* holder = static_cast<stream_holder*>(req->data);
-                            if (holder->owner != nullptr) holder->owner->on_connected(st);
-                          });
-  if (rc != 0) on_connect_failed(rc);
+  node_status status = node_status::connection_error;
+  std::string error;
+  link_ = core_.io().open(address_, connect_deadline_ms_, *this, status, error);
+  if (!link_) fail_connection(status, std::move(error));
 }
 
-void connection::on_connect_failed(int status) {
-  if (stream_ == nullptr || !stream_->is_tcp || addrs_.size() <= 1) {
-    fail_connection(node_status::connection_error, std::string("connect: ") + uv_strerror(status));
-    return;
-  }
-  // A name with several addresses (localhost: ::1, then 127.0.0.1): the next one,
-  // in resolver order, within what is left of this attempt's connect timeout.
-  connect_errors_ += (connect_errors_.empty() ? "" : "; ") + address_text(addrs_[next_addr_ - 1]) + ": " +
-                     uv_strerror(status);
-  if (next_addr_ < addrs_.size() && uv_now(core_.loop()) < connect_deadline_ms_) {
-    stream_->release(core_);
-    auto* s = new stream_holder();
-    s->owner = this;
-    stream_ = s;
-    connect_next_address();
-    return;
-  }
-  fail_connection(node_status::connection_error, "connect: " + connect_errors_);
-}
+void connection::on_link_down(node_status status, std::string detail) { fail_connection(status, std::move(detail)); }
 
-void connection::on_connected(int status) {
-  if (status != 0) {
-    on_connect_failed(status);
-    return;
-  }
-  stream_holder* s = stream_;
-  s->handle()->data = s;
-  uv_read_start(
-      s->stream(),
-      [](uv_handle_t* h, size_t, uv_buf_t* buf) {
-        auto* holder = static_cast<stream_holder*>(h->data);
-        if (holder->owner == nullptr) {
-          *buf = uv_buf_init(nullptr, 0);
-          return;
-        }
-        *buf = uv_buf_init(holder->owner->read_buf_.get(), kReadBuf);
-      },
-      [](uv_stream_t* st, ssize_t nread, const uv_buf_t* buf) {
-        auto* holder = static_cast<stream_holder*>(st->data);
-        connection* self = holder->owner;
-        if (self == nullptr) return;
-        if (nread > 0) {
-          self->on_read(buf->base, static_cast<std::size_t>(nread));
-        } else if (nread < 0) {
-          self->fail_connection(node_status::connection_error,
-                                nread == UV_EOF ? "connection closed by server"
-                                                : std::string("read: ") + uv_strerror(static_cast<int>(nread)));
-        }
-      });
+void connection::on_link_up() {
   state_ = state::handshake;
   handshake_steps_.clear();
   if (address_.has_password) {
@@ -374,14 +193,15 @@ void connection::on_connected(int status) {
   core_.want_flush(this);
 }
 
-void connection::on_read(const char* data, std::size_t n) {
+void connection::on_link_data(const char* data, std::size_t n) {
   if (redisReaderFeed(reader_, data, n) != REDIS_OK) {
     fail_connection(node_status::protocol_error, "reply buffer error");
     return;
   }
   partial_reply_bytes_ += n;
-  stream_holder* s = stream_;
-  while (stream_ == s && s != nullptr && s->owner == this) {
+  // Until this link is replaced or dropped (a reply may fail the connection).
+  const link* current = link_.get();
+  while (link_ != nullptr && link_.get() == current) {
     void* reply = nullptr;
     if (redisReaderGetReply(reader_, &reply) != REDIS_OK) {
       fail_connection(node_status::protocol_error,
@@ -402,7 +222,7 @@ void connection::on_read(const char* data, std::size_t n) {
     // A complete reply: progress. What stays buffered belongs to the next one (the
     // parts of it already parsed out of the buffer are not counted: at most one
     // read buffer).
-    last_reply_ms_ = uv_now(core_.loop());
+    last_reply_ms_ = core_.now_ms();
     partial_reply_bytes_ = reader_->len - reader_->pos;
     std::unique_ptr<redisReply, reply_deleter> r(static_cast<redisReply*>(reply));
     if (state_ == state::handshake) {
@@ -545,7 +365,7 @@ void connection::become_ready() {
   failures_ = 0;
   permanent_failure_ = false;
   const std::uint64_t ready_deadline =
-      uv_now(core_.loop()) + static_cast<std::uint64_t>(core_.options().command_timeout.count());
+      core_.now_ms() + static_cast<std::uint64_t>(core_.options().command_timeout.count());
   for (request& r : queue_) {
     if (!r.sent && !r.expired) {
       encode(r);
@@ -607,7 +427,7 @@ void connection::submit(std::shared_ptr<const wire> cmd, bool force_eval, std::s
   r.target = std::move(s);
   r.tag = tag;
   r.submitted = core_.now();
-  const std::uint64_t now_ms = uv_now(core_.loop());
+  const std::uint64_t now_ms = core_.now_ms();
   const auto cmd_ms = static_cast<std::uint64_t>(core_.options().command_timeout.count());
   // During the first connect, the connect timeout bounds the wait for the
   // connection and the command timeout starts when the request is written
@@ -635,44 +455,19 @@ void connection::submit(std::shared_ptr<const wire> cmd, bool force_eval, std::s
 
 void connection::flush() {
   dirty_ = false;
-  if (out_.empty() || stream_ == nullptr || !stream_->handle_inited ||
+  if (out_.empty() || link_ == nullptr ||
       (state_ != state::ready && state_ != state::handshake)) {
     return;
   }
   // The requests encoded since the last flush go out now (or wait in libuv's write
   // queue, which only a server that stopped reading fills): the stall detector
   // counts from here. They are at the back of the queue.
-  const std::uint64_t now_ms = uv_now(core_.loop());
+  const std::uint64_t now_ms = core_.now_ms();
   for (auto it = queue_.rbegin(); it != queue_.rend() && it->sent && it->written_ms == kUnwritten; ++it) {
     it->written_ms = now_ms;
   }
-  uv_buf_t buf = uv_buf_init(out_.data(), static_cast<unsigned>(out_.size()));
-  int n = uv_try_write(stream_->stream(), &buf, 1);
-  if (n == static_cast<int>(out_.size())) {
-    out_.clear();
-    return;
-  }
-  if (n < 0 && n != UV_EAGAIN) {
-    fail_connection(node_status::connection_error, std::string("write: ") + uv_strerror(n));
-    return;
-  }
-  auto* w = new write_req();
-  w->data = out_.substr(n > 0 ? static_cast<std::size_t>(n) : 0);
-  out_.clear();
-  w->holder = stream_;
-  w->req.data = w;
-  uv_buf_t rest = uv_buf_init(w->data.data(), static_cast<unsigned>(w->data.size()));
-  int rc = uv_write(&w->req, stream_->stream(), &rest, 1, [](uv_write_t* req, int status) {
-    auto* wr = static_cast<write_req*>(req->data);
-    connection* owner = wr->holder->owner;
-    delete wr;
-    if (status < 0 && owner != nullptr && status != UV_ECANCELED) {
-      owner->fail_connection(node_status::connection_error, std::string("write: ") + uv_strerror(status));
-    }
-  });
-  if (rc != 0) {
-    delete w;
-    fail_connection(node_status::connection_error, std::string("write: ") + uv_strerror(rc));
+  if (std::string error = link_->write(out_); !error.empty()) {
+    fail_connection(node_status::connection_error, std::move(error));
   }
 }
 
@@ -781,7 +576,7 @@ void connection::arm_deadline_timer() {
       break;
     }
   }
-  const std::uint64_t now = uv_now(core_.loop());
+  const std::uint64_t now = core_.now_ms();
   if (const std::uint64_t stall = stall_at(now); stall != 0 && (next == 0 || stall < next)) next = stall;
   if (next == 0) return;
   deadline_armed_at_ = next;
@@ -792,7 +587,7 @@ void connection::arm_deadline_timer() {
 }
 
 void connection::on_deadline_timer() {
-  const std::uint64_t now = uv_now(core_.loop());
+  const std::uint64_t now = core_.now_ms();
   const std::uint64_t cmd_ms = static_cast<std::uint64_t>(core_.options().command_timeout.count());
   struct expiry {
     std::shared_ptr<sink> target;
@@ -831,8 +626,7 @@ void connection::fail_connection(node_status status, std::string detail, bool pe
   connect_timer_ = 0;
   if (deadline_timer_ != 0) core_.cancel_timer(deadline_timer_);
   deadline_timer_ = 0;
-  if (stream_ != nullptr) stream_->release(core_);
-  stream_ = nullptr;
+  link_.reset();
   out_.clear();
   first_of_two_.reset();
   down_status_ = status == node_status::timeout && !ever_connected_ ? node_status::connection_error : status;
@@ -881,8 +675,7 @@ void connection::shutdown() {
   if (deadline_timer_ != 0) core_.cancel_timer(deadline_timer_);
   connect_timer_ = backoff_timer_ = deadline_timer_ = 0;
   state_ = state::closed;
-  if (stream_ != nullptr) stream_->release(core_);
-  stream_ = nullptr;
+  link_.reset();
   first_of_two_.reset();
   std::deque<request> pending;
   pending.swap(queue_);

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "reactor.h"
 #include "redlock/report.h"
 #include "scripts.h"
 #include "uri.h"
@@ -83,6 +84,7 @@ double clock_jump_allowance_us(std::chrono::milliseconds threshold, double drift
 // default) = the system resolver. Set it before creating a client; any thread.
 using resolver_override = std::vector<std::string> (*)(const std::string& host);
 void set_resolver_override(resolver_override fn) noexcept;
+resolver_override current_resolver_override() noexcept;
 
 // Appends a RESP array of bulk strings.
 void append_resp(std::string& out, std::initializer_list<std::string_view> argv);
@@ -108,7 +110,7 @@ class sink {
   virtual void on_reply(std::size_t node, std::uint32_t tag, const reply_event& ev) = 0;
 };
 
-class connection {
+class connection final : private link_events {
  public:
   connection(core& owner, std::size_t index, node_address address);
   ~connection();
@@ -150,9 +152,9 @@ class connection {
     std::shared_ptr<sink> target;
     std::uint32_t tag = 0;
     std::chrono::steady_clock::time_point submitted;
-    std::uint64_t deadline_ms = 0;  // on uv_now(); kNoDeadline for untimed commands
-    std::uint64_t overdue_ms = 0;   // on uv_now(): submission + command_timeout (stall detection)
-    std::uint64_t written_ms = kUnwritten;  // on uv_now(): when flush() wrote it (stall detection)
+    std::uint64_t deadline_ms = 0;  // on the reactor's now_ms(); kNoDeadline for untimed commands
+    std::uint64_t overdue_ms = 0;   // on the reactor's now_ms(): submission + command_timeout (stall detection)
+    std::uint64_t written_ms = kUnwritten;  // on the reactor's now_ms(): when flush() wrote it (stall detection)
     bool sent = false;
     bool used_sha = false;
     bool with_time = false;  // an acquire with a TIME pipelined after it: two replies
@@ -162,17 +164,11 @@ class connection {
     void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
   };
 
- public:
-  struct stream_holder;  // the libuv stream of one connect attempt (connection.cc)
-
- private:
   void connect_now();
-  void on_resolved(int status, const struct addrinfo* list);
-  void try_addresses(std::vector<sockaddr_storage> addrs);
-  void connect_next_address();
-  void on_connect_failed(int status);
-  void on_connected(int status);
-  void on_read(const char* data, std::size_t n);
+  // link_events: the current link's connect, bytes and end.
+  void on_link_up() override;
+  void on_link_data(const char* data, std::size_t n) override;
+  void on_link_down(node_status status, std::string detail) override;
   void on_handshake_reply(redisReply* r);
   void on_info(std::string_view info);
   // Takes the reply (it is freed here or kept for the request's second reply).
@@ -196,7 +192,7 @@ class connection {
   std::size_t index_;
   node_address address_;
   state state_ = state::idle;
-  stream_holder* stream_ = nullptr;
+  std::unique_ptr<link> link_;  // the current connect attempt's byte stream
   redisReader* reader_ = nullptr;
   std::deque<request> queue_;  // in write order; replies match the front
   // The front request's first reply while its pipelined TIME is still to come.
@@ -205,12 +201,7 @@ class connection {
   bool dirty_ = false;
   std::deque<char> handshake_steps_;  // 'A'uth, 'S'elect, 'P'ing, 'I'nfo, 'T'ime
   std::uint64_t connect_timer_ = 0;
-  std::uint64_t connect_deadline_ms_ = 0;  // on uv_now(): end of the current connect attempt
-  // The current connect attempt's addresses (one for a numeric host), the next to
-  // try, and why the ones tried so far failed.
-  std::vector<sockaddr_storage> addrs_;
-  std::size_t next_addr_ = 0;
-  std::string connect_errors_;
+  std::uint64_t connect_deadline_ms_ = 0;  // on now_ms(): end of the current connect attempt
   std::uint64_t backoff_timer_ = 0;
   std::uint64_t deadline_timer_ = 0;
   std::uint64_t deadline_armed_at_ = 0;
@@ -220,7 +211,7 @@ class connection {
   node_status down_status_ = node_status::connection_error;
   std::string down_detail_ = "not connected yet";
   // Stall detection and the reply cap: when the last complete reply arrived (on
-  // uv_now()), and the bytes received since then (the reply being read).
+  // the reactor's now_ms()), and the bytes received since then (the reply being read).
   std::uint64_t last_reply_ms_ = 0;
   std::size_t partial_reply_bytes_ = 0;
   unsigned scripts_loaded_ = 0;  // bit per script_id: body sent on this connection
@@ -245,7 +236,6 @@ class connection {
   std::optional<std::chrono::steady_clock::time_point> jumped_at_;
   std::int64_t jump_ms_ = 0;  // > 0 forward, < 0 back
   std::chrono::steady_clock::time_point time_sent_;
-  std::unique_ptr<char[]> read_buf_;
   friend class core;
 };
 

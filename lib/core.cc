@@ -10,16 +10,17 @@
 
 #include "decision.h"
 #include "token.h"
+#include "uv_reactor.h"
 
 namespace redlock::detail {
 
-namespace {
-std::uint64_t seed() {
+std::string reactor::token() { return make_token(); }
+
+std::uint64_t reactor::seed() {
   std::uint64_t s = 0;
   random_bytes(&s, sizeof s);
   return s;
 }
-}  // namespace
 
 lease held::snapshot() const {
   lease l;
@@ -38,12 +39,12 @@ bool held::expired() const noexcept {
   return owner->now() >= until;
 }
 
-core::core(client_options options, std::vector<node_address> nodes, uv_loop_t* external_loop)
+core::core(client_options options, std::vector<node_address> nodes, std::unique_ptr<reactor> io, bool own_thread)
     : options_(std::move(options)),
       nodes_(std::move(nodes)),
-      loop_(external_loop != nullptr ? external_loop : &own_loop_),
-      owns_loop_(external_loop == nullptr),
-      rng_(seed()) {
+      io_(std::move(io)),
+      owns_loop_(own_thread),
+      rng_(io_->seed()) {
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     conns_.push_back(std::make_unique<connection>(*this, i, nodes_[i]));
   }
@@ -59,15 +60,10 @@ std::chrono::steady_clock::time_point core::now() const noexcept {
 
 bool core::on_loop_thread() const noexcept { return std::this_thread::get_id() == loop_thread_id_; }
 
+bool core::must_not_block() const { return on_loop_thread() && !io_->drivable(); }
+
 void core::start() {
-  if (owns_loop_) uv_loop_init(&own_loop_);
-  uv_async_init(loop_, &async_, [](uv_async_t* a) { static_cast<core*>(a->data)->run_tasks(); });
-  async_.data = this;
-  uv_idle_init(loop_, &idle_);
-  idle_.data = this;
-  uv_timer_init(loop_, &timer_);
-  timer_.data = this;
-  handles_open_ = 3;
+  io_->start(*this);
   self_ = shared_from_this();
   auto begin = [this] {
     for (auto& c : conns_) c->start();
@@ -85,12 +81,9 @@ void core::start() {
       loop_thread_id_ = std::this_thread::get_id();
       begin();
       started.set_value();
-      uv_run(loop_, UV_RUN_DEFAULT);
-      // Every handle is closed here; run once more for stray close callbacks.
-      uv_run(loop_, UV_RUN_NOWAIT);
+      static_cast<uv_reactor&>(*io_).run();
       // Work posted while the handles closed still runs here, on the loop thread.
       final_drain();
-      uv_loop_close(loop_);
       // Last use of `this` on this thread; may destroy the core if the client
       // detached the thread (destroyed from its own callback).
       std::shared_ptr<core> keep = std::move(self_);
@@ -111,7 +104,10 @@ bool core::post(std::function<void()> fn) {
       if (stopped_) return false;
     }
     deferred_.push_back(std::move(fn));
-    if (!finished_) uv_idle_start(&idle_, [](uv_idle_t* h) { static_cast<core*>(h->data)->on_idle(); });
+    if (!finished_ && !idle_on_) {
+      idle_on_ = true;
+      io_->idle(true);
+    }
     return true;
   }
   {
@@ -120,7 +116,7 @@ bool core::post(std::function<void()> fn) {
     tasks_.push_back(std::move(fn));
     // Sent under the lock: finish_stop() sets async_closed_ under it before closing
     // async_; tasks posted after that run in final_drain().
-    if (!async_closed_) uv_async_send(&async_);
+    if (!async_closed_) io_->wake();
   }
   return true;
 }
@@ -138,8 +134,9 @@ void core::want_flush(connection* c) {
   if (c->dirty_) return;
   c->dirty_ = true;
   dirty_.push_back(c);
-  if (dirty_.size() == 1 && !finished_) {
-    uv_idle_start(&idle_, [](uv_idle_t* h) { static_cast<core*>(h->data)->on_idle(); });
+  if (!finished_ && !idle_on_) {
+    idle_on_ = true;
+    io_->idle(true);
   }
 }
 
@@ -152,11 +149,14 @@ void core::on_idle() {
   std::vector<connection*> d;
   d.swap(dirty_);
   for (connection* c : d) c->flush();
-  if (dirty_.empty() && deferred_.empty()) uv_idle_stop(&idle_);
+  if (dirty_.empty() && deferred_.empty() && idle_on_ && !finished_) {
+    idle_on_ = false;
+    io_->idle(false);
+  }
 }
 
 std::uint64_t core::schedule(std::chrono::milliseconds delay, std::function<void()> fn) {
-  const std::uint64_t due = uv_now(loop_) + static_cast<std::uint64_t>(std::max<std::int64_t>(0, delay.count()));
+  const std::uint64_t due = io_->now_ms() + static_cast<std::uint64_t>(std::max<std::int64_t>(0, delay.count()));
   const std::uint64_t id = ++timer_ids_;
   timers_.emplace(std::make_pair(due, id), std::move(fn));
   timer_due_.emplace(id, due);
@@ -174,21 +174,20 @@ void core::cancel_timer(std::uint64_t id) noexcept {
 void core::arm_timer() {
   if (finished_) return;
   if (timers_.empty()) {
-    uv_timer_stop(&timer_);
+    io_->stop_timer();
     timer_armed_for_ = 0;
     return;
   }
   const std::uint64_t due = timers_.begin()->first.first;
-  const std::uint64_t now = uv_now(loop_);
+  const std::uint64_t now = io_->now_ms();
   timer_armed_for_ = due;
-  uv_timer_start(
-      &timer_, [](uv_timer_t* t) { static_cast<core*>(t->data)->on_timer(); }, due > now ? due - now : 0, 0);
+  io_->arm_timer(due > now ? due - now : 0);
 }
 
 void core::on_timer() {
   timer_armed_for_ = 0;
-  uv_update_time(loop_);
-  const std::uint64_t now = uv_now(loop_);
+  io_->refresh();
+  const std::uint64_t now = io_->now_ms();
   // Bounded: only the timers due when the batch starts; ones that callbacks schedule
   // wait for the next turn. One at a time, each looked up again just before it
   // runs: a callback may cancel a later timer of the same batch (a connection
@@ -221,6 +220,9 @@ void core::stop() {
     thread_.join();
   } else {
     begin_stop();
+    // A simulated world run from this thread: finish the drain now (bounded by
+    // the drain timer), so that nothing of this client runs after its destructor.
+    if (!handles_closed_) io_->drive([this] { return handles_closed_; });
   }
 }
 
@@ -324,17 +326,16 @@ void core::finish_stop() {
   }
   timers_.clear();
   timer_due_.clear();
-  auto closed = [](uv_handle_t* h) {
-    auto* self = static_cast<core*>(h->data);
-    if (--self->handles_open_ == 0 && !self->owns_loop_) {
-      self->final_drain();
-      // External loop: `keep` may be the last reference; the core is destroyed here.
-      std::shared_ptr<core> keep = std::move(self->self_);
-    }
-  };
-  uv_close(reinterpret_cast<uv_handle_t*>(&async_), closed);
-  uv_close(reinterpret_cast<uv_handle_t*>(&idle_), closed);
-  uv_close(reinterpret_cast<uv_handle_t*>(&timer_), closed);
+  io_->close([this] { handles_closed(); });
+}
+
+void core::handles_closed() {
+  handles_closed_ = true;
+  if (!owns_loop_) {
+    final_drain();
+    // External loop: `keep` may be the last reference; the core is destroyed here.
+    std::shared_ptr<core> keep = std::move(self_);
+  }
 }
 
 }  // namespace redlock::detail

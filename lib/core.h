@@ -5,8 +5,6 @@
 // and the stats counters, which any thread may use.
 #pragma once
 
-#include <uv.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -21,6 +19,7 @@
 #include <vector>
 
 #include "connection.h"
+#include "reactor.h"
 #include "redlock/client.h"
 #include "retry.h"
 #include "uri.h"
@@ -28,6 +27,12 @@
 namespace redlock::detail {
 
 class acquire_op;
+
+// Builds a client over a reactor of the caller's (the simulator's), run from the
+// thread that creates it. For redlock/testing.h.
+struct client_access {
+  static std::unique_ptr<client> make(client_options options, std::unique_ptr<reactor> io);
+};
 void cancel_op(acquire_op& op);
 
 // State shared by a lock handle and the loop (the watchdog).
@@ -70,12 +75,15 @@ struct stats_counters {
       extends{0}, locks_lost{0}, reconnects{0};
 };
 
-class core : public std::enable_shared_from_this<core> {
+class core : public std::enable_shared_from_this<core>, private reactor::driver {
  public:
-  core(client_options options, std::vector<node_address> nodes, uv_loop_t* external_loop);
+  // `io`: the world the core runs in (reactor.h). `own_thread`: start() runs the
+  // reactor's loop on a thread of the core's own (uv_reactor with its own loop).
+  core(client_options options, std::vector<node_address> nodes, std::unique_ptr<reactor> io, bool own_thread);
   ~core();
 
-  // Starts: an own loop thread, or handles on the external loop (call on its thread).
+  // Starts: an own loop thread, or handles on the external loop (call on its
+  // thread), or the simulated world's (call on the thread that drives it).
   void start();
   // Shuts down: drains in-flight work (bounded), then closes everything. For an own
   // loop, blocks until the loop thread has exited. Idempotent.
@@ -86,8 +94,16 @@ class core : public std::enable_shared_from_this<core> {
   bool on_loop_thread() const noexcept;
   std::chrono::steady_clock::time_point now() const noexcept;
 
+  // A synchronous call from this thread must be refused (would_deadlock): it is
+  // the loop thread, and the loop cannot be driven from here (reactor::drive).
+  bool must_not_block() const;
+  // Runs the loop from the calling thread until done() (the simulator): false when
+  // this reactor cannot be driven from here.
+  bool drive(const std::function<bool()>& done) { return io_->drive(done); }
+
   // Loop thread only.
-  uv_loop_t* loop() const noexcept { return loop_; }
+  reactor& io() noexcept { return *io_; }
+  std::uint64_t now_ms() const { return io_->now_ms(); }  // the loop's millisecond clock
   std::uint64_t schedule(std::chrono::milliseconds delay, std::function<void()> fn);
   void cancel_timer(std::uint64_t id) noexcept;
   void want_flush(connection* c);
@@ -150,8 +166,11 @@ class core : public std::enable_shared_from_this<core> {
 
  private:
   void run_tasks();
-  void on_idle();
-  void on_timer();
+  // reactor::driver
+  void on_idle() override;
+  void on_timer() override;
+  void on_wake() override { run_tasks(); }
+  void handles_closed();
   void arm_timer();
   void begin_stop();
   void finish_stop();
@@ -161,15 +180,11 @@ class core : public std::enable_shared_from_this<core> {
   client_options options_;
   std::vector<node_address> nodes_;
   std::vector<std::unique_ptr<connection>> conns_;
-  uv_loop_t own_loop_{};
-  uv_loop_t* loop_;
-  bool owns_loop_;
+  std::unique_ptr<reactor> io_;
+  bool owns_loop_;  // own_thread
   std::thread thread_;
   std::thread::id loop_thread_id_;
-
-  uv_async_t async_{};
-  uv_idle_t idle_{};
-  uv_timer_t timer_{};
+  bool idle_on_ = false;
   std::mutex tasks_mu_;
   std::vector<std::function<void()>> tasks_;  // guarded by tasks_mu_
   bool stopped_ = false;                      // guarded by tasks_mu_; no more tasks
@@ -192,7 +207,7 @@ class core : public std::enable_shared_from_this<core> {
   bool closing_ = false;
   bool finished_ = false;
   std::size_t cleanups_ = 0;
-  int handles_open_ = 0;
+  bool handles_closed_ = false;
   std::shared_ptr<core> self_;  // keeps the core alive until its handles closed
   jitter_rng rng_;
   stats_counters stats_;

@@ -106,7 +106,7 @@ void note_release(held& h, const report& r) {
 report lock::release() {
   if (!state_) return refused_report(nullptr, errc::not_owner, "lock not held");
   auto h = state_;
-  if (h->owner->on_loop_thread()) return refused_report(h.get(), errc::would_deadlock, "");
+  if (h->owner->must_not_block()) return refused_report(h.get(), errc::would_deadlock, "");
   if (!claim_release(*h)) return refused_report(h.get(), errc::not_owner, "lock not held");
   const auto called = h->owner->now();
   report r = detail::run_sync<report>(

@@ -351,7 +351,7 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
   void start_attempt() {
     retry_timer_ = 0;
     ++attempt_;
-    token_ = make_token();
+    token_ = c_.io().token();
     current_ = std::make_shared<attempt_state>();
     current_->token = token_;
     // Fenced: the fenced script. Otherwise the plain SET NX PX GET (each

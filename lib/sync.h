@@ -5,6 +5,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <optional>
 
 #include "core.h"
 
@@ -27,10 +28,20 @@ std::function<void(R)> timed(std::shared_ptr<core> c, std::chrono::steady_clock:
 
 // Posts start(done) to the loop and waits for done(result). Returns `refused(errc)`
 // without waiting when called on the loop thread (would_deadlock) or after the
-// client stopped (cancelled).
+// client stopped (cancelled). In a simulated world driven from this thread
+// (reactor::drive), waiting is running the world until the result is in.
 template <class R, class Start, class Refused>
 R run_sync(core& c, Start start, Refused refused) {
-  if (c.on_loop_thread()) return refused(errc::would_deadlock);
+  if (c.must_not_block()) return refused(errc::would_deadlock);
+  if (c.on_loop_thread()) {
+    auto out = std::make_shared<std::optional<R>>();
+    bool posted = c.post([start = std::move(start), out]() mutable {
+      start([out](R r) { *out = std::move(r); });
+    });
+    if (!posted) return refused(errc::cancelled);
+    if (!c.drive([&] { return out->has_value(); }) || !out->has_value()) return refused(errc::would_deadlock);
+    return std::move(**out);
+  }
   auto p = std::make_shared<std::promise<R>>();
   auto fut = p->get_future();
   bool posted = c.post([start = std::move(start), p]() mutable {

@@ -38,6 +38,8 @@ namespace redlock {
 
 namespace detail {
 class core;
+class reactor;
+struct client_access;
 struct held;
 }  // namespace detail
 
@@ -248,7 +250,9 @@ class REDLOCK_EXPORT client {
 
  private:
   friend REDLOCK_EXPORT std::unique_ptr<client> make_client_on_loop(client_options, uv_loop_s*);
+  friend struct detail::client_access;
   client(client_options options, uv_loop_s* loop);
+  client(client_options options, std::unique_ptr<detail::reactor> io, bool own_thread);
   std::shared_ptr<detail::core> core_;
 };
 
