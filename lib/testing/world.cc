@@ -1,0 +1,528 @@
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+
+#include "../core.h"
+#include "world_impl.h"
+
+namespace redlock::testing {
+
+// --- sim_rng ---
+
+namespace {
+std::uint64_t splitmix(std::uint64_t& x) {
+  std::uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+// Virtual steady-clock time 0 is this far from the clock's epoch, so that no
+// instant of a run is the default-constructed time_point.
+constexpr std::int64_t kClockOrigin_us = 1'000'000'000;
+// Node wall clocks start here (2026-12-01), microseconds since the Unix epoch.
+constexpr std::int64_t kWallOrigin_us = 1'796'083'200'000'000;
+}  // namespace
+
+sim_rng::sim_rng(std::uint64_t seed) {
+  std::uint64_t x = seed;
+  for (auto& s : s_) s = splitmix(x);
+}
+
+std::uint64_t sim_rng::next() {
+  const std::uint64_t result = rotl(s_[1] * 5, 7) * 9;
+  const std::uint64_t t = s_[1] << 17;
+  s_[2] ^= s_[0];
+  s_[3] ^= s_[1];
+  s_[1] ^= s_[2];
+  s_[0] ^= s_[3];
+  s_[2] ^= t;
+  s_[3] = rotl(s_[3], 45);
+  return result;
+}
+
+std::int64_t sim_rng::between(std::int64_t lo, std::int64_t hi) {
+  if (hi <= lo) return lo;
+  const auto span = static_cast<std::uint64_t>(hi - lo) + 1;
+  return lo + static_cast<std::int64_t>(next() % span);
+}
+
+bool sim_rng::chance(double p) {
+  if (p <= 0) return false;
+  return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0) < p;
+}
+
+// --- the reactor and links of one simulated client ---
+
+namespace {
+
+using impl = world::impl;
+
+class world_clock final : public redlock::clock {
+ public:
+  explicit world_clock(const impl* w) : w_(w) {}
+  std::chrono::steady_clock::time_point now() const noexcept override {
+    return std::chrono::steady_clock::time_point(std::chrono::microseconds(kClockOrigin_us + w_->now_us));
+  }
+
+ private:
+  const impl* w_;
+};
+
+class sim_link final : public detail::link {
+ public:
+  sim_link(std::shared_ptr<impl> w, std::shared_ptr<impl::conn_state> c) : w_(std::move(w)), c_(std::move(c)) {}
+  ~sim_link() override {
+    // The client closed its end: what it wrote before still reaches the node
+    // (and runs there); nothing comes back.
+    c_->events = nullptr;
+  }
+  std::string write(std::string& bytes) override {
+    if (!bytes.empty()) w_->send_to_node(c_, std::move(bytes));
+    bytes.clear();
+    return {};
+  }
+
+ private:
+  std::shared_ptr<impl> w_;
+  std::shared_ptr<impl::conn_state> c_;
+};
+
+class sim_reactor final : public detail::reactor {
+ public:
+  sim_reactor(std::shared_ptr<impl> w, std::shared_ptr<impl::client_state> cl) : w_(std::move(w)), cl_(std::move(cl)) {}
+  ~sim_reactor() override { cl_->alive = false; }
+
+  void start(driver& d) override { cl_->driver = &d; }
+  std::uint64_t now_ms() const override { return static_cast<std::uint64_t>(w_->now_us / 1000); }
+  void refresh() override {}
+  void arm_timer(std::uint64_t delay_ms) override {
+    if (cl_->closed) return;
+    const std::uint64_t gen = ++gens_;
+    cl_->timer_gen = gen;
+    // Due when the loop's millisecond clock reaches now_ms() + delay, as with uv.
+    const std::int64_t due = std::max(w_->now_us, (w_->now_us / 1000 + static_cast<std::int64_t>(delay_ms)) * 1000);
+    auto cl = cl_;
+    impl* w = w_.get();
+    w_->at(due, [w, cl, gen] {
+      w->for_client(cl, [cl, gen] {
+        if (!cl->alive || cl->closed || cl->timer_gen != gen) return;
+        cl->timer_gen = 0;
+        cl->driver->on_timer();
+      });
+    });
+  }
+  void stop_timer() override { cl_->timer_gen = 0; }
+  void idle(bool on) override {
+    cl_->idle_on = on;
+    if (on) queue_idle(w_.get(), cl_);
+  }
+  void wake() override {
+    if (cl_->wake_queued || cl_->closed) return;
+    cl_->wake_queued = true;
+    auto cl = cl_;
+    impl* w = w_.get();
+    w_->at(w_->now_us, [w, cl] {
+      w->for_client(cl, [cl] {
+        cl->wake_queued = false;
+        if (cl->alive && !cl->closed) cl->driver->on_wake();
+      });
+    });
+  }
+  void close(std::function<void()> closed) override {
+    cl_->closed = true;
+    cl_->timer_gen = 0;
+    cl_->idle_on = false;
+    auto cl = cl_;
+    w_->at(w_->now_us, [cl, closed = std::move(closed)] {
+      if (cl->alive) closed();
+    });
+  }
+  std::unique_ptr<detail::link> open(const detail::node_address& address, std::uint64_t, detail::link_events& ev,
+                                     node_status& status, std::string& error) override {
+    return w_->open(cl_, address, ev, status, error);
+  }
+  std::string token() override { return w_->token(); }
+  std::uint64_t seed() override { return w_->rng.next(); }
+  bool drive(const std::function<bool()>& done) override {
+    if (w_->driving) return false;
+    w_->driving = true;
+    // Bounded: an hour of virtual time per blocking call.
+    w_->run_until(done, w_->now_us + 3'600'000'000LL);
+    w_->driving = false;
+    return true;
+  }
+  bool drivable() const override { return !w_->driving; }
+
+ private:
+  static void queue_idle(impl* w, const std::shared_ptr<impl::client_state>& cl) {
+    if (cl->idle_queued || cl->closed) return;
+    cl->idle_queued = true;
+    w->at(w->now_us, [w, cl] {
+      w->for_client(cl, [w, cl] {
+        cl->idle_queued = false;
+        if (!cl->alive || cl->closed || !cl->idle_on) return;
+        cl->driver->on_idle();
+        // Still on: another turn (after whatever else is due now).
+        if (cl->alive && cl->idle_on) queue_idle(w, cl);
+      });
+    });
+  }
+
+  std::shared_ptr<impl> w_;
+  std::shared_ptr<impl::client_state> cl_;
+  std::uint64_t gens_ = 0;
+};
+
+}  // namespace
+
+// --- world::impl ---
+
+world::impl::impl(world_options o) : options(o), rng(o.seed) {
+  if (options.nodes == 0) throw std::invalid_argument("redlock::testing::world: nodes must be at least 1");
+  if (options.min_latency_us < 0 || options.max_latency_us < options.min_latency_us) {
+    throw std::invalid_argument("redlock::testing::world: latency range must satisfy 0 <= min <= max");
+  }
+  nodes.resize(options.nodes);
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    sim::node_config cfg;
+    cfg.persist = options.persistent ? sim::persistence::aof_always : sim::persistence::none;
+    nodes[i].node = std::make_unique<sim::node>(cfg, rng.next());
+    nodes[i].min_latency_us = options.min_latency_us;
+    nodes[i].max_latency_us = options.max_latency_us;
+    nodes[i].clock_base_us = kWallOrigin_us;
+  }
+  clock = std::make_shared<world_clock>(this);
+}
+
+world::impl::~impl() = default;
+
+void world::impl::at(std::int64_t t_us, std::function<void()> fn) {
+  queue.push(event{std::max(t_us, now_us), ++seq, std::move(fn)});
+}
+
+bool world::impl::step(std::int64_t until_us) {
+  if (queue.empty() || queue.top().t > until_us) return false;
+  // priority_queue::top is const: move out through a copy of the handle.
+  event e = std::move(const_cast<event&>(queue.top()));
+  queue.pop();
+  now_us = e.t;
+  ++events;
+  e.fn();
+  return true;
+}
+
+bool world::impl::run_until(const std::function<bool()>& done, std::int64_t limit_us) {
+  while (!done()) {
+    if (!step(limit_us)) {
+      now_us = std::max(now_us, limit_us);
+      return done();
+    }
+  }
+  return true;
+}
+
+std::int64_t world::impl::latency(std::size_t node) {
+  return rng.between(nodes[node].min_latency_us, nodes[node].max_latency_us);
+}
+
+std::int64_t world::impl::node_now_us(std::size_t node) const {
+  const node_state& n = nodes[node];
+  const double run = static_cast<double>(now_us - n.clock_from_us) * (1.0 + n.clock_rate);
+  return n.clock_base_us + static_cast<std::int64_t>(run);
+}
+
+bool world::impl::passes(const conn_state& c) const {
+  return !nodes[c.node].black_hole && !(c.node < c.client->cut.size() && c.client->cut[c.node]);
+}
+
+void world::impl::for_client(const std::shared_ptr<client_state>& cl, std::function<void()> fn) {
+  if (cl->paused_until_us > now_us) {
+    at(cl->paused_until_us, [this, cl, fn = std::move(fn)]() mutable { for_client(cl, std::move(fn)); });
+    return;
+  }
+  fn();
+}
+
+void world::impl::send_to_node(const std::shared_ptr<conn_state>& c, std::string bytes) {
+  const std::int64_t t = std::max(now_us + latency(c->node), c->last_to_node_us);
+  c->last_to_node_us = t;
+  at(t, [this, c, bytes = std::move(bytes)]() mutable { deliver_to_node(c, std::move(bytes)); });
+}
+
+void world::impl::deliver_to_node(const std::shared_ptr<conn_state>& c, std::string bytes) {
+  node_state& n = nodes[c->node];
+  if (c->dead || !c->session || c->node_epoch != n.epoch || !n.up || !passes(*c)) return;
+  if (n.paused) {
+    n.paused_input.push_back(node_state::pending{c, std::move(bytes)});
+    return;
+  }
+  if (on_node_input) on_node_input(c->node, bytes);
+  std::string out;
+  const bool ok = n.node->feed(*c->session, bytes.data(), bytes.size(), node_now_us(c->node), out);
+  ++commands;
+  if (n.drop_replies) out.clear();
+  if (!out.empty() || !ok) send_to_client(c, std::move(out), !ok);
+  if (!ok) c->dead = true;
+}
+
+void world::impl::send_to_client(const std::shared_ptr<conn_state>& c, std::string bytes, bool then_close) {
+  const std::int64_t t = std::max(now_us + latency(c->node), c->last_to_client_us);
+  c->last_to_client_us = t;
+  at(t, [this, c, bytes = std::move(bytes), then_close]() mutable {
+    if (!passes(*c) && !then_close) return;
+    for_client(c->client, [c, bytes = std::move(bytes), then_close] {
+      if (c->events == nullptr || c->down_delivered) return;
+      if (!bytes.empty()) c->events->on_link_data(bytes.data(), bytes.size());
+      if (then_close && c->events != nullptr && !c->down_delivered) {
+        c->down_delivered = true;
+        c->events->on_link_down(node_status::connection_error, "connection closed by server");
+      }
+    });
+  });
+}
+
+void world::impl::reset(const std::shared_ptr<conn_state>& c, std::string why) {
+  if (c->dead) return;
+  c->dead = true;
+  const std::int64_t t = std::max(now_us + latency(c->node), c->last_to_client_us);
+  c->last_to_client_us = t;
+  at(t, [this, c, why = std::move(why)]() mutable {
+    for_client(c->client, [c, why = std::move(why)] {
+      if (c->events == nullptr || c->down_delivered) return;
+      c->down_delivered = true;
+      c->events->on_link_down(node_status::connection_error, why);
+    });
+  });
+}
+
+std::unique_ptr<reactor> world::impl::make_reactor(std::shared_ptr<client_state> cl) {
+  return std::make_unique<sim_reactor>(self.lock(), std::move(cl));
+}
+
+std::unique_ptr<link> world::impl::open(const std::shared_ptr<client_state>& cl, const node_address& a,
+                                        link_events& ev, node_status& status, std::string& error) {
+  std::size_t k = nodes.size();
+  if (a.type == node_address::kind::tcp && a.host.rfind("node", 0) == 0) {
+    k = static_cast<std::size_t>(std::strtoul(a.host.c_str() + 4, nullptr, 10));
+  }
+  if (k >= nodes.size()) {
+    status = node_status::connection_error;
+    error = "cannot resolve host: no address";
+    return nullptr;
+  }
+  auto c = std::make_shared<conn_state>();
+  c->client = cl;
+  c->node = k;
+  c->events = &ev;
+  nodes[k].conns.push_back(c);
+  // SYN there, SYN-ACK back.
+  after(latency(k), [this, c] {
+    node_state& n = nodes[c->node];
+    if (c->events == nullptr || c->dead || !passes(*c)) return;  // a black hole: the connect hangs
+    if (!n.up) {
+      c->dead = true;
+      send_refusal(c);
+      return;
+    }
+    c->session = n.node->open_session();
+    c->node_epoch = n.epoch;
+    const std::int64_t t = now_us + latency(c->node);
+    c->last_to_client_us = t;
+    at(t, [this, c] {
+      if (!passes(*c)) return;
+      for_client(c->client, [c] {
+        if (c->events == nullptr || c->dead) return;
+        c->up = true;
+        c->events->on_link_up();
+      });
+    });
+  });
+  return std::make_unique<sim_link>(self.lock(), c);
+}
+
+void world::impl::send_refusal(const std::shared_ptr<conn_state>& c) {
+  after(latency(c->node), [this, c] {
+    for_client(c->client, [c] {
+      if (c->events == nullptr || c->down_delivered) return;
+      c->down_delivered = true;
+      c->events->on_link_down(node_status::connection_error, "connect: connection refused");
+    });
+  });
+}
+
+std::string world::impl::token() {
+  static const char hex[] = "0123456789abcdef";
+  std::string t(32, '0');
+  std::uint64_t a = rng.next(), b = rng.next();
+  for (int i = 0; i < 16; ++i) {
+    t[static_cast<std::size_t>(i)] = hex[(a >> (4 * i)) & 15];
+    t[static_cast<std::size_t>(16 + i)] = hex[(b >> (4 * i)) & 15];
+  }
+  return t;
+}
+
+void world::impl::crash(std::size_t i) {
+  node_state& n = nodes[i];
+  n.up = false;
+  n.paused = false;
+  n.paused_input.clear();
+  ++n.epoch;
+  for (auto& w : n.conns) {
+    if (auto c = w.lock()) reset(c, "read: connection reset by peer");
+  }
+  n.conns.clear();
+}
+
+void world::impl::prune(std::size_t i) {
+  auto& v = nodes[i].conns;
+  v.erase(std::remove_if(v.begin(), v.end(),
+                         [](const std::weak_ptr<conn_state>& w) {
+                           auto c = w.lock();
+                           return !c || (c->dead && c->events == nullptr);
+                         }),
+          v.end());
+}
+
+// --- world ---
+
+world::world(world_options options) : impl_(std::make_shared<impl>(options)) { impl_->self = impl_; }
+
+world::~world() = default;
+
+std::vector<std::string> world::node_uris() const {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < impl_->nodes.size(); ++i) out.push_back("redis://node" + std::to_string(i) + ":6379");
+  return out;
+}
+
+std::size_t world::node_count() const { return impl_->nodes.size(); }
+
+std::unique_ptr<client> world::make_client(client_options options) {
+  options.nodes = node_uris();
+  options.clock = impl_->clock;
+  auto cl = std::make_shared<impl::client_state>();
+  cl->id = impl_->clients.size();
+  cl->cut.assign(impl_->nodes.size(), false);
+  impl_->clients.push_back(cl);
+  auto c = detail::client_access::make(std::move(options), impl_->make_reactor(cl));
+  cl->tag = c.get();
+  return c;
+}
+
+std::chrono::steady_clock::time_point world::now() const { return impl_->clock->now(); }
+
+std::chrono::microseconds world::elapsed() const { return std::chrono::microseconds(impl_->now_us); }
+
+void world::advance(std::chrono::microseconds d) {
+  const std::int64_t until = impl_->now_us + std::max<std::int64_t>(0, d.count());
+  const bool nested = impl_->driving;
+  impl_->driving = true;
+  while (impl_->step(until)) {
+  }
+  impl_->now_us = std::max(impl_->now_us, until);
+  impl_->driving = nested;
+}
+
+bool world::run_until(const std::function<bool()>& done, std::chrono::microseconds limit) {
+  const bool nested = impl_->driving;
+  impl_->driving = true;
+  const bool ok = impl_->run_until(done, impl_->now_us + std::max<std::int64_t>(0, limit.count()));
+  impl_->driving = nested;
+  return ok;
+}
+
+void world::pause_node(std::size_t i) { impl_->nodes.at(i).paused = true; }
+
+void world::resume_node(std::size_t i) {
+  auto& n = impl_->nodes.at(i);
+  if (!n.paused) return;
+  n.paused = false;
+  std::deque<impl::node_state::pending> input;
+  input.swap(n.paused_input);
+  for (auto& p : input) {
+    if (auto c = p.conn.lock()) impl_->deliver_to_node(c, std::move(p.bytes));
+  }
+}
+
+void world::crash_node(std::size_t i) { impl_->crash(i); }
+
+void world::restart_node(std::size_t i) {
+  auto& n = impl_->nodes.at(i);
+  if (n.up) impl_->crash(i);
+  n.node->restart(impl_->node_now_us(i));
+  n.up = true;
+}
+
+void world::black_hole_node(std::size_t i, bool on) { impl_->nodes.at(i).black_hole = on; }
+
+void world::drop_replies(std::size_t i, bool on) { impl_->nodes.at(i).drop_replies = on; }
+
+void world::reset_connections(std::size_t i) {
+  auto& n = impl_->nodes.at(i);
+  for (auto& w : n.conns) {
+    if (auto c = w.lock()) impl_->reset(c, "read: connection reset by peer");
+  }
+  impl_->prune(i);
+}
+
+void world::set_node_latency(std::size_t i, std::int64_t min_us, std::int64_t max_us) {
+  auto& n = impl_->nodes.at(i);
+  n.min_latency_us = std::max<std::int64_t>(0, min_us);
+  n.max_latency_us = std::max(n.min_latency_us, max_us);
+}
+
+void world::jump_node_clock(std::size_t i, std::chrono::milliseconds by) {
+  auto& n = impl_->nodes.at(i);
+  n.clock_base_us = impl_->node_now_us(i) + by.count() * 1000;
+  n.clock_from_us = impl_->now_us;
+}
+
+void world::set_node_clock_rate(std::size_t i, double rate) {
+  auto& n = impl_->nodes.at(i);
+  n.clock_base_us = impl_->node_now_us(i);
+  n.clock_from_us = impl_->now_us;
+  n.clock_rate = rate;
+}
+
+void world::inject_error(std::size_t i, std::string command, std::string error_line) {
+  impl_->nodes.at(i).node->inject_error(std::move(command), std::move(error_line));
+}
+
+void world::pause_client(const client& c, std::chrono::microseconds d) {
+  for (auto& cl : impl_->clients) {
+    if (cl->tag == &c) cl->paused_until_us = std::max(cl->paused_until_us, impl_->now_us + d.count());
+  }
+}
+
+std::optional<key_state> world::key_at(std::size_t node, const std::string& key) const {
+  const auto now = impl_->node_now_us(node);
+  auto v = impl_->nodes.at(node).node->get(key, now);
+  if (!v) return std::nullopt;
+  return key_state{*v, impl_->nodes[node].node->pttl(key, now)};
+}
+
+std::vector<std::string> world::keys_at(std::size_t node) const {
+  return impl_->nodes.at(node).node->keys(impl_->node_now_us(node));
+}
+
+void world::delete_key_everywhere(const std::string& key) {
+  for (auto& n : impl_->nodes) n.node->del(key);
+}
+
+void world::expire_key_everywhere(const std::string& key) {
+  for (auto& n : impl_->nodes) n.node->del(key);
+}
+
+void world::steal_key_everywhere(const std::string& key, const std::string& value, std::chrono::milliseconds ttl) {
+  for (std::size_t i = 0; i < impl_->nodes.size(); ++i) {
+    impl_->nodes[i].node->set(key, value, ttl.count(), impl_->node_now_us(i));
+  }
+}
+
+std::uint64_t world::events_run() const { return impl_->events; }
+
+std::uint64_t world::commands_run() const { return impl_->commands; }
+
+}  // namespace redlock::testing
