@@ -62,6 +62,15 @@ bool core::on_loop_thread() const noexcept { return std::this_thread::get_id() =
 
 bool core::must_not_block() const { return on_loop_thread() && !io_->drivable(); }
 
+void core::wait_for(std::chrono::milliseconds d) {
+  if (on_loop_thread()) {
+    const auto until = now() + d;
+    io_->drive([this, until] { return now() >= until; });
+    return;
+  }
+  std::this_thread::sleep_for(d);
+}
+
 void core::start() {
   io_->start(*this);
   self_ = shared_from_this();

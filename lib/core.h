@@ -100,6 +100,9 @@ class core : public std::enable_shared_from_this<core>, private reactor::driver 
   // Runs the loop from the calling thread until done() (the simulator): false when
   // this reactor cannot be driven from here.
   bool drive(const std::function<bool()>& done) { return io_->drive(done); }
+  // Waits `d` on the client's clock: sleeps, or in a simulated world driven from
+  // this thread, runs the world for `d`. Not on the loop thread of a real loop.
+  void wait_for(std::chrono::milliseconds d);
 
   // Loop thread only.
   reactor& io() noexcept { return *io_; }

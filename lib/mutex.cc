@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "retry.h"
+#include "core.h"
 #include "token.h"
 
 namespace redlock {
@@ -24,16 +25,14 @@ bool mutex::attempt(const acquire_options& o) {
 }
 
 void mutex::lock() {
-  std::uint64_t seed = 0;
-  detail::random_bytes(&seed, sizeof seed);
-  detail::jitter_rng rng(seed);
+  detail::jitter_rng rng(client_.core_->io().seed());
   for (int round = 1;; ++round) {
     if (attempt(options_)) return;
     report r = last_report();
     if (r.error != errc::contended) throw std::system_error(r.error, r.message());
     // Contended: wait a jittered delay (bounded growth) and try again.
     retry_policy p = options_.retry;
-    std::this_thread::sleep_for(detail::retry_delay(p, std::min(round + 1, 8), rng.next()));
+    client_.core_->wait_for(detail::retry_delay(p, std::min(round + 1, 8), rng.next()));
   }
 }
 
