@@ -38,6 +38,7 @@
 
 #include "redlock/client.h"
 #include "redlock/options.h"
+#include "redlock/version.h"
 
 namespace redlock::testing {
 
@@ -58,7 +59,7 @@ struct key_state {
   std::int64_t pttl_ms = -1;  // -1: no expiry
 };
 
-class world {
+class REDLOCK_EXPORT world {
  public:
   explicit world(world_options options = {});
   ~world();
