@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <future>
 
@@ -282,6 +283,11 @@ void core::begin_stop() {
   for (auto& [p, w] : watched_) {
     if (auto h = w.lock()) watched.push_back(std::move(h));
   }
+  // In the order the locks were taken (not the map's, which follows addresses):
+  // the same run gives the same callbacks in the same order (the simulator).
+  std::sort(watched.begin(), watched.end(), [](const std::shared_ptr<held>& a, const std::shared_ptr<held>& b) {
+    return a->acquired_at != b->acquired_at ? a->acquired_at < b->acquired_at : a->token < b->token;
+  });
   for (auto& h : watched) {
     if (!h->watchdog || h->finished.load() || h->lost.load()) continue;
     report why;
