@@ -52,7 +52,8 @@ core::core(client_options options, std::vector<node_address> nodes, std::unique_
 }
 
 core::~core() {
-  // Handles are closed by finish_stop(); the own loop is closed by its thread.
+  // Handles are closed by finish_stop(); the own loop is closed by its thread
+  // (uv_reactor::close_loop()).
 }
 
 std::chrono::steady_clock::time_point core::now() const noexcept {
@@ -91,9 +92,13 @@ void core::start() {
       loop_thread_id_ = std::this_thread::get_id();
       begin();
       started.set_value();
-      static_cast<uv_reactor&>(*io_).run();
+      auto& uv = static_cast<uv_reactor&>(*io_);
+      uv.run();
       // Work posted while the handles closed still runs here, on the loop thread.
       final_drain();
+      // The loop's descriptors go with its thread, not with the core (which a lock
+      // handle may keep alive long after the client).
+      uv.close_loop();
       // Last use of `this` on this thread; may destroy the core if the client
       // detached the thread (destroyed from its own callback).
       std::shared_ptr<core> keep = std::move(self_);

@@ -286,11 +286,15 @@ class uv_link final : public link {
 
 uv_reactor::uv_reactor(uv_loop_t* external)
     : loop_(external != nullptr ? external : &own_loop_), owns_loop_(external == nullptr) {
-  if (owns_loop_) uv_loop_init(&own_loop_);
+  if (owns_loop_) loop_open_ = uv_loop_init(&own_loop_) == 0;
 }
 
-uv_reactor::~uv_reactor() {
-  if (owns_loop_) uv_loop_close(&own_loop_);
+uv_reactor::~uv_reactor() { close_loop(); }
+
+void uv_reactor::close_loop() {
+  if (!loop_open_) return;
+  loop_open_ = false;
+  uv_loop_close(&own_loop_);
 }
 
 void uv_reactor::start(driver& d) {

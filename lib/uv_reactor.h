@@ -27,15 +27,20 @@ class uv_reactor final : public reactor {
   std::unique_ptr<link> open(const node_address& address, std::uint64_t deadline_ms, link_events& events,
                              node_status& status, std::string& error) override;
 
-  // Own loop only, on the thread that runs it: runs until every handle is closed,
-  // then closes the loop.
+  // Own loop only, on the thread that runs it: runs until every handle is closed.
   void run();
+  // Own loop only, on the thread that ran it, after the core's final drain: closes
+  // the loop (its epoll descriptor, signal pipe and eventfd) now, not when the core
+  // is destroyed, which a lock handle of the client may delay for as long as it
+  // lives. The destructor closes a loop that was never run (a bad configuration).
+  void close_loop();
   uv_loop_t* loop() const noexcept { return loop_; }
 
  private:
   uv_loop_t own_loop_{};
   uv_loop_t* loop_;
   bool owns_loop_;
+  bool loop_open_ = false;  // own loop: initialised and not closed yet
   driver* driver_ = nullptr;
   uv_async_t async_{};
   uv_idle_t idle_{};
