@@ -69,11 +69,13 @@ int open_fds() {
 
 // A scripted node on 127.0.0.1, one connection at a time. The i-th command of a
 // connection (0 = the handshake's PING) gets answers[i] if there is one, else
-// +PONG. With `stop_reading_after` >= 0, the node answers that many commands, then
+// +PONG (kHangUp: a clean hang-up). With `stop_reading_after` >= 0, the node answers that many commands, then
 // stops reading (the client's writes pile up in the kernel and in libuv's write
 // queue) until reset() makes it close the connection with a RST.
 class script_node {
  public:
+  // An answer that is none: the node shuts its side down (the client reads EOF).
+  static constexpr const char* kHangUp = "<hang up>";
   explicit script_node(std::vector<std::string> answers, int stop_reading_after = -1)
       : answers_(std::move(answers)), stop_reading_after_(stop_reading_after) {
     listen_fd_ = listen_on_loopback("script_node", port_);
@@ -138,7 +140,12 @@ class script_node {
       while (redisReaderGetReply(rd, &req) == REDIS_OK && req != nullptr) {
         freeReplyObject(req);
         const std::size_t i = static_cast<std::size_t>(answered++);
-        send_all(fd, i < answers_.size() ? answers_[i] : std::string("+PONG\r\n"));
+        const std::string a = i < answers_.size() ? answers_[i] : std::string("+PONG\r\n");
+        if (a == kHangUp) {
+          ::shutdown(fd, SHUT_WR);  // FIN after reading everything: EOF, never a RST
+        } else {
+          send_all(fd, a);
+        }
         if (stop_reading_after_ >= 0 && answered >= stop_reading_after_) break;
       }
     }
@@ -377,7 +384,9 @@ TEST(SeamReview, a_name_the_system_resolver_rejects_reads_cannot_resolve_host) {
 }
 
 TEST(SeamReview, a_node_hanging_up_reads_connection_closed_by_server) {
-  fake_listener closer(fake_listener::mode::close);
+  // Hangs up after reading the PING (fake_listener's close mode may close before
+  // the PING arrived, and the client then reads a reset, not an EOF).
+  script_node closer({script_node::kHangUp});
   client c(plain_options({closer.uri()}));
   report p = ping_until(c, node_status::connection_error);
   EXPECT_EQ(p.nodes.at(0).detail, "connection closed by server") << p.message();
