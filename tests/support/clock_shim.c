@@ -10,6 +10,11 @@
  * <node dir>/clock_offset_ms). A missing or unreadable file means offset 0. The file
  * is re-read at most once per millisecond of CLOCK_MONOTONIC.
  *
+ * A file holding '@' and a decimal number of microseconds since the epoch instead
+ * freezes the wall clock at that instant: every read returns exactly it until the
+ * file changes (the simulator's differential test steps a server's clock this way,
+ * so that its expiry and TIME replies are exact).
+ *
  * Everything goes straight to the kernel: syscall(SYS_clock_gettime), open, read,
  * close. No malloc, no stdio, no dlsym, so the shim cannot recurse into an
  * allocator that itself asks for the time. Thread-safe: the cache is two atomics;
@@ -25,7 +30,9 @@
 
 #define SHIM_EXPORT __attribute__((visibility("default")))
 
-static long long shim_offset_ms = 0;  /* cached offset */
+/* The cached setting, one word so a reader never sees half of an update: an
+ * offset in ms as 2*offset, or a frozen instant in us as 2*instant+1. */
+static long long shim_setting = 0;
 static long long shim_checked_ns = 0; /* CLOCK_MONOTONIC of the last read; 0 = never */
 
 static int raw_clock_gettime(clockid_t id, struct timespec* ts) {
@@ -38,24 +45,31 @@ static long long monotonic_ns(void) {
   return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
-/* Parses [spaces][-]digits; anything else (or an empty file) is 0. */
-static long long parse_offset(const char* s, ssize_t n) {
+/* Parses [spaces][-]digits (an offset) or [spaces]@digits (a frozen instant) into
+ * the encoding of shim_setting; anything else (or an empty file) is offset 0. */
+static long long parse_setting(const char* s, ssize_t n) {
   ssize_t i = 0;
   int negative = 0;
+  int frozen = 0;
   long long v = 0;
   while (i < n && (s[i] == ' ' || s[i] == '\t')) ++i;
-  if (i < n && (s[i] == '-' || s[i] == '+')) {
+  if (i < n && s[i] == '@') {
+    frozen = 1;
+    ++i;
+  } else if (i < n && (s[i] == '-' || s[i] == '+')) {
     negative = s[i] == '-';
     ++i;
   }
   for (; i < n && s[i] >= '0' && s[i] <= '9'; ++i) {
-    if (v > 1000000000000000LL) return 0; /* absurd: ignore */
+    if (v > 1000000000000000000LL / 10 - 10) return 0; /* absurd: ignore */
     v = v * 10 + (s[i] - '0');
   }
-  return negative ? -v : v;
+  if (frozen) return v * 2 + 1;
+  if (v > 1000000000000000LL) return 0; /* absurd offset: ignore */
+  return (negative ? -v : v) * 2;
 }
 
-static long long read_offset_file(void) {
+static long long read_setting_file(void) {
   const char* path = getenv("REDLOCK_CLOCK_SHIM_FILE");
   if (path == NULL || *path == '\0') path = "clock_offset_ms";
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -64,19 +78,19 @@ static long long read_offset_file(void) {
   ssize_t n = read(fd, buf, sizeof buf);
   close(fd);
   if (n <= 0) return 0;
-  return parse_offset(buf, n);
+  return parse_setting(buf, n);
 }
 
-static long long current_offset_ms(void) {
+static long long current_setting(void) {
   const long long now = monotonic_ns();
   const long long checked = __atomic_load_n(&shim_checked_ns, __ATOMIC_ACQUIRE);
-  if (checked != 0 && now - checked < 1000000LL) return __atomic_load_n(&shim_offset_ms, __ATOMIC_RELAXED);
+  if (checked != 0 && now - checked < 1000000LL) return __atomic_load_n(&shim_setting, __ATOMIC_RELAXED);
   const int saved = errno;
-  const long long off = read_offset_file();
+  const long long setting = read_setting_file();
   errno = saved;
-  __atomic_store_n(&shim_offset_ms, off, __ATOMIC_RELAXED);
+  __atomic_store_n(&shim_setting, setting, __ATOMIC_RELAXED);
   __atomic_store_n(&shim_checked_ns, now == 0 ? 1 : now, __ATOMIC_RELEASE);
-  return off;
+  return setting;
 }
 
 static void shift(struct timespec* ts, long long offset_ms) {
@@ -94,10 +108,23 @@ static void shift(struct timespec* ts, long long offset_ms) {
   ts->tv_nsec = (long)ns;
 }
 
-SHIM_EXPORT int clock_gettime(clockid_t id, struct timespec* ts) {
-  if (raw_clock_gettime(id, ts) != 0) return -1;
-  if (id == CLOCK_REALTIME || id == CLOCK_REALTIME_COARSE) shift(ts, current_offset_ms());
+/* The shimmed CLOCK_REALTIME: the kernel's plus the offset, or the frozen instant. */
+static int shimmed_realtime(struct timespec* ts) {
+  const long long setting = current_setting();
+  if (setting & 1) {
+    const long long us = setting / 2;
+    ts->tv_sec = (time_t)(us / 1000000);
+    ts->tv_nsec = (long)(us % 1000000) * 1000L;
+    return 0;
+  }
+  if (raw_clock_gettime(CLOCK_REALTIME, ts) != 0) return -1;
+  shift(ts, setting / 2);
   return 0;
+}
+
+SHIM_EXPORT int clock_gettime(clockid_t id, struct timespec* ts) {
+  if (id == CLOCK_REALTIME || id == CLOCK_REALTIME_COARSE) return shimmed_realtime(ts);
+  return raw_clock_gettime(id, ts);
 }
 
 SHIM_EXPORT int gettimeofday(struct timeval* restrict tv_arg, void* restrict tz) {
@@ -112,8 +139,7 @@ SHIM_EXPORT int gettimeofday(struct timeval* restrict tv_arg, void* restrict tz)
   }
   if (tv == NULL) return 0;
   struct timespec ts;
-  if (raw_clock_gettime(CLOCK_REALTIME, &ts) != 0) return -1;
-  shift(&ts, current_offset_ms());
+  if (shimmed_realtime(&ts) != 0) return -1;
   tv->tv_sec = ts.tv_sec;
   tv->tv_usec = (suseconds_t)(ts.tv_nsec / 1000);
   return 0;
@@ -121,8 +147,7 @@ SHIM_EXPORT int gettimeofday(struct timeval* restrict tv_arg, void* restrict tz)
 
 SHIM_EXPORT time_t time(time_t* out) {
   struct timespec ts;
-  if (raw_clock_gettime(CLOCK_REALTIME, &ts) != 0) return (time_t)-1;
-  shift(&ts, current_offset_ms());
+  if (shimmed_realtime(&ts) != 0) return (time_t)-1;
   if (out != NULL) *out = ts.tv_sec;
   return ts.tv_sec;
 }

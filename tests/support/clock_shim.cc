@@ -68,6 +68,11 @@ void clock_shim_control::set_offset(std::chrono::milliseconds offset) {
   offset_ = offset;
 }
 
+void clock_shim_control::freeze(std::chrono::microseconds since_epoch) {
+  std::lock_guard<std::mutex> lk(mu_);
+  write_file_atomically(path_, "@" + std::to_string(since_epoch.count()) + "\n");
+}
+
 std::chrono::milliseconds clock_shim_control::offset() const {
   std::lock_guard<std::mutex> lk(mu_);
   return offset_;

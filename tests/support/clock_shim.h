@@ -28,7 +28,7 @@ namespace redlock::test {
 // names an existing file.
 std::string clock_shim_library();
 
-// The offset file one shimmed process reads. set_offset() replaces the file
+// The offset file one shimmed process reads (an offset, or a frozen instant). set_offset() replaces the file
 // atomically (write a temporary file, rename), so the reader sees the old or the
 // new offset, never a torn one; the process picks it up within ~1 ms.
 class clock_shim_control {
@@ -40,8 +40,12 @@ class clock_shim_control {
   clock_shim_control(const clock_shim_control&) = delete;
   clock_shim_control& operator=(const clock_shim_control&) = delete;
 
+  // Shifts the clock by `offset` from the kernel's (it runs on).
   void set_offset(std::chrono::milliseconds offset);
   std::chrono::milliseconds offset() const;
+  // Stops the clock at `since_epoch`: every read returns exactly that instant until
+  // the next freeze() or set_offset(). Picked up within ~1 ms, like an offset.
+  void freeze(std::chrono::microseconds since_epoch);
   const std::string& path() const { return path_; }
 
  private:
