@@ -23,6 +23,8 @@ std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); 
 constexpr std::int64_t kClockOrigin_us = 1'000'000'000;
 // Node wall clocks start here (2026-12-01), microseconds since the Unix epoch.
 constexpr std::int64_t kWallOrigin_us = 1'796'083'200'000'000;
+// The least time one turn of a client's loop takes (see arm_timer).
+constexpr std::int64_t kTurn_us = 10;
 }  // namespace
 
 sim_rng::sim_rng(std::uint64_t seed) {
@@ -103,8 +105,12 @@ class sim_reactor final : public detail::reactor {
     if (cl_->closed) return;
     const std::uint64_t gen = ++gens_;
     cl_->timer_gen = gen;
-    // Due when the loop's millisecond clock reaches now_ms() + delay, as with uv.
-    const std::int64_t due = std::max(w_->now_us, (w_->now_us / 1000 + static_cast<std::int64_t>(delay_ms)) * 1000);
+    // Due when the loop's millisecond clock reaches now_ms() + delay, as with uv;
+    // a timer armed with no delay runs on the next turn, which on a real machine
+    // comes a little later (kTurn_us): a loop that re-arms a zero timer until a
+    // deadline passes ends here as it does there.
+    const std::int64_t due =
+        std::max(w_->now_us + kTurn_us, (w_->now_us / 1000 + static_cast<std::int64_t>(delay_ms)) * 1000);
     auto cl = cl_;
     impl* w = w_.get();
     w_->at(due, [w, cl, gen] {
