@@ -48,10 +48,9 @@ std::vector<violation> check_mutual_exclusion(const history& h) {
                       std::to_string(a.id) + ") and c" + std::to_string(b.client) + " (hold #" +
                       std::to_string(b.id) + ") both believed they held it for " + std::to_string(overlap) +
                       " us from " + history::format_time(p.iv.from);
-          v.detail = "  " + h.format_hold(a) + "\n  " + h.format_hold(b) + "\n  history of r" +
-                     std::to_string(resource) + " (and the world) around them:\n" +
-                     h.slice(std::min(a.invoke_us, b.invoke_us) - kContext_us,
-                             std::min(p.iv.to, longest->iv.to) + kContext_us, resource);
+          v.detail = "  " + h.format_hold(a) + "\n  " + h.format_hold(b) + "\n  the two clients on r" +
+                     std::to_string(resource) + ", and the faults, until the overlap ended:\n" +
+                     h.slice_for(a, b, std::min(p.iv.to, longest->iv.to) + 1);
           out.push_back(std::move(v));
         }
       }
@@ -95,8 +94,8 @@ std::vector<violation> check_fence_order(const history& h, std::int64_t data_los
                   std::to_string(b->client) + " got fence " + std::to_string(*b->fence) +
                   ", not above fence " + std::to_string(*a->fence) + " of hold #" + std::to_string(a->id) +
                   " of c" + std::to_string(a->client) + ", whose acquire had succeeded before";
-      v.detail = "  " + h.format_hold(*a) + "\n  " + h.format_hold(*b) + "\n  history around them:\n" +
-                 h.slice(a->invoke_us - kContext_us, b->complete_us + kContext_us, resource);
+      v.detail = "  " + h.format_hold(*a) + "\n  " + h.format_hold(*b) + "\n  the two clients on r" +
+                 std::to_string(resource) + ", and the faults:\n" + h.slice_for(*a, *b, b->complete_us + 1);
       out.push_back(std::move(v));
     }
   }

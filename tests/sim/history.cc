@@ -1,6 +1,7 @@
 #include "history.h"
 
 #include <cinttypes>
+#include <algorithm>
 #include <cstdio>
 
 namespace redlock::simtest {
@@ -93,18 +94,34 @@ std::string history::format(const timeline_entry& e) const {
   return out;
 }
 
-std::string history::slice(std::int64_t from, std::int64_t to, int resource, std::size_t max_lines) const {
+std::string history::slice(const std::function<bool(const timeline_entry&)>& pick, std::size_t max_lines) const {
   std::vector<const timeline_entry*> picked;
   for (const auto& e : timeline) {
-    if (e.t_us < from || e.t_us > to) continue;
-    if (resource >= 0 && e.resource >= 0 && e.resource != resource) continue;
-    picked.push_back(&e);
+    if (pick(e)) picked.push_back(&e);
   }
   std::string out;
-  std::size_t skip = picked.size() > max_lines ? picked.size() - max_lines : 0;
+  const std::size_t skip = picked.size() > max_lines ? picked.size() - max_lines : 0;
   if (skip > 0) out += "    ... " + std::to_string(skip) + " earlier lines left out\n";
   for (std::size_t i = skip; i < picked.size(); ++i) out += "    " + format(*picked[i]) + "\n";
   return out;
+}
+
+std::string history::slice(std::int64_t from, std::int64_t to, int resource, std::size_t max_lines) const {
+  return slice(
+      [&](const timeline_entry& e) {
+        return e.t_us >= from && e.t_us <= to && (resource < 0 || e.resource < 0 || e.resource == resource);
+      },
+      max_lines);
+}
+
+std::string history::slice_for(const hold_record& a, const hold_record& b, std::int64_t to,
+                               std::int64_t lookback_us) const {
+  const std::int64_t start = std::min(a.invoke_us, b.invoke_us);
+  return slice([&](const timeline_entry& e) {
+    if (e.t_us > to) return false;
+    if (e.client < 0) return e.t_us >= start - lookback_us;
+    return e.t_us >= start && e.resource == a.resource && (e.client == a.client || e.client == b.client);
+  });
 }
 
 std::string history::format_hold(const hold_record& h) const {

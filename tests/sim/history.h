@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -104,6 +105,13 @@ class history {
   // The timeline entries in [from, to] (of `client`/`resource` when >= 0, plus
   // every world entry), formatted.
   std::string slice(std::int64_t from, std::int64_t to, int resource = -1, std::size_t max_lines = 80) const;
+  // The entries `pick` chooses, formatted (the last max_lines of them).
+  std::string slice(const std::function<bool(const timeline_entry&)>& pick, std::size_t max_lines = 80) const;
+  // What led to two holds' conflict: the world's lines (faults) from `lookback_us`
+  // before the earlier acquire, and the two clients' lines on the resource, up to
+  // `to`.
+  std::string slice_for(const hold_record& a, const hold_record& b, std::int64_t to,
+                        std::int64_t lookback_us = 2'000'000) const;
   std::string format_hold(const hold_record& h) const;
 };
 

@@ -162,9 +162,9 @@ std::string plan::describe() const {
     std::snprintf(buf, sizeof buf,
                   "  c%zu: ttl %" PRId64 "-%" PRId64
                   " ms, watchdog %.2f, fencing %.2f, extend %.2f, write %.2f, cancel %.2f, long hold %.2f, "
-                  "think <= %s, step <= %s, attempts %d\n",
+                  "gc pause %.2f, think <= %s, step <= %s, attempts %d\n",
                   c, p.ttl_min_ms, p.ttl_max_ms, p.auto_extend, p.fencing, p.explicit_extend, p.write, p.cancel,
-                  p.long_hold, ms_text(p.think_max_us).c_str(), ms_text(p.step_max_us).c_str(), p.retry_attempts);
+                  p.long_hold, p.gc_pause, ms_text(p.think_max_us).c_str(), ms_text(p.step_max_us).c_str(), p.retry_attempts);
     out += buf;
   }
   out += "  faults (" + std::to_string(faults.size()) + "):\n";
@@ -193,7 +193,7 @@ struct mix {
   double per_second = 1.0;
   std::map<fault::kind, int> weights;  // ordered: the draw is deterministic
   double persistent = 0.5;            // probability per node
-  double auto_extend = 0.3, fencing = 0.3, long_hold = 0.1, write = 0.5;
+  double auto_extend = 0.3, fencing = 0.3, long_hold = 0.1, write = 0.5, gc_pause = 0.02;
 };
 
 mix mix_of(const std::string& s) {
@@ -221,11 +221,13 @@ mix mix_of(const std::string& s) {
     m.per_second = 0.8;
     m.auto_extend = 1.0;
     m.long_hold = 0.5;
+    m.gc_pause = 0.05;
   } else if (s == "fencing") {
     m.weights = {{k::pause_client, 4}, {k::restart, 1}, {k::crash, 1}, {k::pause_node, 1}, {k::latency, 1}};
     m.persistent = 1.0;  // fences need nodes that keep their counters (docs/fencing.md)
     m.fencing = 1.0;
     m.write = 0.8;
+    m.gc_pause = 0.1;
   } else {
     throw std::invalid_argument("unknown scenario '" + s + "'");
   }
@@ -270,6 +272,7 @@ plan make_plan(std::uint64_t seed, const std::string& scenario, guard_off off) {
     cp.write = m.write;
     cp.cancel = 0.03;
     cp.long_hold = m.long_hold;
+    cp.gc_pause = m.gc_pause;
     cp.think_max_us = r.between(20, 200) * 1000;
     cp.step_max_us = r.between(20, 150) * 1000;
     cp.retry_attempts = r.chance(0.5) ? 1 : 3;
@@ -486,7 +489,7 @@ class runner {
   void explicit_extend(actor& a);
   void finish_hold(actor& a);
   void give_up_handle(int hold, std::string why);
-  void schedule_next(actor& a);
+  void schedule_next(actor& a, bool failed = false);
 
   // --- faults ---
   void apply(std::size_t index, bool begin);
@@ -525,11 +528,11 @@ class runner {
   std::map<int, std::uint64_t> fenced_highest_;
 };
 
-void runner::schedule_next(actor& a) {
+void runner::schedule_next(actor& a, bool failed) {
   if (a.st == actor::state::stopped) return;
   const auto& prof = p_.profiles[static_cast<std::size_t>(a.client)];
   actor* ap = &a;
-  later(a.client, rng_.between(0, prof.think_max_us), [this, ap] { think(*ap); });
+  later(a.client, rng_.between(0, prof.think_max_us * (failed ? 3 : 1)), [this, ap] { think(*ap); });
 }
 
 void runner::think(actor& a) {
@@ -599,7 +602,7 @@ void runner::on_acquired(actor& a, std::uint32_t op, acquire_result r, bool watc
          "acquire #" + std::to_string(op) + " " + errc_name(r.report.error) + " after " +
              std::to_string(r.report.attempts) + " attempt(s)");
     a.st = actor::state::idle;
-    schedule_next(a);
+    schedule_next(a, true);
     return;
   }
   ++acquired_;
@@ -670,6 +673,15 @@ void runner::write(actor& a) {
   w.checked_us = now();
   // The holder computes, then sends (a pause of its process lands in between).
   const int client = a.client;
+  const auto& prof = p_.profiles[static_cast<std::size_t>(client)];
+  if (rng_.chance(prof.gc_pause)) {
+    const std::int64_t ttl_us = prof.ttl_max_ms * kMs;
+    const std::int64_t d = rng_.between(ttl_us / 2, 3 * ttl_us);
+    w_->pause_client(*clients_[static_cast<std::size_t>(client)], microseconds(d));
+    note(client, a.resource,
+         "hold #" + std::to_string(a.hold) + ": checked owns_lock(), then its process pauses for " + ms_text(d) +
+             " before the fenced write");
+  }
   later(client, rng_.between(0, 20 * kMs), [this, w]() mutable {
     w.sent_us = now();
     wi().at(now() + rng_.between(100, 2 * kMs), [this, w]() mutable {

@@ -70,7 +70,10 @@ struct client_profile {
   double write = 0;            // probability per hold step (fenced holds)
   double cancel = 0;           // probability per acquire
   double long_hold = 0;        // probability of holding for several TTLs
-  std::int64_t think_max_us = 0;
+  // Probability that the holder's process stops (a GC pause, swap) between its
+  // check of owns_lock() and its fenced write, for 0.5 to 3 TTLs.
+  double gc_pause = 0;
+  std::int64_t think_max_us = 0;  // between two acquires (x3 after a failed one)
   std::int64_t step_max_us = 0;  // between two steps of a hold
   int retry_attempts = 1;
 };
