@@ -314,7 +314,7 @@ plan make_plan(std::uint64_t seed, const std::string& scenario, guard_off off) {
         } else if (x < 9) {
           f.amount = -r.between(2500, 10'000);
         } else {
-          f.amount = 0;  // a step of under a millisecond: none at this resolution
+          f.amount = r.chance(0.5) ? 1 : -1;  // within the drift allowance (2 ms + 1 % of the TTL)
         }
         break;
       }

@@ -389,3 +389,31 @@ TEST(World, a_blocking_call_inside_a_callback_would_deadlock) {
 
 }  // namespace
 }  // namespace redlock::testing
+
+namespace redlock::testing {
+namespace {
+
+// A loop that re-arms a zero-delay timer until a deadline passes ends in the
+// simulator as on a machine, where each turn takes time: the watchdog of a lock
+// whose every node is down retries its extension, failing at once, with less
+// than a millisecond of validity left (found by the harness: seeds froze the
+// world at one instant).
+TEST(World, a_zero_delay_timer_loop_lets_virtual_time_pass) {
+  world w;
+  auto c = w.make_client();
+  connected(*c);
+  int lost = 0;
+  acquire_options o = ttl_of(std::chrono::milliseconds(300));
+  o.auto_extend = true;
+  o.on_lost = [&](const lease&, const report&) { ++lost; };
+  auto r = c->acquire("z", o);
+  ASSERT_TRUE(r);
+  for (std::size_t i = 0; i < w.node_count(); ++i) w.crash_node(i);
+  const auto events = w.events_run();
+  ASSERT_TRUE(w.run_until([&] { return lost > 0; }, std::chrono::seconds(2)));
+  EXPECT_LT(w.events_run() - events, 20'000u);
+  EXPECT_FALSE(r.lock.owns_lock());
+}
+
+}  // namespace
+}  // namespace redlock::testing
