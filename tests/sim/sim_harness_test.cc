@@ -217,11 +217,11 @@ TEST(NegativeControl, clock_jump_guard_off_with_node_clocks_jumping_gives_two_ho
 }
 
 TEST(NegativeControl, fresh_seeds_find_the_violation_within_a_small_budget) {
-  // Not only the committed seeds: the first 40 seeds of each control find some.
+  // Not only the committed seeds: the first 25 seeds of each control find some.
   for (const auto& [scenario, off] :
        std::vector<std::pair<std::string, guard_off>>{{"restarts", guard_off::restart}, {"clock", guard_off::clock}}) {
     std::size_t fired = 0;
-    for (std::uint64_t seed = 1; seed <= 40; ++seed) fired += run_seed(scenario, seed, off).passed() ? 0 : 1;
+    for (std::uint64_t seed = 1; seed <= 25; ++seed) fired += run_seed(scenario, seed, off).passed() ? 0 : 1;
     EXPECT_GE(fired, 2u) << scenario << " with the " << to_string(off) << " guard off";
   }
 }
@@ -246,11 +246,11 @@ TEST(Shrink, keeps_a_subset_of_faults_that_still_fails) {
   const run_result full = run(o);
   ASSERT_FALSE(full.passed());
   int runs = 0;
-  const std::vector<bool> mask = shrink(o, "mutual_exclusion", 60, &runs);
+  const std::vector<bool> mask = shrink(o, "mutual_exclusion", 30, &runs);
   std::size_t kept = 0;
   for (bool b : mask) kept += b ? 1 : 0;
   EXPECT_LT(kept, full.p.faults.size());
-  EXPECT_LE(runs, 60);
+  EXPECT_LE(runs, 30);
   o.fault_mask = mask;
   EXPECT_TRUE(meets(run(o), "violation:mutual_exclusion"));
   EXPECT_NE(replay_command(o).find("--faults "), std::string::npos);
@@ -259,7 +259,7 @@ TEST(Shrink, keeps_a_subset_of_faults_that_still_fails) {
 // --- fresh seeds: a fixed budget in CI, more with REDLOCK_SIM_SECONDS ---
 
 constexpr std::uint64_t kFreshBase = 1'000'000;
-constexpr std::uint64_t kFreshPerScenario = 40;
+constexpr std::uint64_t kFreshPerScenario = REDLOCK_SIM_FRESH_SEEDS;  // tests/sim/CMakeLists.txt
 
 double cpu_seconds() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
 
