@@ -448,11 +448,7 @@ std::shared_ptr<world::impl::client_state> world::impl::client_of(const client& 
 
 std::vector<std::shared_ptr<world::impl::conn_state>> world::impl::live_conns(std::size_t i) {
   prune(i);
-  std::vector<std::shared_ptr<conn_state>> out;
-  for (auto& w : nodes[i].conns) {
-    if (auto c = w.lock()) out.push_back(std::move(c));
-  }
-  return out;
+  return nodes[i].conns;
 }
 
 void world::impl::crash(std::size_t i) {
@@ -469,12 +465,10 @@ void world::impl::crash(std::size_t i) {
 void world::impl::prune(std::size_t i) {
   auto& v = nodes[i].conns;
   v.erase(std::remove_if(v.begin(), v.end(),
-                         [](const std::weak_ptr<conn_state>& w) {
-                           auto c = w.lock();
-                           if (!c) return true;
-                           const bool client_done = c->events == nullptr && c->to_client.empty();
-                           const bool node_done = c->dead || (c->syn_sent && c->to_node.empty());
-                           return client_done && node_done;
+                         [](const std::shared_ptr<conn_state>& c) {
+                           if (c->events != nullptr) return false;  // the client still has it
+                           // The client closed its end: done once the node has all it wrote.
+                           return c->dead || !c->syn_sent || c->to_node.empty();
                          }),
           v.end());
 }
@@ -543,9 +537,7 @@ void world::resume_node(std::size_t i) {
   n.paused = false;
   std::deque<impl::node_state::pending> input;
   input.swap(n.paused_input);
-  for (auto& p : input) {
-    if (auto c = p.conn.lock()) impl_->execute(c, std::move(p.bytes));
-  }
+  for (auto& p : input) impl_->execute(p.conn, std::move(p.bytes));
 }
 
 void world::crash_node(std::size_t i) {

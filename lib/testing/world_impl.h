@@ -71,11 +71,14 @@ struct world::impl {
     std::uint64_t epoch = 0;  // bumped by every crash: connections of older epochs are dead
     // Bytes that arrived while the node was paused, in arrival order.
     struct pending {
-      std::weak_ptr<conn_state> conn;
+      std::shared_ptr<conn_state> conn;
       std::string bytes;
     };
     std::deque<pending> paused_input;
-    std::vector<std::weak_ptr<conn_state>> conns;
+    // Its connections, until both ends are done with them: a connection the client
+    // closed still delivers what it wrote (held back by a black hole, or waiting in
+    // a paused node's socket), as TCP delivers data ahead of the FIN.
+    std::vector<std::shared_ptr<conn_state>> conns;
   };
 
   struct client_state {

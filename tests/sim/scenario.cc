@@ -156,6 +156,10 @@ std::string plan::describe() const {
   out += "), " + std::to_string(clients) + " clients, " + std::to_string(resources) + " resource(s), max_ttl " +
          std::to_string(max_ttl_ms) + " ms, schedule " + ms_text(run_us) + ", latency " +
          std::to_string(min_latency_us) + "-" + std::to_string(max_latency_us) + " us\n";
+  if (late_join_us >= 0) {
+    out += "  c" + std::to_string(clients - 1) + " joins at " + history::format_time(late_join_us) +
+           " (restart_guard_first_sight)\n";
+  }
   for (std::size_t c = 0; c < profiles.size(); ++c) {
     const auto& p = profiles[c];
     char buf[256];
@@ -189,11 +193,14 @@ bool known_scenario(const std::string& name) {
 
 namespace {
 
+constexpr std::int64_t kSecond = 1'000'000;
+
 struct mix {
   double per_second = 1.0;
   std::map<fault::kind, int> weights;  // ordered: the draw is deterministic
   double persistent = 0.5;            // probability per node
   double auto_extend = 0.3, fencing = 0.3, long_hold = 0.1, write = 0.5, gc_pause = 0.02;
+  double late_join = 0.3;  // probability that the last client joins late
 };
 
 mix mix_of(const std::string& s) {
@@ -204,6 +211,7 @@ mix mix_of(const std::string& s) {
                  {k::reset, 1},      {k::pause_node, 2}, {k::crash, 2},      {k::restart, 1},
                  {k::clock_jump, 1}, {k::clock_drift, 1}, {k::pause_client, 2}};
     m.per_second = 1.0;
+    m.late_join = 0;  // it has clock jumps
   } else if (s == "pauses") {
     m.weights = {{k::pause_node, 3}, {k::pause_client, 3}, {k::latency, 1}};
   } else if (s == "restarts") {
@@ -213,6 +221,7 @@ mix mix_of(const std::string& s) {
   } else if (s == "clock") {
     m.weights = {{k::clock_jump, 3}, {k::clock_drift, 2}, {k::latency, 1}};
     m.per_second = 0.6;
+    m.late_join = 0;
   } else if (s == "partitions") {
     m.weights = {{k::black_hole, 2}, {k::partition, 3}, {k::drop_replies, 2}, {k::reset, 1}, {k::latency, 1}};
   } else if (s == "watchdog") {
@@ -336,6 +345,7 @@ plan make_plan(std::uint64_t seed, const std::string& scenario, guard_off off) {
   }
   std::stable_sort(p.faults.begin(), p.faults.end(),
                    [](const fault& a, const fault& b) { return a.at_us < b.at_us; });
+  if (p.clients >= 3 && r.chance(m.late_join)) p.late_join_us = r.between(1, p.run_us / kSecond - 3) * kSecond;
   return p;
 }
 
@@ -494,6 +504,22 @@ class runner {
   // --- faults ---
   void apply(std::size_t index, bool begin);
   void schedule_faults();
+
+  client_options options_for(std::size_t client) const {
+    client_options co;
+    co.max_ttl = milliseconds(p_.max_ttl_ms);
+    if (p_.off == guard_off::restart) co.restart_quarantine = milliseconds(0);
+    if (p_.off == guard_off::clock) co.clock_jump_threshold = milliseconds(0);
+    if (p_.late_join_us >= 0 && client + 1 == p_.clients) co.restart_guard_first_sight = true;
+    return co;
+  }
+  void join(std::size_t client) {
+    clients_[client] = w_->make_client(options_for(client));
+    note(static_cast<int>(client), -1, "joins (a new process: restart_guard_first_sight)");
+    for (auto& a : actors_) {
+      if (static_cast<std::size_t>(a->client) == client && !stopping_) schedule_next(*a);
+    }
+  }
 
   // --- phases ---
   void stop_actors();
@@ -846,6 +872,10 @@ void runner::apply(std::size_t index, bool begin) {
       note_fault(node_name + (begin ? " black hole on" : " black hole off"));
       break;
     case fault::kind::partition: {
+      if (!clients_[f.client]) {
+        if (begin) note_fault("c" + std::to_string(f.client) + " x " + node_name + " cut skipped (not joined yet)");
+        break;
+      }
       int& c = cuts_[{f.client, n}];
       c += begin ? 1 : -1;
       w_->partition(*clients_[f.client], n, c > 0);
@@ -906,6 +936,10 @@ void runner::apply(std::size_t index, bool begin) {
       break;
     }
     case fault::kind::pause_client:
+      if (!clients_[f.client]) {
+        note_fault("c" + std::to_string(f.client) + " pause skipped (not joined yet)");
+        break;
+      }
       w_->pause_client(*clients_[f.client], microseconds(f.dur_us));
       note_fault("c" + std::to_string(f.client) + " paused for " + ms_text(f.dur_us));
       break;
@@ -1054,11 +1088,11 @@ run_result runner::go() {
   back_jump_ms_.assign(p_.nodes, 0);
   open_holds_.assign(p_.clients, {});
   for (std::size_t c = 0; c < p_.clients; ++c) {
-    client_options co;
-    co.max_ttl = milliseconds(p_.max_ttl_ms);
-    if (p_.off == guard_off::restart) co.restart_quarantine = milliseconds(0);
-    if (p_.off == guard_off::clock) co.clock_jump_threshold = milliseconds(0);
-    clients_.push_back(w_->make_client(co));
+    if (c + 1 == p_.clients && p_.late_join_us >= 0) {
+      clients_.emplace_back();  // joins later (join())
+    } else {
+      clients_.push_back(w_->make_client(options_for(c)));
+    }
   }
   wi().on_client_turn = [this](std::size_t client) {
     if (client < open_holds_.size() && !open_holds_[client].empty()) observe_client(client);
@@ -1072,7 +1106,10 @@ run_result runner::go() {
     }
   }
   schedule_faults();
-  for (auto& a : actors_) schedule_next(*a);
+  for (auto& a : actors_) {
+    if (clients_[static_cast<std::size_t>(a->client)]) schedule_next(*a);
+  }
+  if (p_.late_join_us >= 0) wi().at(p_.late_join_us, [this] { join(p_.clients - 1); });
 
   w_->advance(microseconds(p_.run_us + 1));
   stop_actors();

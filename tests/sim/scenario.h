@@ -88,6 +88,11 @@ struct plan {
   std::int64_t run_us = 0;  // the schedule's length; then everything heals
   std::int64_t min_latency_us = 100, max_latency_us = 400;
   std::vector<client_profile> profiles;
+  // The last client is created this late (-1: with the others, at the start), with
+  // restart_guard_first_sight (docs/safety.md: a client that never saw a node
+  // before its restart is safe only so). Only in scenarios without clock jumps: a
+  // new process cannot see a jump from before it connected (docs/safety.md).
+  std::int64_t late_join_us = -1;
   std::vector<fault> faults;
   std::string describe() const;  // several lines
 };
