@@ -550,6 +550,7 @@ class runner {
   std::vector<int> black_holes_, drops_, pauses_, crashes_;
   std::vector<std::vector<std::int64_t>> latencies_;
   std::map<std::pair<std::size_t, std::size_t>, int> cuts_;
+  std::vector<bool> begun_;  // per fault: its beginning was applied
   // The fenced resource: per resource, the highest fence it accepted.
   std::map<int, std::uint64_t> fenced_highest_;
 };
@@ -841,6 +842,9 @@ void runner::finish_hold(actor& a) {
 
 void runner::apply(std::size_t index, bool begin) {
   const fault& f = p_.faults[index];
+  // A fault whose beginning was skipped (its client had not joined yet) has no end.
+  if (!begin && !begun_[index]) return;
+  if (begin) begun_[index] = true;
   const std::size_t n = f.node;
   const std::string what = std::string(kind_name(f.what));
   auto note_fault = [&](const std::string& text, bool loses = false) {
@@ -873,7 +877,8 @@ void runner::apply(std::size_t index, bool begin) {
       break;
     case fault::kind::partition: {
       if (!clients_[f.client]) {
-        if (begin) note_fault("c" + std::to_string(f.client) + " x " + node_name + " cut skipped (not joined yet)");
+        begun_[index] = false;
+        note_fault("c" + std::to_string(f.client) + " x " + node_name + " cut skipped (not joined yet)");
         break;
       }
       int& c = cuts_[{f.client, n}];
@@ -937,6 +942,7 @@ void runner::apply(std::size_t index, bool begin) {
     }
     case fault::kind::pause_client:
       if (!clients_[f.client]) {
+        begun_[index] = false;
         note_fault("c" + std::to_string(f.client) + " pause skipped (not joined yet)");
         break;
       }
@@ -944,10 +950,11 @@ void runner::apply(std::size_t index, bool begin) {
       note_fault("c" + std::to_string(f.client) + " paused for " + ms_text(f.dur_us));
       break;
   }
-  if (begin) ++faults_applied_;
+  if (begin && begun_[index]) ++faults_applied_;
 }
 
 void runner::schedule_faults() {
+  begun_.assign(p_.faults.size(), false);
   for (std::size_t i = 0; i < p_.faults.size(); ++i) {
     if (!o_.fault_mask.empty() && (i >= o_.fault_mask.size() || !o_.fault_mask[i])) continue;
     const fault& f = p_.faults[i];
@@ -1005,6 +1012,7 @@ void runner::liveness() {
   const std::int64_t bound_us = p_.max_ttl_ms * kMs + 2 * kSec;
   note(-1, -1, "liveness: each client acquires each resource, uncontended, within " + ms_text(bound_us));
   for (std::size_t c = 0; c < clients_.size(); ++c) {
+    if (!clients_[c]) continue;
     for (std::size_t r = 0; r < p_.resources; ++r) {
       acquire_options ao;
       ao.ttl = milliseconds(std::min<std::int64_t>(1000, p_.max_ttl_ms));
