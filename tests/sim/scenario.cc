@@ -9,6 +9,8 @@
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <set>
+#include <tuple>
 #include <stdexcept>
 
 #include "redlock/client.h"
@@ -74,6 +76,10 @@ const char* kind_name(fault::kind k) {
       return "clock_drift";
     case fault::kind::pause_client:
       return "pause_client";
+    case fault::kind::jump_reset:
+      return "jump_reset";
+    case fault::kind::deny:
+      return "deny";
   }
   return "?";
 }
@@ -139,7 +145,9 @@ std::string describe(const fault& f) {
       break;
   }
   if (f.what == fault::kind::latency) out += " up to " + ms_text(f.amount) + " one way";
-  if (f.what == fault::kind::clock_jump) out += " by " + std::to_string(f.amount) + " ms";
+  if (f.what == fault::kind::clock_jump || f.what == fault::kind::jump_reset) {
+    out += " by " + std::to_string(f.amount) + " ms";
+  }
   if (f.what == fault::kind::clock_drift) {
     char buf[32];
     std::snprintf(buf, sizeof buf, " rate %+.4f", f.rate);
@@ -171,6 +179,9 @@ std::string plan::describe() const {
                   p.long_hold, p.gc_pause, ms_text(p.think_max_us).c_str(), ms_text(p.step_max_us).c_str(), p.retry_attempts);
     out += buf;
   }
+  if (check_orphans) out += "  checks: orphan keys gone within " + ms_text(orphan_bound_us) + " of a healthy node\n";
+  if (check_no_reset) out += "  checks: no connection reset (every pause shorter than the stall bound)\n";
+  if (reserved_name) out += "  resource 1 is named after resource 0's fence counter (refused by the API)\n";
   out += "  faults (" + std::to_string(faults.size()) + "):\n";
   for (std::size_t i = 0; i < faults.size(); ++i) {
     out += "    [" + std::to_string(i) + "] " + simtest::describe(faults[i]) + "\n";
@@ -181,8 +192,11 @@ std::string plan::describe() const {
 // ------------------------------------------------------------------ plans
 
 const std::vector<std::string>& scenario_names() {
-  static const std::vector<std::string> names = {"mixed",      "pauses",   "restarts", "clock",
-                                                 "partitions", "watchdog", "fencing"};
+  // The last five each aim at one defect class of the hardening issue
+  // (docs/verification-mutants.md, tools/mutants.sh).
+  static const std::vector<std::string> names = {"mixed",           "pauses",      "restarts",  "clock",
+                                                 "partitions",      "watchdog",    "fencing",   "clock_reconnect",
+                                                 "idle_pauses",     "rollbacks",   "permissions", "fence_names"};
   return names;
 }
 
@@ -201,6 +215,16 @@ struct mix {
   double persistent = 0.5;            // probability per node
   double auto_extend = 0.3, fencing = 0.3, long_hold = 0.1, write = 0.5, gc_pause = 0.02;
   double late_join = 0.3;  // probability that the last client joins late
+  // The defect-class scenarios (plan's check_* and reserved_name):
+  bool check_orphans = false, check_no_reset = false, reserved_name = false;
+  bool long_ttls = false;    // TTLs 3-10 s (max_ttl 10 s): room to see a key outlive its rollback
+  bool idle_clients = false;  // think 1.5-5 s: connections idle longer than the stall bound
+  bool one_resource = false;
+  // Clock steps forward only: several steps of one node between two of a client's
+  // samples (a client cut off from it meanwhile) then add up beyond the allowance,
+  // where a step back and a step forward could net to a size between the drift
+  // allowance and the guard's threshold, which no guarantee covers.
+  bool forward_jumps = false;
 };
 
 mix mix_of(const std::string& s) {
@@ -237,6 +261,48 @@ mix mix_of(const std::string& s) {
     m.fencing = 1.0;
     m.write = 0.8;
     m.gc_pause = 0.1;
+  } else if (s == "clock_reconnect") {
+    // Clock steps that come with broken connections (a VM resumed or migrated), and
+    // steps during partitions and black holes: the guard must compare across the
+    // reconnect.
+    m.weights = {{k::jump_reset, 3}, {k::clock_jump, 1}, {k::partition, 2}, {k::black_hole, 1},
+                 {k::reset, 1},      {k::latency, 1}};
+    m.per_second = 0.8;
+    m.late_join = 0;
+    m.forward_jumps = true;
+  } else if (s == "idle_pauses") {
+    // Node pauses longer than command_timeout but shorter than the stall bound,
+    // meeting connections idle for longer than the stall bound.
+    m.weights = {{k::pause_node, 1}};
+    m.per_second = 0.7;
+    m.gc_pause = 0;
+    m.check_no_reset = true;
+    m.idle_clients = true;
+  } else if (s == "rollbacks") {
+    // Contended acquires whose minority grants must be rolled back across resets,
+    // crashes, restarts (script caches emptied: NOSCRIPT resends) and lost replies.
+    m.weights = {{k::reset, 3}, {k::crash, 2}, {k::restart, 2}, {k::drop_replies, 2}, {k::latency, 2}};
+    m.per_second = 0.8;
+    m.fencing = 0.5;
+    m.gc_pause = 0;
+    m.check_orphans = true;
+    m.long_ttls = true;
+    m.one_resource = true;
+  } else if (s == "permissions") {
+    // A minority of nodes refuses the lock commands (NOPERM) for a while, among
+    // ordinary faults: an operation may fail permanently only when the permanent
+    // errors alone rule out a quorum (the api checker: permission_denied is never
+    // the harness's fault).
+    m.weights = {{k::deny, 3}, {k::partition, 2}, {k::pause_node, 1}, {k::reset, 1}, {k::latency, 2}};
+    m.per_second = 0.8;
+    m.auto_extend = 0.5;
+  } else if (s == "fence_names") {
+    // Resource "res0" fenced, and "res0:fence" (its counter's name) beside it.
+    m.weights = {{k::pause_client, 1}, {k::latency, 1}, {k::restart, 1}};
+    m.per_second = 0.4;
+    m.persistent = 1.0;
+    m.fencing = 1.0;
+    m.reserved_name = true;
   } else {
     throw std::invalid_argument("unknown scenario '" + s + "'");
   }
@@ -266,8 +332,14 @@ plan make_plan(std::uint64_t seed, const std::string& scenario, guard_off off) {
   p.nodes = r.chance(0.5) ? 3 : 5;
   p.clients = static_cast<std::size_t>(r.between(2, 4));
   p.resources = static_cast<std::size_t>(r.between(1, 2));
+  if (m.one_resource) p.resources = 1;
+  if (m.reserved_name) p.resources = 2;
+  if (m.one_resource && p.clients < 3) p.clients = 3;  // contention
+  p.check_orphans = m.check_orphans;
+  p.check_no_reset = m.check_no_reset;
+  p.reserved_name = m.reserved_name;
   for (std::size_t i = 0; i < p.nodes; ++i) p.persistent.push_back(r.chance(m.persistent));
-  p.max_ttl_ms = 2000;
+  p.max_ttl_ms = m.long_ttls ? 10'000 : 2000;
   p.run_us = r.between(15, 25) * 1'000'000;
   p.min_latency_us = 100;
   p.max_latency_us = r.between(300, 2000);
@@ -285,6 +357,11 @@ plan make_plan(std::uint64_t seed, const std::string& scenario, guard_off off) {
     cp.think_max_us = r.between(20, 200) * 1000;
     cp.step_max_us = r.between(20, 150) * 1000;
     cp.retry_attempts = r.chance(0.5) ? 1 : 3;
+    if (m.long_ttls) {
+      cp.ttl_min_ms = r.between(3000, 5000);
+      cp.ttl_max_ms = r.between(cp.ttl_min_ms, p.max_ttl_ms);
+    }
+    if (m.idle_clients) cp.think_max_us = r.between(1500, 5000) * 1000;
     p.profiles.push_back(cp);
   }
   const auto count = static_cast<std::int64_t>(m.per_second * static_cast<double>(p.run_us) / 1e6);
@@ -293,6 +370,8 @@ plan make_plan(std::uint64_t seed, const std::string& scenario, guard_off off) {
     f.what = draw_kind(r, m);
     f.node = static_cast<std::size_t>(r.between(0, static_cast<std::int64_t>(p.nodes) - 1));
     f.client = static_cast<std::size_t>(r.between(0, static_cast<std::int64_t>(p.clients) - 1));
+    // Denials only on a minority: nodes 0 .. (n-1)/2 - 1.
+    if (f.what == fault::kind::deny) f.node %= (p.nodes - 1) / 2;
     switch (f.what) {
       case fault::kind::latency:
         f.dur_us = r.between(500, 5000) * 1000;
@@ -308,11 +387,17 @@ plan make_plan(std::uint64_t seed, const std::string& scenario, guard_off off) {
         f.dur_us = r.between(10, 300) * 1000;
         break;
       case fault::kind::pause_node:
-        f.dur_us = r.between(10, 4000) * 1000;
+        // idle_pauses: longer than command_timeout (50 ms), and with the network's
+        // delays well below the stall bound (1 s).
+        f.dur_us = m.check_no_reset ? r.between(60, 700) * 1000 : r.between(10, 4000) * 1000;
+        break;
+      case fault::kind::deny:
+        f.dur_us = r.between(500, 5000) * 1000;
         break;
       case fault::kind::crash:
         f.dur_us = r.between(50, 3000) * 1000;
         break;
+      case fault::kind::jump_reset:
       case fault::kind::clock_jump: {
         // Jumps the guard must see (beyond 2 x threshold + the samples' dating), or
         // ones too small to matter (well within the drift allowance). Jumps in
@@ -325,6 +410,7 @@ plan make_plan(std::uint64_t seed, const std::string& scenario, guard_off off) {
         } else {
           f.amount = r.chance(0.5) ? 1 : -1;  // within the drift allowance (2 ms + 1 % of the TTL)
         }
+        if (m.forward_jumps && f.amount < -1) f.amount = -f.amount;
         break;
       }
       case fault::kind::clock_drift: {
@@ -345,6 +431,19 @@ plan make_plan(std::uint64_t seed, const std::string& scenario, guard_off off) {
   }
   std::stable_sort(p.faults.begin(), p.faults.end(),
                    [](const fault& a, const fault& b) { return a.at_us < b.at_us; });
+  if (m.check_no_reset) {
+    // Pauses of one node never overlap (two would add up past the stall bound).
+    std::vector<std::int64_t> free_at(p.nodes, 0);
+    std::vector<fault> kept;
+    for (const fault& f : p.faults) {
+      if (f.what == fault::kind::pause_node) {
+        if (f.at_us < free_at[f.node]) continue;
+        free_at[f.node] = f.at_us + f.dur_us + 100'000;
+      }
+      kept.push_back(f);
+    }
+    p.faults = std::move(kept);
+  }
   if (p.clients >= 3 && r.chance(m.late_join)) p.late_join_us = r.between(1, p.run_us / kSecond - 3) * kSecond;
   return p;
 }
@@ -389,7 +488,12 @@ class runner {
 
   std::int64_t now() const { return w_->elapsed().count(); }
   testing::world::impl& wi() { return w_->internals(); }
-  std::string resource_name(int r) const { return "res" + std::to_string(r); }
+  std::string resource_name(int r) const {
+    // reserved_name: resource 1 is named as resource 0's fence counter.
+    if (p_.reserved_name && r == 1) return "res0:fence";
+    return "res" + std::to_string(r);
+  }
+  bool reserved(int r) const { return p_.reserved_name && r == 1; }
 
   void note(int client, int resource, std::string text) {
     h_.note(now(), client, resource, std::move(text));
@@ -434,7 +538,10 @@ class runner {
     if (r.completions > 1) return false;
     r.done_us = now();
     r.result = errc_name(ec);
-    if (unexpected_error(ec)) {
+    // The documented refusal of a reserved name (docs/safety.md, 11) is the API
+    // working: the harness asked for it on purpose.
+    const bool refused_reserved = r.kind == op_kind::acquire && reserved(r.resource) && ec == errc::invalid_argument;
+    if (unexpected_error(ec) && !refused_reserved) {
       finding("api", std::string(to_string(r.kind)) + " #" + std::to_string(op) + " of c" +
                          std::to_string(r.client) + " failed with " + errc_name(ec));
     }
@@ -504,6 +611,17 @@ class runner {
   // --- faults ---
   void apply(std::size_t index, bool begin);
   void schedule_faults();
+  bool node_healthy(std::size_t n) const {
+    if (crashes_[n] > 0 || drops_[n] > 0 || pauses_[n] > 0 || black_holes_[n] > 0) return false;
+    for (const auto& [cut, count] : cuts_) {
+      if (cut.second == n && count > 0) return false;
+    }
+    return true;
+  }
+  // Called after every change of a node's faults: its healthy period starts now
+  // (a reset or a restart too: connections come back after it).
+  void node_changed(std::size_t n) { healthy_since_[n] = now(); }
+  void sample_orphans();
 
   client_options options_for(std::size_t client) const {
     client_options co;
@@ -547,12 +665,18 @@ class runner {
   std::int64_t liveness_us_ = 0;
   std::vector<std::int64_t> back_jump_ms_;  // per node, total
   // Active fault counts, so overlapping faults of a kind end together.
-  std::vector<int> black_holes_, drops_, pauses_, crashes_;
+  std::vector<int> black_holes_, drops_, pauses_, crashes_, denies_;
   std::vector<std::vector<std::int64_t>> latencies_;
   std::map<std::pair<std::size_t, std::size_t>, int> cuts_;
   std::vector<bool> begun_;  // per fault: its beginning was applied
   // The fenced resource: per resource, the highest fence it accepted.
   std::map<int, std::uint64_t> fenced_highest_;
+  // check_orphans: per node, since when it is healthy; per (node, key, value) of
+  // a key no successful acquire owns, when it was first seen; the known tokens.
+  std::vector<std::int64_t> healthy_since_;
+  std::map<std::tuple<std::size_t, std::string, std::string>, std::int64_t> orphans_;
+  std::set<std::tuple<std::size_t, std::string, std::string>> orphans_reported_;
+  bool sampling_ = false;
 };
 
 void runner::schedule_next(actor& a, bool failed) {
@@ -856,6 +980,7 @@ void runner::apply(std::size_t index, bool begin) {
     note(-1, -1, "fault [" + std::to_string(index) + "] " + text);
   };
   const std::string node_name = "node" + std::to_string(n);
+  if (!healthy_since_.empty()) node_changed(n);
   switch (f.what) {
     case fault::kind::latency: {
       auto& v = latencies_[n];
@@ -940,6 +1065,24 @@ void runner::apply(std::size_t index, bool begin) {
       note_fault(node_name + buf);
       break;
     }
+    case fault::kind::jump_reset:
+      w_->jump_node_clock(n, milliseconds(f.amount));
+      if (f.amount < 0) back_jump_ms_[n] += -f.amount;
+      w_->reset_connections(n);
+      note_fault(node_name + " clock jumped " + std::to_string(f.amount) + " ms, connections reset");
+      break;
+    case fault::kind::deny: {
+      denies_[n] += begin ? 1 : -1;
+      const bool on = denies_[n] > 0;
+      for (const char* cmd : {"SET", "EVAL", "EVALSHA"}) {
+        std::string lower(cmd);
+        for (char& ch : lower) ch = static_cast<char>(ch - 'A' + 'a');
+        w_->inject_error(n, cmd,
+                         on ? "NOPERM User default has no permissions to run the '" + lower + "' command" : std::string());
+      }
+      note_fault(node_name + (on ? " refuses the lock commands (NOPERM)" : " permits the lock commands again"));
+      break;
+    }
     case fault::kind::pause_client:
       if (!clients_[f.client]) {
         begun_[index] = false;
@@ -953,6 +1096,40 @@ void runner::apply(std::size_t index, bool begin) {
   if (begin && begun_[index]) ++faults_applied_;
 }
 
+void runner::sample_orphans() {
+  if (!sampling_) return;
+  std::set<std::string> known;  // tokens of the acquires that succeeded
+  for (const auto& hr : h_.holds) known.insert(hr.token);
+  std::set<std::tuple<std::size_t, std::string, std::string>> seen;
+  const std::int64_t t = now();
+  for (std::size_t n = 0; n < p_.nodes; ++n) {
+    if (!w_->node_up(n)) continue;
+    for (const auto& k : w_->keys_at(n)) {
+      const std::string suffix = ":fence";
+      if (k.size() >= suffix.size() && k.compare(k.size() - suffix.size(), suffix.size(), suffix) == 0) continue;
+      const auto st = w_->key_at(n, k);
+      if (!st || known.count(st->value) > 0) continue;
+      const auto id = std::make_tuple(n, k, st->value);
+      seen.insert(id);
+      const std::int64_t first = orphans_.emplace(id, t).first->second;
+      if (!node_healthy(n) || orphans_reported_.count(id) > 0) continue;
+      const std::int64_t from = std::max(first, healthy_since_[n]);
+      if (t - from < p_.orphan_bound_us) continue;
+      orphans_reported_.insert(id);
+      finding("orphan_keys",
+              "node" + std::to_string(n) + " still holds " + k + " = " + st->value.substr(0, 8) +
+                  ".. (no successful acquire's token; pttl " + std::to_string(st->pttl_ms) + " ms), seen since " +
+                  history::format_time(first) + ", node healthy since " + history::format_time(healthy_since_[n]) +
+                  ": a failed attempt's grant was not rolled back within " + ms_text(p_.orphan_bound_us),
+              "");
+    }
+  }
+  for (auto it = orphans_.begin(); it != orphans_.end();) {
+    it = seen.count(it->first) > 0 ? std::next(it) : orphans_.erase(it);
+  }
+  wi().at(t + 100 * kMs, [this] { sample_orphans(); });
+}
+
 void runner::schedule_faults() {
   begun_.assign(p_.faults.size(), false);
   for (std::size_t i = 0; i < p_.faults.size(); ++i) {
@@ -960,7 +1137,8 @@ void runner::schedule_faults() {
     const fault& f = p_.faults[i];
     wi().at(f.at_us, [this, i] { apply(i, true); });
     const bool lasting = f.what != fault::kind::reset && f.what != fault::kind::restart &&
-                         f.what != fault::kind::clock_jump && f.what != fault::kind::pause_client;
+                         f.what != fault::kind::clock_jump && f.what != fault::kind::pause_client &&
+                         f.what != fault::kind::jump_reset;
     if (lasting) wi().at(f.at_us + f.dur_us, [this, i] { apply(i, false); });
   }
 }
@@ -1031,6 +1209,10 @@ void runner::liveness() {
       in_call_ = false;
       w_->run_until([&] { return got->has_value(); }, microseconds(bound_us + 5 * kSec));
       const std::int64_t took = now() - start;
+      if (reserved(static_cast<int>(r)) && got->has_value() && (*got)->report.error == errc::invalid_argument) {
+        note(static_cast<int>(c), static_cast<int>(r), "liveness: the reserved name is refused (invalid_argument)");
+        continue;
+      }
       if (!got->has_value() || !**got) {
         finding("liveness",
                 "c" + std::to_string(c) + " could not acquire r" + std::to_string(r) + " uncontended within " +
@@ -1092,6 +1274,7 @@ run_result runner::go() {
   drops_.assign(p_.nodes, 0);
   pauses_.assign(p_.nodes, 0);
   crashes_.assign(p_.nodes, 0);
+  denies_.assign(p_.nodes, 0);
   latencies_.assign(p_.nodes, {});
   back_jump_ms_.assign(p_.nodes, 0);
   open_holds_.assign(p_.clients, {});
@@ -1114,6 +1297,11 @@ run_result runner::go() {
     }
   }
   schedule_faults();
+  if (p_.check_orphans) {
+    healthy_since_.assign(p_.nodes, 0);
+    sampling_ = true;
+    wi().at(100 * kMs, [this] { sample_orphans(); });
+  }
   for (auto& a : actors_) {
     if (clients_[static_cast<std::size_t>(a->client)]) schedule_next(*a);
   }
@@ -1126,9 +1314,20 @@ run_result runner::go() {
   std::int64_t back = 0;
   for (auto b : back_jump_ms_) back = std::max(back, b);
   w_->advance(microseconds(2 * p_.max_ttl_ms * kMs + back * kMs + 2 * kSec));
+  sampling_ = false;
   note(-1, -1, "quiet: every TTL has passed");
   check_keys();
   liveness();
+  if (p_.check_no_reset) {
+    for (std::size_t c = 0; c < clients_.size(); ++c) {
+      if (!clients_[c]) continue;
+      const auto n = clients_[c]->stats().reconnects;
+      if (n == 0) continue;
+      finding("spurious_reset", "c" + std::to_string(c) + " re-established " + std::to_string(n) +
+                                    " connection(s), although every node pause was shorter than the stall bound "
+                                    "(1 s) and nothing else broke a connection");
+    }
+  }
   wi().on_client_turn = nullptr;
   teardown();
 

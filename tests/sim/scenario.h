@@ -50,6 +50,8 @@ struct fault {
     clock_jump,    // node clock stepped by amount ms (instant)
     clock_drift,   // node clock rate = rate for dur
     pause_client,  // the client's process stops for dur
+    jump_reset,    // node clock stepped by amount ms and its connections reset at once (a VM resumed or migrated)
+    deny,          // node answers the lock commands with NOPERM for dur (an ACL change); only a minority of nodes
   };
   kind what = kind::latency;
   std::int64_t at_us = 0;
@@ -94,6 +96,21 @@ struct plan {
   // new process cannot see a jump from before it connected (docs/safety.md).
   std::int64_t late_join_us = -1;
   std::vector<fault> faults;
+  // Scenario-specific checks and names (each off in the general scenarios):
+  //  check_orphans: a lock key whose token is no successful acquire's (a failed
+  //    attempt's grant) is gone within orphan_bound_us of its node being healthy
+  //    (up, answering, reachable): rollbacks and late grants are delivered
+  //    (docs/safety.md, Found by review 8 and 9). Checker "orphan_keys".
+  //  check_no_reset: no node pause lasts as long as the stall bound (1 s), so no
+  //    connection may be reset: stalled means no reply for the bound since the
+  //    request was written (docs/safety.md, 7). Checker "spurious_reset".
+  //  reserved_name: resource 1 is resource 0's name + ":fence", which the API
+  //    refuses (invalid_argument, docs/safety.md 11): that refusal is expected, and
+  //    a name it accepts must still work (liveness).
+  bool check_orphans = false;
+  std::int64_t orphan_bound_us = 3'000'000;
+  bool check_no_reset = false;
+  bool reserved_name = false;
   std::string describe() const;  // several lines
 };
 

@@ -17,13 +17,15 @@ using namespace redlock::simtest;
 const char kUsage[] =
     "usage: simulate [options]\n"
     "  --seed S             the (first) seed (default 1)\n"
-    "  --scenario NAME      mixed, pauses, restarts, clock, partitions, watchdog, fencing, or all\n"
+    "  --scenario NAME      mixed, pauses, restarts, clock, partitions, watchdog, fencing, clock_reconnect,\n"
+    "                       idle_pauses, rollbacks, permissions, fence_names, or all\n"
     "                       (default: mixed for one run, all when exploring)\n"
     "  --seeds N            explore N seeds from --seed on (per scenario)\n"
     "  --seconds T          explore for T CPU seconds (seeds from --seed on, scenarios in turn)\n"
     "  --guard-off G        restart (restart_quarantine = 0) or clock (clock_jump_threshold = 0)\n"
     "  --faults LIST        apply only these faults of the schedule (comma-separated indices, or none)\n"
     "  --expect E           pass | violation | violation:<checker>: exit 0 when every run meets it\n"
+    "  --first-failure      when exploring, stop at the first run with a violation (tools/mutants.sh)\n"
     "  --corpus FILE        replay a corpus (tests/sim/seeds.txt) and check each line's expectation\n"
     "  --twice              run each seed twice and compare the digests (determinism)\n"
     "  --verbose            print the plan and every history line as it happens\n"
@@ -44,7 +46,7 @@ struct args {
   std::vector<bool> mask;
   std::string expect;
   std::string corpus;
-  bool twice = false, verbose = false, history = false, shrink = true;
+  bool twice = false, verbose = false, history = false, shrink = true, first_failure = false;
   int shrink_budget = 150;
 };
 
@@ -113,6 +115,8 @@ bool parse(int argc, char** argv, args& a) {
       a.verbose = true;
     } else if (k == "--history") {
       a.history = true;
+    } else if (k == "--first-failure") {
+      a.first_failure = true;
     } else if (k == "--no-shrink") {
       a.shrink = false;
     } else if (k == "--shrink-budget") {
@@ -256,7 +260,8 @@ int main(int argc, char** argv) {
   const double t0 = cpu_seconds();
   std::uint64_t runs = 0, ops = 0, failed = 0, met = 0;
   std::vector<std::string> findings;
-  for (std::uint64_t k = 0;; ++k) {
+  bool stop = false;
+  for (std::uint64_t k = 0; !stop; ++k) {
     if (a.seeds > 0 && k >= static_cast<std::uint64_t>(a.seeds)) break;
     if (a.seeds <= 0 && cpu_seconds() - t0 >= a.seconds) break;
     for (const auto& s : scenarios) {
@@ -277,6 +282,12 @@ int main(int argc, char** argv) {
       }
       if (a.verbose || !ok) std::cout << result_line(o, r, cpu_seconds() - r0) << "\n";
       if (!ok && a.expect.empty()) print_violations(o, r);
+      if (a.first_failure && !r.passed()) {
+        std::printf("first failure: seed=%" PRIu64 " scenario=%s checker=%s after %" PRIu64 " run(s), %.2f s CPU\n",
+                    o.seed, s.c_str(), r.violations.front().checker.c_str(), runs, cpu_seconds() - t0);
+        stop = true;
+        break;
+      }
     }
   }
   const double cpu = cpu_seconds() - t0;
