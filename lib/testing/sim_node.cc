@@ -18,10 +18,10 @@ namespace {
 // ---------------------------------------------------------------------------------
 // Bytes and numbers, as Redis reads them.
 
-constexpr std::size_t kInlineMax = 64 * 1024;                 // PROTO_INLINE_MAX_SIZE
-constexpr long long kMaxBulk = 512LL * 1024 * 1024;           // proto-max-bulk-len
-constexpr long long kUnauthMaxMultibulk = 10;                 // before AUTH
-constexpr long long kUnauthMaxBulk = 16384;                   // before AUTH
+constexpr std::size_t kInlineMax = 64 * 1024;        // PROTO_INLINE_MAX_SIZE
+constexpr long long kMaxBulk = 512LL * 1024 * 1024;  // proto-max-bulk-len
+constexpr long long kUnauthMaxMultibulk = 10;        // before AUTH
+constexpr long long kUnauthMaxBulk = 16384;          // before AUTH
 constexpr std::int64_t kNoExpiry = -1;
 
 char ascii_lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
@@ -182,7 +182,8 @@ std::string sha1_hex(std::string_view data) {
   for (std::size_t off = 0; off < m.size(); off += 64) {
     std::uint32_t w[80];
     for (int i = 0; i < 16; ++i) {
-      const auto* b = reinterpret_cast<const unsigned char*>(m.data() + off + 4 * static_cast<std::size_t>(i));
+      const auto* b =
+          reinterpret_cast<const unsigned char*>(m.data() + off + 4 * static_cast<std::size_t>(i));
       w[i] = (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) | (std::uint32_t{b[2]} << 8) | b[3];
     }
     for (int i = 16; i < 80; ++i) w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
@@ -260,6 +261,12 @@ void reply_error(std::string& out, std::string_view msg) {
     if (out[i] == '\r' || out[i] == '\n') out[i] = ' ';
   }
   put_crlf(out);
+}
+
+// addReplyErrorFormat: also trims CR and LF from the end first.
+void reply_error_format(std::string& out, std::string_view msg) {
+  while (!msg.empty() && (msg.back() == '\r' || msg.back() == '\n')) msg.remove_suffix(1);
+  reply_error(out, msg);
 }
 
 void reply_int(std::string& out, long long v) {
@@ -440,14 +447,16 @@ constexpr known_script kKnownScripts[] = {
     {script_id::inspect, detail::kInspect, "21e37b3a4237d9a2cae56a4fa1a747c421a0dcff"},
     {script_id::fenced_write, redlock::fenced_write_script, "f28b7d96ed38652a20d3c2bf051a691ee7c9593b"},
     {script_id::fenced_read, redlock::fenced_read_script, "8f49c3a5093e09cc78141f74a6b1e888ea8fa596"},
-    {script_id::fenced_cas, redlock::fenced_compare_and_set_script, "c344db41c4c1ddbfe708bee09c5e7ffc6619f9c2"},
+    {script_id::fenced_cas, redlock::fenced_compare_and_set_script,
+     "c344db41c4c1ddbfe708bee09c5e7ffc6619f9c2"},
 };
 
 // Whether each pinned SHA-1 is still the SHA-1 of its body.
 const std::array<bool, static_cast<std::size_t>(script_id::count)>& script_enabled() {
   static const auto enabled = [] {
     std::array<bool, static_cast<std::size_t>(script_id::count)> e{};
-    for (const known_script& k : kKnownScripts) e[static_cast<std::size_t>(k.id)] = sha1_hex(k.body) == k.pinned_sha;
+    for (const known_script& k : kKnownScripts)
+      e[static_cast<std::size_t>(k.id)] = sha1_hex(k.body) == k.pinned_sha;
     return e;
   }();
   return enabled;
@@ -455,7 +464,8 @@ const std::array<bool, static_cast<std::size_t>(script_id::count)>& script_enabl
 
 const known_script* script_by_body(std::string_view body) {
   for (const known_script& k : kKnownScripts) {
-    if (k.body.size() == body.size() && k.body == body && script_enabled()[static_cast<std::size_t>(k.id)]) return &k;
+    if (k.body.size() == body.size() && k.body == body && script_enabled()[static_cast<std::size_t>(k.id)])
+      return &k;
   }
   return nullptr;
 }
@@ -504,12 +514,24 @@ bool split_inline(std::string_view line, std::vector<std::string>& out, std::siz
         } else if (c == '\\' && at(p + 1) != '\0') {
           ++p;
           switch (at(p)) {
-            case 'n': cur.push_back('\n'); break;
-            case 'r': cur.push_back('\r'); break;
-            case 't': cur.push_back('\t'); break;
-            case 'b': cur.push_back('\b'); break;
-            case 'a': cur.push_back('\a'); break;
-            default: cur.push_back(at(p)); break;
+            case 'n':
+              cur.push_back('\n');
+              break;
+            case 'r':
+              cur.push_back('\r');
+              break;
+            case 't':
+              cur.push_back('\t');
+              break;
+            case 'b':
+              cur.push_back('\b');
+              break;
+            case 'a':
+              cur.push_back('\a');
+              break;
+            default:
+              cur.push_back(at(p));
+              break;
           }
         } else if (c == '"') {
           if (at(p + 1) != '\0' && !is_space(at(p + 1))) return false;
@@ -537,10 +559,18 @@ bool split_inline(std::string_view line, std::vector<std::string>& out, std::siz
           case '\n':
           case '\r':
           case '\t':
-          case '\0': done = true; break;
-          case '"': in_dq = true; break;
-          case '\'': in_sq = true; break;
-          default: cur.push_back(c); break;
+          case '\0':
+            done = true;
+            break;
+          case '"':
+            in_dq = true;
+            break;
+          case '\'':
+            in_sq = true;
+            break;
+          default:
+            cur.push_back(c);
+            break;
         }
       }
       if (at(p) != '\0') ++p;
@@ -573,8 +603,12 @@ struct node::exec {
   std::string& out;
 
   exec(node& owner, session& sess, std::int64_t now, std::string& o)
-      : n(owner), s(sess), db(owner.dbs_[static_cast<std::size_t>(sess.db_)]), now_us(now),
-        now_ms(now / 1000), out(o) {}
+      : n(owner),
+        s(sess),
+        db(owner.dbs_[static_cast<std::size_t>(sess.db_)]),
+        now_us(now),
+        now_ms(now / 1000),
+        out(o) {}
 
   bool expired(const entry& e) const { return e.expire_ms != kNoExpiry && now_ms > e.expire_ms; }
 
@@ -626,35 +660,53 @@ struct node::exec {
 void node::exec::dispatch(cmd id, const std::string_view* a, std::size_t argc) {
   ++n.calls_[static_cast<std::size_t>(id)];
   switch (id) {
-    case cmd::get: return get(a);
-    case cmd::set: return set(a, argc);
-    case cmd::del: return del(a, argc);
-    case cmd::exists: return exists(a, argc);
-    case cmd::type: return type(a);
-    case cmd::pttl: return pttl(a);
-    case cmd::pexpire: return pexpire(a, argc);
-    case cmd::incr: return incr(a);
-    case cmd::keys: return keys(a);
-    case cmd::dbsize: return reply_int(out, static_cast<long long>(db.size()));
-    case cmd::flushall: return flush(a, argc, true);
-    case cmd::flushdb: return flush(a, argc, false);
-    case cmd::select: return select(a);
-    case cmd::auth: return auth(a, argc);
+    case cmd::get:
+      return get(a);
+    case cmd::set:
+      return set(a, argc);
+    case cmd::del:
+      return del(a, argc);
+    case cmd::exists:
+      return exists(a, argc);
+    case cmd::type:
+      return type(a);
+    case cmd::pttl:
+      return pttl(a);
+    case cmd::pexpire:
+      return pexpire(a, argc);
+    case cmd::incr:
+      return incr(a);
+    case cmd::keys:
+      return keys(a);
+    case cmd::dbsize:
+      return reply_int(out, static_cast<long long>(db.size()));
+    case cmd::flushall:
+      return flush(a, argc, true);
+    case cmd::flushdb:
+      return flush(a, argc, false);
+    case cmd::select:
+      return select(a);
+    case cmd::auth:
+      return auth(a, argc);
     case cmd::ping:
       if (argc > 2) return reply_error(out, "ERR wrong number of arguments for 'ping' command");
       return argc == 1 ? reply_status(out, "PONG") : reply_bulk(out, a[1]);
-    case cmd::echo: return reply_bulk(out, a[1]);
-    case cmd::info: return info(a, argc);
+    case cmd::echo:
+      return reply_bulk(out, a[1]);
+    case cmd::info:
+      return info(a, argc);
     case cmd::time:
       reply_array(out, 2);
       reply_bulk_number(out, now_us / 1000000);
       return reply_bulk_number(out, now_us % 1000000);
-    case cmd::eval: return eval(a, argc, false);
-    case cmd::evalsha: return eval(a, argc, true);
-    case cmd::script: return;  // a container: never dispatched
+    case cmd::eval:
+      return eval(a, argc, false);
+    case cmd::evalsha:
+      return eval(a, argc, true);
+    case cmd::script:
+      return;  // a container: never dispatched
     case cmd::script_flush:
-      if (argc == 3 && (is_option(a[2], "sync") || is_option(a[2], "async"))) {
-      } else if (argc != 2) {
+      if (argc != 2 && !(argc == 3 && (is_option(a[2], "sync") || is_option(a[2], "async")))) {
         return reply_error(out, "ERR SCRIPT FLUSH only support SYNC|ASYNC option");
       }
       n.flush_scripts();
@@ -665,13 +717,20 @@ void node::exec::dispatch(cmd id, const std::string_view* a, std::size_t argc) {
       n.scripts_.set(static_cast<std::size_t>(k->id));
       return reply_bulk(out, k->pinned_sha);
     }
-    case cmd::script_exists: return script_exists(a, argc);
-    case cmd::script_kill: return reply_error(out, "NOTBUSY No scripts in execution right now.");
-    case cmd::lpush: return push(a, argc, true);
-    case cmd::rpush: return push(a, argc, false);
-    case cmd::llen: return llen(a);
-    case cmd::lrange: return lrange(a);
-    case cmd::count: return;
+    case cmd::script_exists:
+      return script_exists(a, argc);
+    case cmd::script_kill:
+      return reply_error(out, "NOTBUSY No scripts in execution right now.");
+    case cmd::lpush:
+      return push(a, argc, true);
+    case cmd::rpush:
+      return push(a, argc, false);
+    case cmd::llen:
+      return llen(a);
+    case cmd::lrange:
+      return lrange(a);
+    case cmd::count:
+      return;
   }
 }
 
@@ -797,7 +856,7 @@ void node::exec::pexpire(const std::string_view* a, std::size_t argc) {
     } else if (is_option(a[j], "lt")) {
       flags |= lt;
     } else {
-      return reply_error(out, "ERR Unsupported option " + std::string(c_str(a[j])));
+      return reply_error_format(out, "ERR Unsupported option " + std::string(c_str(a[j])));
     }
   }
   if ((flags & nx) && (flags & (xx | gt | lt))) {
@@ -871,7 +930,8 @@ void node::exec::select(const std::string_view* a) {
   if (id < INT_MIN || id > INT_MAX) {
     return reply_error(out, "ERR value is out of range, value must between -2147483648 and 2147483647");
   }
-  if (id < 0 || id >= static_cast<long long>(n.dbs_.size())) return reply_error(out, "ERR DB index is out of range");
+  if (id < 0 || id >= static_cast<long long>(n.dbs_.size()))
+    return reply_error(out, "ERR DB index is out of range");
   s.db_ = static_cast<int>(id);
   reply_status(out, "OK");
 }
@@ -907,7 +967,8 @@ void node::exec::info(const std::string_view* a, std::size_t argc) {
       server = true;
     } else if (equals_lower(a[j], "keyspace")) {
       keyspace = true;
-    } else if (equals_lower(a[j], "default") || equals_lower(a[j], "all") || equals_lower(a[j], "everything")) {
+    } else if (equals_lower(a[j], "default") || equals_lower(a[j], "all") ||
+               equals_lower(a[j], "everything")) {
       server = keyspace = true;
     }
   }
@@ -916,10 +977,11 @@ void node::exec::info(const std::string_view* a, std::size_t argc) {
     const std::int64_t uptime = now_us / 1000000 - n.start_us_ / 1000000;
     std::uint64_t pid_state = n.seed_;
     const std::uint64_t pid = 1000 + splitmix64(pid_state) % 60000 + n.restarts_;
-    text += "# Server\r\nredis_version:7.0.15\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\n"
-            "redis_build_id:0000000000000000\r\nredis_mode:standalone\r\nos:Linux redlock-sim x86_64\r\n"
-            "arch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\n"
-            "atomicvar_api:c11-builtin\r\ngcc_version:12.2.0\r\nprocess_id:";
+    text +=
+        "# Server\r\nredis_version:7.0.15\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\n"
+        "redis_build_id:0000000000000000\r\nredis_mode:standalone\r\nos:Linux redlock-sim x86_64\r\n"
+        "arch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\n"
+        "atomicvar_api:c11-builtin\r\ngcc_version:12.2.0\r\nprocess_id:";
     text += std::to_string(pid);
     text += "\r\nprocess_supervised:no\r\nrun_id:";
     text += n.run_id_;
@@ -941,9 +1003,10 @@ void node::exec::info(const std::string_view* a, std::size_t argc) {
     for (std::size_t i = 0; i < n.dbs_.size(); ++i) {
       const database& d = n.dbs_[i];
       if (d.empty()) continue;
-      const auto expires = std::count_if(d.begin(), d.end(), [](const auto& kv) { return kv.second.expire_ms != kNoExpiry; });
-      text += "db" + std::to_string(i) + ":keys=" + std::to_string(d.size()) + ",expires=" + std::to_string(expires) +
-              ",avg_ttl=0\r\n";
+      const auto expires =
+          std::count_if(d.begin(), d.end(), [](const auto& kv) { return kv.second.expire_ms != kNoExpiry; });
+      text += "db" + std::to_string(i) + ":keys=" + std::to_string(d.size()) +
+              ",expires=" + std::to_string(expires) + ",avg_ttl=0\r\n";
     }
   }
   reply_bulk(out, text);
@@ -1096,16 +1159,24 @@ struct node::script_run {
 
   void run() {
     switch (script.id) {
-      case script_id::acquire: return acquire(false);
-      case script_id::acquire_fenced: return acquire(true);
-      case script_id::fence_commit: return fence_commit();
-      case script_id::extend: return owner_then(cmd::pexpire);
-      case script_id::release: return owner_then(cmd::del);
-      case script_id::inspect: return inspect();
+      case script_id::acquire:
+        return acquire(false);
+      case script_id::acquire_fenced:
+        return acquire(true);
+      case script_id::fence_commit:
+        return fence_commit();
+      case script_id::extend:
+        return owner_then(cmd::pexpire);
+      case script_id::release:
+        return owner_then(cmd::del);
+      case script_id::inspect:
+        return inspect();
       case script_id::fenced_write:
       case script_id::fenced_read:
-      case script_id::fenced_cas: return fenced();
-      case script_id::count: return;
+      case script_id::fenced_cas:
+        return fenced();
+      case script_id::count:
+        return;
     }
   }
 
@@ -1157,7 +1228,8 @@ struct node::script_run {
   void inspect() {
     value t;
     if (!call(1, cmd::type, {key(1)}, t)) return;
-    if (t.text != "string" && t.text != "none") return error_reply("WRONGTYPE lock key holds a non-string value");
+    if (t.text != "string" && t.text != "none")
+      return error_reply("WRONGTYPE lock key holds a non-string value");
     value got;
     value ttl;
     if (!call(5, cmd::get, {key(1)}, got) || !call(5, cmd::pttl, {key(1)}, ttl)) return;
@@ -1190,7 +1262,8 @@ struct node::script_run {
                                                          [](char c) { return c >= '0' && c <= '9'; });
     if (!digits) return error_reply("ERR fencing token is not a number (decimal digits expected)");
     const double tok = *lua_tonumber(std::string(tok_text));
-    if (tok >= 9007199254740992.0) return error_reply("ERR fencing token is not below 2^53 (Lua compares it inexactly)");
+    if (tok >= 9007199254740992.0)
+      return error_reply("ERR fencing token is not below 2^53 (Lua compares it inexactly)");
     value v;
     if (!call(12, cmd::get, {key(2)}, v)) return;
     double seen = 0;
@@ -1255,7 +1328,10 @@ void node::exec::eval(const std::string_view* a, std::size_t argc, bool by_sha) 
 // The node.
 
 node::node(node_config cfg, std::uint64_t run_id_seed, std::int64_t now_us)
-    : cfg_(std::move(cfg)), seed_(run_id_seed), life_(std::make_shared<const int>(0)), start_us_(now_us),
+    : cfg_(std::move(cfg)),
+      seed_(run_id_seed),
+      life_(std::make_shared<const int>(0)),
+      start_us_(now_us),
       calls_(static_cast<std::size_t>(cmd::count), 0) {
   if (cfg_.username == "default") cfg_.username.clear();
   new_run_id();
@@ -1347,8 +1423,8 @@ std::int64_t node::pttl(const std::string& key, std::int64_t now_us, int db) con
   return when - now_us / 1000;
 }
 
-void node::set(const std::string& key, std::string value, std::optional<std::int64_t> px_ms, std::int64_t now_us,
-               int db) {
+void node::set(const std::string& key, std::string value, std::optional<std::int64_t> px_ms,
+               std::int64_t now_us, int db) {
   entry& e = dbs_.at(static_cast<std::size_t>(db))[key];
   e.type = kind::string;
   e.str = std::move(value);
@@ -1356,7 +1432,9 @@ void node::set(const std::string& key, std::string value, std::optional<std::int
   e.expire_ms = px_ms ? now_us / 1000 + *px_ms : kNoExpiry;
 }
 
-bool node::del(const std::string& key, int db) { return dbs_.at(static_cast<std::size_t>(db)).erase(key) != 0; }
+bool node::del(const std::string& key, int db) {
+  return dbs_.at(static_cast<std::size_t>(db)).erase(key) != 0;
+}
 
 std::vector<std::string> node::keys(std::int64_t now_us, int db) const {
   std::vector<std::string> out;
@@ -1452,7 +1530,8 @@ node::parsed node::parse(session& s, std::string_view buf, std::size_t& pos, std
 }
 
 // Runs every complete request in buf[pos...]; false after a protocol error.
-bool node::consume(session& s, std::string_view buf, std::size_t& pos, std::int64_t now_us, std::string& out) {
+bool node::consume(session& s, std::string_view buf, std::size_t& pos, std::int64_t now_us,
+                   std::string& out) {
   std::string error;
   while (pos < buf.size()) {
     switch (parse(s, buf, pos, error)) {

@@ -101,7 +101,7 @@ class REDLOCK_EXPORT node {
   // `run_id_seed` makes the run_ids (and INFO's process_id) deterministic: the same
   // seed gives the same run_id sequence across restarts. The node starts at
   // `now_us` (uptime counts from it).
-  node(node_config cfg, std::uint64_t run_id_seed, std::int64_t now_us = 0);
+  explicit node(node_config cfg, std::uint64_t run_id_seed, std::int64_t now_us = 0);
   ~node();
   node(const node&) = delete;
   node& operator=(const node&) = delete;

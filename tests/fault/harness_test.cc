@@ -373,6 +373,21 @@ TEST(ClockShim, the_offset_survives_a_restart_without_data) {
   EXPECT_LT(server - local, 6000);
 }
 
+TEST(ClockShim, freeze_stops_the_clock_at_an_instant_until_the_next_setting) {
+  shimmed_node n;
+  n.clock().freeze(std::chrono::microseconds(1'800'000'000'123'456));
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(n->command({"TIME"}), "[1800000000, 123456]");
+  std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(n->command({"TIME"}), "[1800000000, 123456]");
+  n.clock().set_offset(0ms);
+  std::this_thread::sleep_for(20ms);
+  const long long local = std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+  EXPECT_LT(std::llabs(server_time_ms(n.node()) - local), 1500);
+}
+
 TEST(ClockShim, an_unshimmed_node_is_not_affected) {
   shimmed_node shimmed;
   shimmed.clock().set_offset(60000ms);

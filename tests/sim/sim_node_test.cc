@@ -36,15 +36,17 @@ std::string run(node& n, node::session& s, std::vector<std::string> argv, std::i
 TEST(SimNode, every_library_and_fencing_script_is_supported) {
   node n({}, 1, kT0);
   auto s = n.open_session();
-  const char* bodies[] = {detail::kAcquire,         detail::kAcquireFenced,      detail::kFenceCommit,
-                          detail::kExtend,          detail::kRelease,            detail::kInspect,
-                          fenced_write_script,      fenced_read_script,          fenced_compare_and_set_script};
+  const char* bodies[] = {detail::kAcquire,    detail::kAcquireFenced, detail::kFenceCommit,
+                          detail::kExtend,     detail::kRelease,       detail::kInspect,
+                          fenced_write_script, fenced_read_script,     fenced_compare_and_set_script};
   for (const char* body : bodies) {
     const std::string r = run(n, *s, {"SCRIPT", "LOAD", body});
-    ASSERT_EQ(r.rfind("$40\r\n", 0), 0u) << "the simulator refuses a script: its twin in sim_node.cc is stale\n"
-                                         << body << "\n-> " << r;
+    ASSERT_EQ(r.rfind("$40\r\n", 0), 0u)
+        << "the simulator refuses a script: its twin in sim_node.cc is stale\n"
+        << body << "\n-> " << r;
   }
-  EXPECT_EQ(run(n, *s, {"EVAL", "return 1", "0"}).rfind("-ERR redlock::sim does not support this script", 0), 0u);
+  EXPECT_EQ(run(n, *s, {"EVAL", "return 1", "0"}).rfind("-ERR redlock::sim does not support this script", 0),
+            0u);
 }
 
 TEST(SimNode, the_library_acquire_cycle) {
@@ -95,7 +97,8 @@ TEST(SimNode, restart_without_persistence_loses_keys_scripts_and_sessions) {
   EXPECT_EQ(run(n, *s2, {"GET", "k"}, kT0 + 5'000'000), "$-1\r\n");
   const std::string sha = n.execute(*s2, {"SCRIPT", "LOAD", detail::kRelease}, kT0).substr(5, 40);
   n.flush_scripts();
-  EXPECT_EQ(run(n, *s2, {"EVALSHA", sha, "1", "k", "t"}), "-NOSCRIPT No matching script. Please use EVAL.\r\n");
+  EXPECT_EQ(run(n, *s2, {"EVALSHA", sha, "1", "k", "t"}),
+            "-NOSCRIPT No matching script. Please use EVAL.\r\n");
   const std::string info = run(n, *s2, {"INFO", "server"}, kT0 + 8'500'000);
   EXPECT_NE(info.find("\r\nrun_id:" + n.run_id() + "\r\n"), std::string::npos);
   EXPECT_NE(info.find("\r\nuptime_in_seconds:3\r\n"), std::string::npos) << info;
@@ -126,12 +129,14 @@ TEST(SimNode, auth_gates_every_command_but_auth) {
   auto s = n.open_session();
   EXPECT_FALSE(s->authenticated());
   EXPECT_EQ(run(n, *s, {"PING"}), "-NOAUTH Authentication required.\r\n");
-  EXPECT_EQ(run(n, *s, {"AUTH", "bad"}), "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+  EXPECT_EQ(run(n, *s, {"AUTH", "bad"}),
+            "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
   EXPECT_EQ(run(n, *s, {"AUTH", "pw"}), "+OK\r\n");
   EXPECT_EQ(run(n, *s, {"PING"}), "+PONG\r\n");
   node acl({persistence::none, "secret", "alice", 6379}, 1, kT0);
   auto a = acl.open_session();
-  EXPECT_EQ(run(acl, *a, {"AUTH", "secret"}), "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
+  EXPECT_EQ(run(acl, *a, {"AUTH", "secret"}),
+            "-WRONGPASS invalid username-password pair or user is disabled.\r\n");
   EXPECT_EQ(run(acl, *a, {"AUTH", "alice", "secret"}), "+OK\r\n");
   EXPECT_TRUE(a->authenticated());
 }
@@ -140,7 +145,8 @@ TEST(SimNode, injected_errors_replace_the_reply_after_the_usual_checks) {
   node n({}, 1, kT0);
   auto s = n.open_session();
   n.inject_error("EVALSHA", "-NOPERM this user has no permissions to run the 'evalsha' command");
-  EXPECT_EQ(run(n, *s, {"EVALSHA", "x", "0"}), "-NOPERM this user has no permissions to run the 'evalsha' command\r\n");
+  EXPECT_EQ(run(n, *s, {"EVALSHA", "x", "0"}),
+            "-NOPERM this user has no permissions to run the 'evalsha' command\r\n");
   EXPECT_EQ(run(n, *s, {"EVALSHA", "x"}), "-ERR wrong number of arguments for 'evalsha' command\r\n");
   EXPECT_EQ(run(n, *s, {"PING"}), "+PONG\r\n");
   n.inject_error("", "READONLY You can't write against a read only replica.");
@@ -172,16 +178,18 @@ TEST(SimNode, calls_count_commands_scripts_make) {
 // fed a byte at a time): the same replies as in one piece.
 TEST(SimNode, requests_split_anywhere_across_feeds_give_the_same_replies) {
   const std::string pipeline = resp({"SET", "k", "v", "PX", "100"}) + resp({"GET", "k"}) + "PING\r\n" +
-                               resp({"EVAL", detail::kInspect, "1", "k"}) + "\r\n" + resp({"ECHO", "x\r\ny"}) +
-                               "*0\r\n" + "ECHO \"a b\\x41\"\n" + "ECHO 'c'\r\n" + resp({"DEL", "k"});
+                               resp({"EVAL", detail::kInspect, "1", "k"}) + "\r\n" +
+                               resp({"ECHO", "x\r\ny"}) + "*0\r\n" + "ECHO \"a b\\x41\"\n" + "ECHO 'c'\r\n" +
+                               resp({"DEL", "k"});
   std::string whole;
   {
     node n({}, 1, kT0);
     auto s = n.open_session();
     ASSERT_TRUE(n.feed(*s, pipeline, kT0, whole));
   }
-  ASSERT_EQ(whole,
-            "+OK\r\n$1\r\nv\r\n+PONG\r\n*2\r\n$1\r\nv\r\n:100\r\n$4\r\nx\r\ny\r\n$4\r\na bA\r\n$1\r\nc\r\n:1\r\n")
+  ASSERT_EQ(
+      whole,
+      "+OK\r\n$1\r\nv\r\n+PONG\r\n*2\r\n$1\r\nv\r\n:100\r\n$4\r\nx\r\ny\r\n$4\r\na bA\r\n$1\r\nc\r\n:1\r\n")
       << whole;
   for (std::size_t cut = 0; cut <= pipeline.size(); ++cut) {
     node n({}, 1, kT0);
@@ -244,6 +252,7 @@ TEST(SimNode, feed_rate) {
     batch += resp({"EVAL", detail::kRelease, "1", key, "0123456789abcdef0123456789abcdef"});
   }
   std::string out;
+  ASSERT_EQ(n.execute(*s, {"SCRIPT", "LOAD", detail::kExtend}, kT0).size(), 47u);  // the EVALSHAs hit
   std::size_t commands = 0;
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = std::chrono::steady_clock::duration::zero();
