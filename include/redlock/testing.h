@@ -18,10 +18,18 @@
 //   w.advance(std::chrono::seconds(5));      // the watchdog notices, on_lost runs
 //
 // Node faults: pause (process frozen; bytes queue up), crash + restart (with or
-// without its data), black hole (bytes vanish, nothing is refused), latency,
-// dropped replies (the node executes, the answer is lost), reset connections,
-// clock jumps and drift, injected error replies (READONLY, OOM, NOPERM, ...). Client
-// faults: pause a client's process while time runs (the GC-pause case).
+// without its data), black hole (nothing gets through, nothing is refused),
+// partitions between one client and one node, latency, dropped replies (the node
+// executes, the answer is lost), reset connections, clock jumps and drift,
+// injected error replies (READONLY, OOM, NOPERM, ...). Client faults: pause a
+// client's process while time runs (the GC-pause case).
+//
+// The network is TCP-like: each connection delivers its bytes in order, one way
+// delay per message drawn from the node's latency range, and never loses bytes
+// while it lives. A black hole or a partition holds the bytes back (as TCP's
+// retransmissions would) and lets them through, in order, when it ends: a
+// request written into a black hole may still run on the node later, if its
+// connection was not reset meanwhile.
 //
 // Single-threaded: use a world, its clients and their locks from the thread that
 // created the world. Destroy the clients (and lock handles) before the world.
@@ -51,6 +59,8 @@ struct world_options {
   std::int64_t max_latency_us = 400;
   // Nodes keep their data across restart() (appendonly yes, appendfsync always).
   bool persistent = false;
+  // Per node, overriding `persistent`: empty, or one entry per node.
+  std::vector<bool> persistent_nodes;
 };
 
 // What a node holds under a key.
@@ -89,11 +99,19 @@ class REDLOCK_EXPORT world {
   // Kills the node (connections reset, connects refused) until restart_node().
   void crash_node(std::size_t i);
   // Starts a crashed node again (or crashes and starts a running one): a new
-  // run_id, an empty script cache, and the data only when the world is persistent.
+  // run_id, an empty script cache, and the data only when the node is persistent
+  // (world_options::persistent, persistent_nodes).
   void restart_node(std::size_t i);
-  // Every byte to and from the node vanishes (connects hang) while on.
+  // False between crash_node() and restart_node().
+  bool node_up(std::size_t i) const;
+  // While on, nothing gets to or from the node (connects hang); bytes on open
+  // connections are held back and delivered in order when it ends.
   void black_hole_node(std::size_t i, bool on);
-  // The node executes requests but its replies are lost while on.
+  // The same between one client and one node (the others still reach it).
+  void partition(const client& c, std::size_t node, bool cut);
+  // While on, the node executes every request it gets but its replies are lost.
+  // A connection that lost replies cannot go on (TCP never loses bytes on a live
+  // connection): when it is switched off, those connections are reset.
   void drop_replies(std::size_t i, bool on);
   // Resets every open connection to the node (clients reconnect).
   void reset_connections(std::size_t i);
@@ -101,8 +119,12 @@ class REDLOCK_EXPORT world {
   void set_node_latency(std::size_t i, std::int64_t min_us, std::int64_t max_us);
   // Steps the node's wall clock (TIME and key expiry) by `by` (negative: back).
   void jump_node_clock(std::size_t i, std::chrono::milliseconds by);
-  // The node's clock runs at (1 + rate) x real speed from now on (0.01: 1 % fast).
+  // The node's clock runs at (1 + rate) x real speed from now on (0.01: 1 % fast;
+  // rate > -1).
   void set_node_clock_rate(std::size_t i, double rate);
+  // The node's wall clock now (what TIME reports), since the Unix epoch. Node
+  // clocks start at 2026-12-01 00:00 UTC.
+  std::chrono::microseconds node_clock(std::size_t i) const;
   // Every command (or every `command`, upper case) gets this error reply instead
   // of running, e.g. "READONLY You can't write against a read only replica.";
   // an empty `error_line` clears it.
@@ -110,7 +132,9 @@ class REDLOCK_EXPORT world {
 
   // --- client faults ---
   // The client's process stops running (no callbacks, no timers, no reading)
-  // for `d` of virtual time from now, while the rest of the world goes on.
+  // for `d` of virtual time from now, while the rest of the world goes on; what
+  // it would have done runs, in order, when the pause ends. (Its clock does not
+  // stop: a lock whose validity ran out meanwhile is not owned when it resumes.)
   void pause_client(const client& c, std::chrono::microseconds d);
 
   // --- what the nodes hold (keys as stored: key_prefix + resource) ---
@@ -126,7 +150,9 @@ class REDLOCK_EXPORT world {
 
   // --- statistics ---
   std::uint64_t events_run() const;    // simulator events processed so far
-  std::uint64_t commands_run() const;  // commands the nodes executed so far
+  // Deliveries of request bytes the nodes executed so far (one or several
+  // pipelined commands each).
+  std::uint64_t commands_run() const;
 
   struct impl;
   impl& internals() { return *impl_; }  // for the project's own simulator harness

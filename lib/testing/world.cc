@@ -1,5 +1,5 @@
 #include <algorithm>
-#include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 
 #include "../core.h"
@@ -23,6 +23,8 @@ std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); 
 constexpr std::int64_t kClockOrigin_us = 1'000'000'000;
 // Node wall clocks start here (2026-12-01), microseconds since the Unix epoch.
 constexpr std::int64_t kWallOrigin_us = 1'796'083'200'000'000;
+// The least time one turn of a client's loop takes (see arm_timer).
+constexpr std::int64_t kTurn_us = 10;
 }  // namespace
 
 sim_rng::sim_rng(std::uint64_t seed) {
@@ -48,9 +50,11 @@ std::int64_t sim_rng::between(std::int64_t lo, std::int64_t hi) {
   return lo + static_cast<std::int64_t>(next() % span);
 }
 
+double sim_rng::unit() { return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0); }
+
 bool sim_rng::chance(double p) {
   if (p <= 0) return false;
-  return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0) < p;
+  return unit() < p;
 }
 
 // --- the reactor and links of one simulated client ---
@@ -75,7 +79,7 @@ class sim_link final : public detail::link {
   sim_link(std::shared_ptr<impl> w, std::shared_ptr<impl::conn_state> c) : w_(std::move(w)), c_(std::move(c)) {}
   ~sim_link() override {
     // The client closed its end: what it wrote before still reaches the node
-    // (and runs there); nothing comes back.
+    // (and runs there, as TCP delivers data ahead of the FIN); nothing comes back.
     c_->events = nullptr;
   }
   std::string write(std::string& bytes) override {
@@ -101,11 +105,16 @@ class sim_reactor final : public detail::reactor {
     if (cl_->closed) return;
     const std::uint64_t gen = ++gens_;
     cl_->timer_gen = gen;
-    // Due when the loop's millisecond clock reaches now_ms() + delay, as with uv.
-    const std::int64_t due = std::max(w_->now_us, (w_->now_us / 1000 + static_cast<std::int64_t>(delay_ms)) * 1000);
+    // Due when the loop's millisecond clock reaches now_ms() + delay, as with uv;
+    // a timer armed with no delay runs on the next turn, which on a real machine
+    // comes a little later (kTurn_us): a loop that re-arms a zero timer until a
+    // deadline passes ends here as it does there.
+    const std::int64_t due =
+        std::max(w_->now_us + kTurn_us, (w_->now_us / 1000 + static_cast<std::int64_t>(delay_ms)) * 1000);
     auto cl = cl_;
     impl* w = w_.get();
     w_->at(due, [w, cl, gen] {
+      if (cl->timer_gen != gen) return;  // re-armed or stopped since
       w->for_client(cl, [cl, gen] {
         if (!cl->alive || cl->closed || cl->timer_gen != gen) return;
         cl->timer_gen = 0;
@@ -136,7 +145,7 @@ class sim_reactor final : public detail::reactor {
     cl_->idle_on = false;
     auto cl = cl_;
     w_->at(w_->now_us, [cl, closed = std::move(closed)] {
-      if (cl->alive) closed();
+      if (cl->alive) closed();  // may destroy this reactor
     });
   }
   std::unique_ptr<detail::link> open(const detail::node_address& address, std::uint64_t, detail::link_events& ev,
@@ -184,11 +193,15 @@ world::impl::impl(world_options o) : options(o), rng(o.seed) {
   if (options.min_latency_us < 0 || options.max_latency_us < options.min_latency_us) {
     throw std::invalid_argument("redlock::testing::world: latency range must satisfy 0 <= min <= max");
   }
+  if (!options.persistent_nodes.empty() && options.persistent_nodes.size() != options.nodes) {
+    throw std::invalid_argument("redlock::testing::world: persistent_nodes must be empty or have one entry per node");
+  }
   nodes.resize(options.nodes);
   for (std::size_t i = 0; i < nodes.size(); ++i) {
+    const bool keeps = options.persistent_nodes.empty() ? options.persistent : options.persistent_nodes[i];
     sim::node_config cfg;
-    cfg.persist = options.persistent ? sim::persistence::aof_always : sim::persistence::none;
-    nodes[i].node = std::make_unique<sim::node>(cfg, rng.next());
+    cfg.persist = keeps ? sim::persistence::aof_always : sim::persistence::none;
+    nodes[i].node = std::make_unique<sim::node>(cfg, rng.next(), kWallOrigin_us);
     nodes[i].min_latency_us = options.min_latency_us;
     nodes[i].max_latency_us = options.max_latency_us;
     nodes[i].clock_base_us = kWallOrigin_us;
@@ -204,7 +217,8 @@ void world::impl::at(std::int64_t t_us, std::function<void()> fn) {
 
 bool world::impl::step(std::int64_t until_us) {
   if (queue.empty() || queue.top().t > until_us) return false;
-  // priority_queue::top is const: move out through a copy of the handle.
+  // priority_queue::top is const; the element itself is not. Moving its function
+  // out leaves t and seq, which order the heap, untouched.
   event e = std::move(const_cast<event&>(queue.top()));
   queue.pop();
   now_us = e.t;
@@ -238,63 +252,153 @@ bool world::impl::passes(const conn_state& c) const {
 }
 
 void world::impl::for_client(const std::shared_ptr<client_state>& cl, std::function<void()> fn) {
-  if (cl->paused_until_us > now_us) {
-    at(cl->paused_until_us, [this, cl, fn = std::move(fn)]() mutable { for_client(cl, std::move(fn)); });
+  if (cl->paused_until_us > now_us || !cl->waiting.empty()) {
+    cl->waiting.push_back(std::move(fn));
+    if (!cl->resume_queued) {
+      cl->resume_queued = true;
+      at(std::max(cl->paused_until_us, now_us), [this, cl] { resume_client(cl); });
+    }
     return;
   }
   fn();
+  if (on_client_turn) on_client_turn(cl->id);
+}
+
+void world::impl::resume_client(const std::shared_ptr<client_state>& cl) {
+  cl->resume_queued = false;
+  while (!cl->waiting.empty()) {
+    if (cl->paused_until_us > now_us) {  // paused again meanwhile
+      cl->resume_queued = true;
+      at(cl->paused_until_us, [this, cl] { resume_client(cl); });
+      return;
+    }
+    std::function<void()> fn = std::move(cl->waiting.front());
+    cl->waiting.pop_front();
+    fn();
+    if (on_client_turn) on_client_turn(cl->id);
+  }
 }
 
 void world::impl::send_to_node(const std::shared_ptr<conn_state>& c, std::string bytes) {
-  const std::int64_t t = std::max(now_us + latency(c->node), c->last_to_node_us);
-  c->last_to_node_us = t;
-  at(t, [this, c, bytes = std::move(bytes)]() mutable { deliver_to_node(c, std::move(bytes)); });
+  if (c->dead) return;
+  std::int64_t t = now_us + latency(c->node);
+  if (!c->to_node.empty()) t = std::max(t, c->to_node.back().due_us);
+  c->to_node.push_back(message{message::kind::data, t, std::move(bytes)});
+  at(t, [this, c] { pump_to_node(c); });
 }
 
-void world::impl::deliver_to_node(const std::shared_ptr<conn_state>& c, std::string bytes) {
-  node_state& n = nodes[c->node];
-  if (c->dead || !c->session || c->node_epoch != n.epoch || !n.up || !passes(*c)) return;
-  if (n.paused) {
-    n.paused_input.push_back(node_state::pending{c, std::move(bytes)});
-    return;
+void world::impl::send_to_client(const std::shared_ptr<conn_state>& c, message::kind what, std::string bytes) {
+  std::int64_t t = now_us + latency(c->node);
+  if (!c->to_client.empty()) t = std::max(t, c->to_client.back().due_us);
+  c->to_client.push_back(message{what, t, std::move(bytes)});
+  at(t, [this, c] { pump_to_client(c); });
+}
+
+void world::impl::pump_to_node(const std::shared_ptr<conn_state>& c) {
+  while (!c->to_node.empty() && c->to_node.front().due_us <= now_us) {
+    node_state& n = nodes[c->node];
+    if (c->dead || !c->session || c->node_epoch != n.epoch || !n.up) {
+      c->to_node.clear();  // nobody reads them any more
+      return;
+    }
+    if (!passes(*c)) return;  // held back until the path opens (kick)
+    std::string bytes = std::move(c->to_node.front().bytes);
+    c->to_node.pop_front();
+    if (n.paused) {
+      n.paused_input.push_back(node_state::pending{c, std::move(bytes)});
+      continue;
+    }
+    execute(c, std::move(bytes));
   }
+}
+
+void world::impl::execute(const std::shared_ptr<conn_state>& c, std::string bytes) {
+  node_state& n = nodes[c->node];
+  if (c->dead || !c->session || c->node_epoch != n.epoch || !n.up) return;
   if (on_node_input) on_node_input(c->node, bytes);
   std::string out;
   const bool ok = n.node->feed(*c->session, bytes.data(), bytes.size(), node_now_us(c->node), out);
   ++commands;
-  if (n.drop_replies) out.clear();
-  if (!out.empty() || !ok) send_to_client(c, std::move(out), !ok);
-  if (!ok) c->dead = true;
+  if (n.drop_replies && !out.empty()) {
+    out.clear();
+    c->lost_bytes = true;
+  }
+  if (!out.empty()) send_to_client(c, message::kind::data, std::move(out));
+  if (!ok) {
+    // The node closes the connection (protocol error): FIN after its replies.
+    c->dead = true;
+    c->to_node.clear();
+    if (!c->down_queued) {
+      c->down_queued = true;
+      send_to_client(c, message::kind::down, "connection closed by server");
+    }
+  }
 }
 
-void world::impl::send_to_client(const std::shared_ptr<conn_state>& c, std::string bytes, bool then_close) {
-  const std::int64_t t = std::max(now_us + latency(c->node), c->last_to_client_us);
-  c->last_to_client_us = t;
-  at(t, [this, c, bytes = std::move(bytes), then_close]() mutable {
-    if (!passes(*c) && !then_close) return;
-    for_client(c->client, [c, bytes = std::move(bytes), then_close] {
-      if (c->events == nullptr || c->down_delivered) return;
-      if (!bytes.empty()) c->events->on_link_data(bytes.data(), bytes.size());
-      if (then_close && c->events != nullptr && !c->down_delivered) {
-        c->down_delivered = true;
-        c->events->on_link_down(node_status::connection_error, "connection closed by server");
+void world::impl::pump_to_client(const std::shared_ptr<conn_state>& c) {
+  while (!c->to_client.empty() && c->to_client.front().due_us <= now_us) {
+    if (!passes(*c)) return;  // held back until the path opens (kick)
+    message m = std::move(c->to_client.front());
+    c->to_client.pop_front();
+    for_client(c->client, [c, m = std::move(m)] {
+      if (c->events == nullptr) return;  // the client closed its end
+      switch (m.what) {
+        case message::kind::up:
+          if (c->up) return;
+          c->up = true;
+          c->events->on_link_up();
+          return;
+        case message::kind::data:
+          if (!m.bytes.empty()) c->events->on_link_data(m.bytes.data(), m.bytes.size());
+          return;
+        case message::kind::down: {
+          link_events* ev = c->events;
+          c->events = nullptr;  // final: no more events for this link
+          ev->on_link_down(node_status::connection_error, m.bytes);
+          return;
+        }
       }
     });
-  });
+  }
+}
+
+void world::impl::kick(const std::shared_ptr<conn_state>& c) {
+  const std::int64_t t = now_us + latency(c->node);
+  if (!c->syn_sent) {
+    at(t, [this, c] { syn(c); });
+    return;
+  }
+  // What was held back arrives together, one latency from now, in order.
+  for (auto& m : c->to_node) m.due_us = std::max(m.due_us, t);
+  for (auto& m : c->to_client) m.due_us = std::max(m.due_us, t);
+  if (!c->to_node.empty()) at(t, [this, c] { pump_to_node(c); });
+  if (!c->to_client.empty()) at(t, [this, c] { pump_to_client(c); });
 }
 
 void world::impl::reset(const std::shared_ptr<conn_state>& c, std::string why) {
-  if (c->dead) return;
+  if (c->dead && c->down_queued) return;
   c->dead = true;
-  const std::int64_t t = std::max(now_us + latency(c->node), c->last_to_client_us);
-  c->last_to_client_us = t;
-  at(t, [this, c, why = std::move(why)]() mutable {
-    for_client(c->client, [c, why = std::move(why)] {
-      if (c->events == nullptr || c->down_delivered) return;
-      c->down_delivered = true;
-      c->events->on_link_down(node_status::connection_error, why);
-    });
-  });
+  c->to_node.clear();
+  if (c->down_queued || !c->syn_sent) return;  // (a connect still on its way finds the node's state)
+  c->down_queued = true;
+  send_to_client(c, message::kind::down, std::move(why));
+}
+
+void world::impl::syn(const std::shared_ptr<conn_state>& c) {
+  if (c->syn_sent || c->events == nullptr) return;  // done, or the client gave up the attempt
+  if (!passes(*c)) return;                          // a black hole: the connect hangs (kick retries)
+  c->syn_sent = true;
+  node_state& n = nodes[c->node];
+  if (!n.up) {
+    c->dead = true;
+    c->down_queued = true;
+    send_to_client(c, message::kind::down, "connect: connection refused");
+    return;
+  }
+  // A paused server's kernel still completes the handshake.
+  c->session = n.node->open_session();
+  c->node_epoch = n.epoch;
+  send_to_client(c, message::kind::up, {});
 }
 
 std::unique_ptr<reactor> world::impl::make_reactor(std::shared_ptr<client_state> cl) {
@@ -304,52 +408,24 @@ std::unique_ptr<reactor> world::impl::make_reactor(std::shared_ptr<client_state>
 std::unique_ptr<link> world::impl::open(const std::shared_ptr<client_state>& cl, const node_address& a,
                                         link_events& ev, node_status& status, std::string& error) {
   std::size_t k = nodes.size();
-  if (a.type == node_address::kind::tcp && a.host.rfind("node", 0) == 0) {
-    k = static_cast<std::size_t>(std::strtoul(a.host.c_str() + 4, nullptr, 10));
+  if (a.type == node_address::kind::tcp && a.host.rfind("node", 0) == 0 && a.host.size() > 4) {
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(a.host.c_str() + 4, &end, 10);
+    if (end != nullptr && *end == '\0') k = static_cast<std::size_t>(v);
   }
   if (k >= nodes.size()) {
     status = node_status::connection_error;
     error = "cannot resolve host: no address";
     return nullptr;
   }
+  prune(k);
   auto c = std::make_shared<conn_state>();
   c->client = cl;
   c->node = k;
   c->events = &ev;
   nodes[k].conns.push_back(c);
-  // SYN there, SYN-ACK back.
-  after(latency(k), [this, c] {
-    node_state& n = nodes[c->node];
-    if (c->events == nullptr || c->dead || !passes(*c)) return;  // a black hole: the connect hangs
-    if (!n.up) {
-      c->dead = true;
-      send_refusal(c);
-      return;
-    }
-    c->session = n.node->open_session();
-    c->node_epoch = n.epoch;
-    const std::int64_t t = now_us + latency(c->node);
-    c->last_to_client_us = t;
-    at(t, [this, c] {
-      if (!passes(*c)) return;
-      for_client(c->client, [c] {
-        if (c->events == nullptr || c->dead) return;
-        c->up = true;
-        c->events->on_link_up();
-      });
-    });
-  });
+  after(latency(k), [this, c] { syn(c); });
   return std::make_unique<sim_link>(self.lock(), c);
-}
-
-void world::impl::send_refusal(const std::shared_ptr<conn_state>& c) {
-  after(latency(c->node), [this, c] {
-    for_client(c->client, [c] {
-      if (c->events == nullptr || c->down_delivered) return;
-      c->down_delivered = true;
-      c->events->on_link_down(node_status::connection_error, "connect: connection refused");
-    });
-  });
 }
 
 std::string world::impl::token() {
@@ -363,31 +439,43 @@ std::string world::impl::token() {
   return t;
 }
 
+std::shared_ptr<world::impl::client_state> world::impl::client_of(const client& c) const {
+  for (const auto& cl : clients) {
+    if (cl->tag == &c) return cl;
+  }
+  throw std::invalid_argument("redlock::testing::world: not a client of this world");
+}
+
+std::vector<std::shared_ptr<world::impl::conn_state>> world::impl::live_conns(std::size_t i) {
+  prune(i);
+  return nodes[i].conns;
+}
+
 void world::impl::crash(std::size_t i) {
   node_state& n = nodes[i];
   n.up = false;
   n.paused = false;
   n.paused_input.clear();
   ++n.epoch;
-  for (auto& w : n.conns) {
-    if (auto c = w.lock()) reset(c, "read: connection reset by peer");
+  for (auto& c : live_conns(i)) {
+    if (c->syn_sent) reset(c, "read: connection reset by peer");
   }
-  n.conns.clear();
 }
 
 void world::impl::prune(std::size_t i) {
   auto& v = nodes[i].conns;
   v.erase(std::remove_if(v.begin(), v.end(),
-                         [](const std::weak_ptr<conn_state>& w) {
-                           auto c = w.lock();
-                           return !c || (c->dead && c->events == nullptr);
+                         [](const std::shared_ptr<conn_state>& c) {
+                           if (c->events != nullptr) return false;  // the client still has it
+                           // The client closed its end: done once the node has all it wrote.
+                           return c->dead || !c->syn_sent || c->to_node.empty();
                          }),
           v.end());
 }
 
 // --- world ---
 
-world::world(world_options options) : impl_(std::make_shared<impl>(options)) { impl_->self = impl_; }
+world::world(world_options options) : impl_(std::make_shared<impl>(std::move(options))) { impl_->self = impl_; }
 
 world::~world() = default;
 
@@ -406,9 +494,14 @@ std::unique_ptr<client> world::make_client(client_options options) {
   cl->id = impl_->clients.size();
   cl->cut.assign(impl_->nodes.size(), false);
   impl_->clients.push_back(cl);
-  auto c = detail::client_access::make(std::move(options), impl_->make_reactor(cl));
-  cl->tag = c.get();
-  return c;
+  try {
+    auto c = detail::client_access::make(std::move(options), impl_->make_reactor(cl));
+    cl->tag = c.get();
+    return c;
+  } catch (...) {
+    impl_->clients.pop_back();
+    throw;
+  }
 }
 
 std::chrono::steady_clock::time_point world::now() const { return impl_->clock->now(); }
@@ -433,7 +526,10 @@ bool world::run_until(const std::function<bool()>& done, std::chrono::microsecon
   return ok;
 }
 
-void world::pause_node(std::size_t i) { impl_->nodes.at(i).paused = true; }
+void world::pause_node(std::size_t i) {
+  auto& n = impl_->nodes.at(i);
+  if (n.up) n.paused = true;
+}
 
 void world::resume_node(std::size_t i) {
   auto& n = impl_->nodes.at(i);
@@ -441,12 +537,12 @@ void world::resume_node(std::size_t i) {
   n.paused = false;
   std::deque<impl::node_state::pending> input;
   input.swap(n.paused_input);
-  for (auto& p : input) {
-    if (auto c = p.conn.lock()) impl_->deliver_to_node(c, std::move(p.bytes));
-  }
+  for (auto& p : input) impl_->execute(p.conn, std::move(p.bytes));
 }
 
-void world::crash_node(std::size_t i) { impl_->crash(i); }
+void world::crash_node(std::size_t i) {
+  if (impl_->nodes.at(i).up) impl_->crash(i);
+}
 
 void world::restart_node(std::size_t i) {
   auto& n = impl_->nodes.at(i);
@@ -455,16 +551,44 @@ void world::restart_node(std::size_t i) {
   n.up = true;
 }
 
-void world::black_hole_node(std::size_t i, bool on) { impl_->nodes.at(i).black_hole = on; }
+bool world::node_up(std::size_t i) const { return impl_->nodes.at(i).up; }
 
-void world::drop_replies(std::size_t i, bool on) { impl_->nodes.at(i).drop_replies = on; }
+void world::black_hole_node(std::size_t i, bool on) {
+  auto& n = impl_->nodes.at(i);
+  if (n.black_hole == on) return;
+  n.black_hole = on;
+  if (on) return;
+  for (auto& c : impl_->live_conns(i)) {
+    if (impl_->passes(*c)) impl_->kick(c);
+  }
+}
+
+void world::drop_replies(std::size_t i, bool on) {
+  auto& n = impl_->nodes.at(i);
+  if (n.drop_replies == on) return;
+  n.drop_replies = on;
+  if (on) return;
+  // A stream that lost bytes cannot go on: such connections are reset.
+  for (auto& c : impl_->live_conns(i)) {
+    if (c->lost_bytes) impl_->reset(c, "read: connection reset by peer");
+  }
+}
 
 void world::reset_connections(std::size_t i) {
-  auto& n = impl_->nodes.at(i);
-  for (auto& w : n.conns) {
-    if (auto c = w.lock()) impl_->reset(c, "read: connection reset by peer");
+  for (auto& c : impl_->live_conns(i)) {
+    if (c->syn_sent) impl_->reset(c, "read: connection reset by peer");
   }
-  impl_->prune(i);
+}
+
+void world::partition(const client& c, std::size_t node, bool cut) {
+  auto cl = impl_->client_of(c);
+  if (node >= cl->cut.size()) throw std::out_of_range("redlock::testing::world::partition: no such node");
+  if (cl->cut[node] == cut) return;
+  cl->cut[node] = cut;
+  if (cut) return;
+  for (auto& conn : impl_->live_conns(node)) {
+    if (conn->client == cl && impl_->passes(*conn)) impl_->kick(conn);
+  }
 }
 
 void world::set_node_latency(std::size_t i, std::int64_t min_us, std::int64_t max_us) {
@@ -481,9 +605,15 @@ void world::jump_node_clock(std::size_t i, std::chrono::milliseconds by) {
 
 void world::set_node_clock_rate(std::size_t i, double rate) {
   auto& n = impl_->nodes.at(i);
+  if (!(rate > -1.0)) throw std::invalid_argument("redlock::testing::world::set_node_clock_rate: rate must be > -1");
   n.clock_base_us = impl_->node_now_us(i);
   n.clock_from_us = impl_->now_us;
   n.clock_rate = rate;
+}
+
+std::chrono::microseconds world::node_clock(std::size_t i) const {
+  (void)impl_->nodes.at(i);
+  return std::chrono::microseconds(impl_->node_now_us(i));
 }
 
 void world::inject_error(std::size_t i, std::string command, std::string error_line) {
@@ -491,9 +621,8 @@ void world::inject_error(std::size_t i, std::string command, std::string error_l
 }
 
 void world::pause_client(const client& c, std::chrono::microseconds d) {
-  for (auto& cl : impl_->clients) {
-    if (cl->tag == &c) cl->paused_until_us = std::max(cl->paused_until_us, impl_->now_us + d.count());
-  }
+  auto cl = impl_->client_of(c);
+  cl->paused_until_us = std::max(cl->paused_until_us, impl_->now_us + std::max<std::int64_t>(0, d.count()));
 }
 
 std::optional<key_state> world::key_at(std::size_t node, const std::string& key) const {
@@ -512,6 +641,7 @@ void world::delete_key_everywhere(const std::string& key) {
 }
 
 void world::expire_key_everywhere(const std::string& key) {
+  // Expired now is, for every reader, absent: the same as a delete.
   for (auto& n : impl_->nodes) n.node->del(key);
 }
 

@@ -2,6 +2,19 @@
 // seeded generator, simulated nodes (sim_node.h), and a reactor per client
 // (reactor.h) whose links lead to those nodes. Not installed: the project's own
 // simulator harness (tests/sim) includes it for what the public API does not show.
+//
+// The network. A connection carries two ordered byte streams, as TCP does: every
+// message (bytes, the connect's answer, the end of the connection) waits in its
+// direction's queue until its delivery time, and no message overtakes an earlier
+// one. A blocked path (a black-holed node, a client cut off from a node) holds
+// the messages back, as TCP's retransmissions would, and lets them through in
+// order once it is open again. Bytes are never lost on a live connection: the
+// only loss is drop_replies', and a connection that lost bytes is reset when
+// drop_replies ends (as the fault proxy of tests/support does).
+//
+// The clients. Everything a client's process does (timers, idle turns, wake-ups,
+// link events) runs through for_client(): in order, and not while the client is
+// paused (world::pause_client) — its turns then wait, in order, for the pause's end.
 #pragma once
 
 #include <cstdint>
@@ -28,10 +41,12 @@ class sim_rng {
  public:
   explicit sim_rng(std::uint64_t seed);
   std::uint64_t next();
-  // Uniform in [lo, hi] (hi >= lo).
+  // Uniform in [lo, hi] (hi >= lo; lo when hi < lo).
   std::int64_t between(std::int64_t lo, std::int64_t hi);
   // True with probability p.
   bool chance(double p);
+  // Uniform in [0, 1).
+  double unit();
 
  private:
   std::uint64_t s_[4];
@@ -48,18 +63,22 @@ struct world::impl {
     bool black_hole = false;
     bool drop_replies = false;
     std::int64_t min_latency_us = 0, max_latency_us = 0;
-    // The node's wall clock: base + offset + elapsed * (1 + rate), piecewise.
-    std::int64_t clock_base_us = 0;  // node clock at virtual time clock_from_us
+    // The node's wall clock: clock_base_us at virtual time clock_from_us, then
+    // running at (1 + clock_rate) x virtual speed.
+    std::int64_t clock_base_us = 0;
     std::int64_t clock_from_us = 0;
     double clock_rate = 0.0;
     std::uint64_t epoch = 0;  // bumped by every crash: connections of older epochs are dead
     // Bytes that arrived while the node was paused, in arrival order.
     struct pending {
-      std::weak_ptr<conn_state> conn;
+      std::shared_ptr<conn_state> conn;
       std::string bytes;
     };
     std::deque<pending> paused_input;
-    std::vector<std::weak_ptr<conn_state>> conns;
+    // Its connections, until both ends are done with them: a connection the client
+    // closed still delivers what it wrote (held back by a black hole, or waiting in
+    // a paused node's socket), as TCP delivers data ahead of the FIN.
+    std::vector<std::shared_ptr<conn_state>> conns;
   };
 
   struct client_state {
@@ -68,13 +87,24 @@ struct world::impl {
     bool closed = false;
     reactor::driver* driver = nullptr;
     std::int64_t paused_until_us = 0;
+    // Turns that wait for the pause's end (or for earlier waiting turns), in order.
+    std::deque<std::function<void()>> waiting;
+    bool resume_queued = false;
     std::uint64_t timer_gen = 0;  // the armed timer's generation (0: none)
     bool idle_on = false;
     bool idle_queued = false;
     bool wake_queued = false;
-    const void* tag = nullptr;  // the client object, for pause_client()
+    const void* tag = nullptr;  // the client object, for pause_client() and partition()
     // Per node: cut off (a partition between this client and the node).
     std::vector<bool> cut;
+  };
+
+  // One message of a connection's direction.
+  struct message {
+    enum class kind : std::uint8_t { data, up, down };
+    kind what = kind::data;
+    std::int64_t due_us = 0;
+    std::string bytes;  // data: the bytes; down: why
   };
 
   struct conn_state {
@@ -83,11 +113,12 @@ struct world::impl {
     std::uint64_t node_epoch = 0;
     link_events* events = nullptr;  // null once the client dropped the link
     std::unique_ptr<sim::node::session> session;
-    bool up = false;    // the connect completed
-    bool dead = false;  // reset / closed by the node: the node runs nothing more from it
-    bool down_delivered = false;  // the client heard the end
-    std::int64_t last_to_node_us = 0;
-    std::int64_t last_to_client_us = 0;
+    bool syn_sent = false;      // the connect reached the node (or was refused)
+    bool up = false;            // the client heard the connect complete
+    bool dead = false;          // reset / closed by the node: the node runs nothing more from it
+    bool down_queued = false;   // the end is on its way to the client
+    bool lost_bytes = false;    // drop_replies discarded replies: reset when it ends
+    std::deque<message> to_node, to_client;
   };
 
   explicit impl(world_options o);
@@ -103,23 +134,33 @@ struct world::impl {
   // --- network ---
   std::int64_t latency(std::size_t node);
   std::int64_t node_now_us(std::size_t node) const;
-  void send_to_node(const std::shared_ptr<conn_state>& c, std::string bytes);
-  void deliver_to_node(const std::shared_ptr<conn_state>& c, std::string bytes);
-  void send_to_client(const std::shared_ptr<conn_state>& c, std::string bytes, bool then_close);
-  // Breaks a connection: the client hears `why` after a network delay.
-  void reset(const std::shared_ptr<conn_state>& c, std::string why);
-  // Runs fn for the client now, or when its pause ends.
-  void for_client(const std::shared_ptr<client_state>& cl, std::function<void()> fn);
   bool passes(const conn_state& c) const;  // not black-holed / cut
+  void send_to_node(const std::shared_ptr<conn_state>& c, std::string bytes);
+  void send_to_client(const std::shared_ptr<conn_state>& c, message::kind what, std::string bytes);
+  // Deliver what is due in each direction, unless the path is blocked.
+  void pump_to_node(const std::shared_ptr<conn_state>& c);
+  void pump_to_client(const std::shared_ptr<conn_state>& c);
+  void syn(const std::shared_ptr<conn_state>& c);  // the connect reaches the node
+  void execute(const std::shared_ptr<conn_state>& c, std::string bytes);
+  // A path opened again: what it held back flows one latency from now.
+  void kick(const std::shared_ptr<conn_state>& c);
+  // Breaks a connection (RST): the node runs nothing more from it; the client
+  // hears `why` after what is already on its way to it.
+  void reset(const std::shared_ptr<conn_state>& c, std::string why);
+  // Runs fn as a turn of the client's process: now, or after its pause and the
+  // turns waiting before it.
+  void for_client(const std::shared_ptr<client_state>& cl, std::function<void()> fn);
+  void resume_client(const std::shared_ptr<client_state>& cl);
 
-  void send_refusal(const std::shared_ptr<conn_state>& c);
   void crash(std::size_t node);
   void prune(std::size_t node);  // forgets finished connections
+  std::vector<std::shared_ptr<conn_state>> live_conns(std::size_t node);
 
   std::unique_ptr<reactor> make_reactor(std::shared_ptr<client_state> cl);
   std::unique_ptr<link> open(const std::shared_ptr<client_state>& cl, const node_address& a, link_events& ev,
                              node_status& status, std::string& error);
   std::string token();
+  std::shared_ptr<client_state> client_of(const client& c) const;
 
   std::weak_ptr<impl> self;
   world_options options;
@@ -141,7 +182,10 @@ struct world::impl {
   std::vector<node_state> nodes;
   std::vector<std::shared_ptr<client_state>> clients;
   std::shared_ptr<redlock::clock> clock;
-  // Observers for the harness (may be empty): every command a node executes.
+  // Observers for the harness (may be empty). After every turn of a client's
+  // process (client id = its index in `clients`, the order of make_client):
+  std::function<void(std::size_t client)> on_client_turn;
+  // Every batch of request bytes a node is about to execute.
   std::function<void(std::size_t node, const std::string& bytes)> on_node_input;
 };
 
