@@ -401,7 +401,10 @@ plan make_plan(std::uint64_t seed, const std::string& scenario, guard_off off) {
       case fault::kind::clock_jump: {
         // Jumps the guard must see (beyond 2 x threshold + the samples' dating), or
         // ones too small to matter (well within the drift allowance). Jumps in
-        // between are outside the guarantee's assumptions (docs/safety.md).
+        // between are outside the guarantee's assumptions (docs/safety.md). Jumps
+        // on one node are drawn independently: two opposite ones close together
+        // (a step and its correction) are possible, and their net step may be
+        // small for a client whose two TIME samples straddle both.
         const std::int64_t x = r.between(0, 9);
         if (x < 7) {
           f.amount = r.between(2500, 10'000);
