@@ -315,6 +315,13 @@ std::string connection::acquire_exclusion(std::chrono::steady_clock::time_point 
     const auto left = duration_cast<milliseconds>(quarantine - (now - *restarted_at_)).count();
     return "restarted: no acquire vote for " + std::to_string(left) + " ms more (restart guard)";
   }
+  return clock_exclusion(now, quarantine);
+}
+
+std::string connection::clock_exclusion(std::chrono::steady_clock::time_point now,
+                                        std::chrono::milliseconds quarantine) const {
+  using std::chrono::duration_cast;
+  using std::chrono::milliseconds;
   // The jump quarantine is never shorter than max_ttl (the bound on every TTL),
   // even with the restart guard off (restart_quarantine = 0).
   const auto jump_quarantine = std::max(quarantine, core_.options().max_ttl);
@@ -388,9 +395,12 @@ void connection::encode(request& r) {
   // reply that grants, with no extra round trip, and the scripts never call TIME
   // themselves (a user whose ACL lacks +time can still lock; its refused TIME is
   // consumed without a sample).
+  // Extensions too: an extension a node runs while its clock is stepped back sets
+  // an expiry that a later forward correction brings early; the holder must see
+  // that jump at the very reply that extends (round::on_reply).
   const script_id id = r.cmd->script();
   const bool acquires = id == script_id::acquire_set || id == script_id::acquire || id == script_id::acquire_fenced;
-  r.with_time = acquires && time_sample_due();
+  r.with_time = (acquires || id == script_id::extend) && time_sample_due();
   if (id == script_id::acquire_set) {
     // The plain SET form, unless this server rejected it before (then EVAL).
     const bool plain = !r.force_eval && !r.cmd->force_eval() && !set_get_unsupported_;

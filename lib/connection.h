@@ -135,6 +135,10 @@ class connection final : private link_events {
   // Safety guards (loop thread). Why this node must not vote on an acquire now,
   // given the quarantine period; "" when it may.
   std::string acquire_exclusion(std::chrono::steady_clock::time_point now, std::chrono::milliseconds quarantine) const;
+  // The clock-jump part of acquire_exclusion alone: why this node's clock is
+  // suspect now; "" when it is not. Extensions use it (a restarted node that still
+  // holds our key, from its AOF, may extend it).
+  std::string clock_exclusion(std::chrono::steady_clock::time_point now, std::chrono::milliseconds quarantine) const;
   // A server TIME sample taken at `local_mid` on the client's clock (the middle of
   // the request's round trip, `half_rtt_us` being half of that round trip: the
   // sample's dating uncertainty). Flags a clock step in either direction.

@@ -28,11 +28,6 @@ namespace redlock::detail {
 
 class acquire_op;
 
-// Builds a client over a reactor of the caller's (the simulator's), run from the
-// thread that creates it. For redlock/testing.h.
-struct client_access {
-  static std::unique_ptr<client> make(client_options options, std::unique_ptr<reactor> io);
-};
 void cancel_op(acquire_op& op);
 
 // State shared by a lock handle and the loop (the watchdog).
@@ -75,7 +70,7 @@ struct stats_counters {
       extends{0}, locks_lost{0}, reconnects{0};
 };
 
-class core : public std::enable_shared_from_this<core>, private reactor::driver {
+class core final : public std::enable_shared_from_this<core>, private reactor::driver {
  public:
   // `io`: the world the core runs in (reactor.h). `own_thread`: start() runs the
   // reactor's loop on a thread of the core's own (uv_reactor with its own loop).

@@ -101,7 +101,9 @@ void round::on_reply(std::size_t node, std::uint32_t, const reply_event& ev) {
       const auto now = core_.now();
       connection& conn = core_.conn(node);
       if (v.status == node_status::ok) {
-        std::string why = conn.acquire_exclusion(now, core_.quarantine_for(milliseconds(0)));
+        const auto quarantine = core_.quarantine_for(milliseconds(0));
+        std::string why = kind_ == op_kind::extend ? conn.clock_exclusion(now, quarantine)
+                                                   : conn.acquire_exclusion(now, quarantine);
         if (!why.empty()) {
           v.status = node_status::excluded;
           granted_excluded[node] = true;
@@ -767,6 +769,17 @@ std::uint64_t begin_extension(const core& c, held& h, milliseconds ttl) {
   return ++h.extensions_sent;
 }
 
+// A failed extension that a node ran while its clock was seen to jump (its
+// extended vote was excluded): the key it re-timed on that node's clock may
+// expire at any moment once that clock is corrected, and the keys the validity
+// rested on are no longer a confirmed quorum. The lock is lost now.
+bool jumped_during(const report& r) {
+  for (const auto& n : r.nodes) {
+    if (n.status == node_status::excluded && n.detail.find("clock jumped") != std::string::npos) return true;
+  }
+  return false;
+}
+
 // Extension `seq` got a quorum: validity runs to `valid_until`. Only the latest
 // extension sent may move it later: one sent after `seq` (the watchdog and an
 // explicit extend() overlapping) may have shortened the keys behind it on every
@@ -848,8 +861,8 @@ void core::watchdog_tick(const std::shared_ptr<held>& h) {
     // Lost for good only when no quorum can come back: not_owner, or a permanent
     // error, which failure_reason() gives only when the nodes that gave it alone
     // rule out a quorum (one wrong-password node beside a hiccup is unavailable).
-    if (r.error == errc::not_owner || r.error == errc::lock_lost || is_permanent(r.error)) {
-      if (r.error == errc::not_owner) r.error = errc::lock_lost;
+    if (r.error == errc::not_owner || r.error == errc::lock_lost || is_permanent(r.error) || jumped_during(r)) {
+      if (r.error == errc::not_owner || jumped_during(r)) r.error = errc::lock_lost;
       return declare_lost(hp, r);
     }
     // Transient (unavailable): retry within the remaining validity; the tick
@@ -884,7 +897,7 @@ void core::extend_held(const std::shared_ptr<held>& h, milliseconds ttl, std::fu
     } else if (hp && !hp->finished.load()) {
       if (!r.error) {
         extension_succeeded(*hp, seq, valid_until);
-      } else if (r.error == errc::not_owner || r.error == errc::lock_lost) {
+      } else if (r.error == errc::not_owner || r.error == errc::lock_lost || jumped_during(r)) {
         r.error = errc::lock_lost;
         declare_lost(hp, r);
       }

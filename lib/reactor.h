@@ -22,7 +22,9 @@
 #include <memory>
 #include <string>
 
+#include "redlock/client.h"
 #include "redlock/report.h"
+#include "redlock/version.h"
 #include "uri.h"
 
 namespace redlock::detail {
@@ -53,7 +55,7 @@ class link {
   virtual std::string write(std::string& bytes) = 0;
 };
 
-class reactor {
+class REDLOCK_EXPORT reactor {
  public:
   // The core's side: called on the loop thread.
   class driver {
@@ -107,6 +109,13 @@ class reactor {
   }
   // True when drive() may be used from this thread now.
   virtual bool drivable() const { return false; }
+};
+
+// Builds a client over a reactor of the caller's (the simulator's), run from the
+// thread that creates it. For redlock/testing.h (exported: the testing library is
+// a library of its own).
+struct REDLOCK_EXPORT client_access {
+  static std::unique_ptr<client> make(client_options options, std::unique_ptr<reactor> io);
 };
 
 }  // namespace redlock::detail

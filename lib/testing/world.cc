@@ -2,7 +2,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
-#include "../core.h"
+#include "../reactor.h"
 #include "world_impl.h"
 
 namespace redlock::testing {

@@ -228,12 +228,14 @@ TEST(NegativeControl, fresh_seeds_find_the_violation_within_a_small_budget) {
 
 // --- liveness and the shrinker ---
 
-TEST(Liveness, after_healing_a_node_quarantined_for_a_jump_seen_only_now_still_allows_an_acquire_within_the_bound) {
-  // Seeds whose liveness acquire first sees a jump (quarantine of max_ttl, 2 s).
-  for (std::uint64_t seed : {26u, 51u}) {
+TEST(Liveness, after_healing_the_clock_scenario_allows_an_acquire_within_the_bound) {
+  // Seeds whose liveness acquire, before extensions sampled TIME, was the first to
+  // see a jump and waited out its quarantine (max_ttl, 2 s). Extensions now see
+  // such jumps earlier (sim.ClockRegression); the wait itself is pinned directly by
+  // sim.ClockRegression.an_acquire_waits_out_a_jump_quarantine_within_max_ttl.
+  for (std::uint64_t seed : {26u, 51u, 75u}) {
     const run_result r = run_seed("clock", seed);
     EXPECT_TRUE(r.passed()) << explain(run_options{seed, "clock", guard_off::none, {}, nullptr}, r);
-    EXPECT_GT(r.liveness_us, 1'500'000) << seed;
     EXPECT_LE(r.liveness_us, r.p.max_ttl_ms * 1000 + 2'000'000) << seed;
   }
 }
