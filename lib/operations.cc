@@ -674,13 +674,22 @@ void release_round(core& c, const lease& l, std::function<void(report)> done) {
 
 }  // namespace
 
+namespace {
+bool jumped_during(const report& r);
+}  // namespace
+
 void core::extend(lease l, milliseconds ttl, std::function<void(report)> done) {
   if (closing_) return done(bare_report(*this, make_error_code(errc::cancelled), "client shut down"));
   // The lease of a live handle: its validity is the handle's to keep (lowered
   // before an extension to a shorter TTL is sent, moved later only by a success),
   // so the extension goes through the handle's bookkeeping.
   if (auto h = handle_for(l)) return extend_held(h, ttl, std::move(done));
-  extend_round(*this, l, ttl, [done = std::move(done)](report r, clock_tp) { done(std::move(r)); });
+  extend_round(*this, l, ttl, [done = std::move(done)](report r, clock_tp) {
+    // As for a handle: an extension run on a clock seen to jump leaves keys that
+    // may expire at once; the lease is lost (not "valid until l.valid_until").
+    if (r.error && jumped_during(r)) r.error = make_error_code(errc::lock_lost);
+    done(std::move(r));
+  });
 }
 
 void core::release(lease l, std::function<void(report)> done) { release_round(*this, l, std::move(done)); }

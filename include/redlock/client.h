@@ -211,7 +211,9 @@ class REDLOCK_EXPORT client {
   void cancel(std::uint64_t operation_id);
 
   // Ownership-checked extension of a lease to `ttl`. Errors: not_owner, lock_lost
-  // (lease.valid_until already passed), unavailable, invalid_argument (also ttl
+  // (lease.valid_until already passed, or a node's clock was seen to jump at the
+  // reply that extended it: that key may expire at once, the lease is gone),
+  // unavailable, invalid_argument (also ttl
   // above client_options::max_ttl), cancelled,
   // would_deadlock. On success report.validity is the new validity, counted from
   // just before the request was sent; the caller updates its lease with it.

@@ -96,4 +96,37 @@ TEST(ClockRegression, an_acquire_waits_out_a_jump_quarantine_within_max_ttl) {
   EXPECT_LE(waited, co.max_ttl + 2s);
 }
 
+// Found by the adversarial pass over the fix: client::extend of a detached lease
+// saw the jump but reported unavailable, which client.h reads as "valid until
+// l.valid_until".
+TEST(ClockRegression, a_detached_lease_extended_on_stepped_back_clocks_is_not_reported_lost) {
+  redlock::testing::world w;
+  auto a = w.make_client();
+  auto b = w.make_client();
+  (void)a->ping();
+  (void)b->ping();
+  redlock::acquire_options o;
+  o.ttl = 10s;
+  o.retry = redlock::retry_policy::once();
+  auto other = b->acquire("y", o);
+  ASSERT_TRUE(other) << other.report.message();
+  auto r = a->acquire("x", o);
+  ASSERT_TRUE(r) << r.report.message();
+  redlock::lease l = r.lock.detach();
+  w.advance(1s);
+  w.jump_node_clock(0, -20s);
+  w.jump_node_clock(1, -20s);
+  redlock::report e = a->extend(l, 10s);
+  EXPECT_EQ(e.error, redlock::errc::lock_lost) << e.message();
+  w.advance(100ms);
+  w.jump_node_clock(0, 20s);
+  w.jump_node_clock(1, 20s);
+  auto s = b->acquire("x", o);
+  // What client.h tells the caller of a failed extension: still valid until
+  // min(l.valid_until, call + ttl - drift) (here l.valid_until, about 9.9 s).
+  const bool a_believes_valid = !e.error || (e.error != redlock::errc::lock_lost &&
+                                             e.error != redlock::errc::not_owner && *l.valid_until > w.now());
+  EXPECT_FALSE(a_believes_valid && s.lock.owns_lock()) << "two holders: " << s.report.message();
+}
+
 }  // namespace
