@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The simulator against the defects of the hardening issue (docs/verification-mutants.md).
+# The simulator against the defects of the hardening issue (docs/verification.md).
 #
 # Each patch in tests/sim/mutants/ puts one defect found by review (docs/safety.md,
 # "Found by review") back into the current lib/, restoring the code of 6bcc8ae. For
