@@ -94,10 +94,13 @@ void round::on_reply(std::size_t node, std::uint32_t, const reply_event& ev) {
     fences[node] = c.fence;
     values[node] = std::move(c.value);
     pttls[node] = c.pttl;
-    if (ev.time_sampled) {
-      // The clock-jump guard also covers this very reply: a grant from a node whose
-      // clock just jumped (or that is quarantined) does not count. (The TIME
-      // pipelined behind the acquire was observed by the connection already.)
+    if (ev.time_sampled || kind_ == op_kind::acquire) {
+      // The guards also cover this very reply: a grant from a node whose clock just
+      // jumped (the TIME pipelined behind the acquire was observed by the connection
+      // already), or that restarted or is quarantined, does not count — sampled or
+      // not: an acquire queued on a reconnecting connection passed the check at the
+      // attempt's start before the handshake's INFO showed the new run_id (found by
+      // the SPIN model, docs/verification.md (f)).
       const auto now = core_.now();
       connection& conn = core_.conn(node);
       if (v.status == node_status::ok) {
