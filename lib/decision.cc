@@ -142,6 +142,7 @@ std::string describe(const report& r) {
         case node_status::held:
         case node_status::not_owner: ++refused; break;
         case node_status::auth_error:
+        case node_status::tls_error:
         case node_status::server_error:
         case node_status::protocol_error: ++errors; break;
         case node_status::excluded: ++excluded; break;

@@ -24,6 +24,7 @@ class category_impl final : public std::error_category {
       case errc::would_deadlock: return "synchronous call on the client's loop thread";
       case errc::extension_limit: return "extension cap reached (max_extensions or max_hold)";
       case errc::permission_denied: return "the nodes' ACL denies the lock a command or its key (NOPERM)";
+      case errc::tls_failed: return "TLS verification failed";
     }
     return ev == 0 ? "success" : "unknown redlock error";
   }
@@ -41,7 +42,7 @@ std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), 
 bool is_permanent(std::error_code ec) noexcept {
   return ec == errc::invalid_argument || ec == errc::auth_failed || ec == errc::wrong_type ||
          ec == errc::cancelled || ec == errc::would_deadlock || ec == errc::extension_limit ||
-         ec == errc::permission_denied;
+         ec == errc::permission_denied || ec == errc::tls_failed;
 }
 
 const char* to_string(node_status s) noexcept {
@@ -57,6 +58,7 @@ const char* to_string(node_status s) noexcept {
     case node_status::protocol_error: return "protocol error";
     case node_status::cancelled: return "cancelled";
     case node_status::excluded: return "excluded";
+    case node_status::tls_error: return "TLS error";
   }
   return "unknown";
 }

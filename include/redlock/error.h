@@ -52,6 +52,13 @@ enum class errc {
   // retried. Next: grant the user what the detail names (the commands the lock
   // uses, and a key pattern covering the lock and fence keys).
   permission_denied,
+  // TLS could not be established with verification: the node's certificate is
+  // signed by an unknown CA, does not match the host (or tls_options::server_name),
+  // has expired or is not yet valid, or the node requires a client certificate that
+  // was not given — enough of such nodes that no quorum is possible without them
+  // (else: unavailable, retried, with the node's status tls_error). Never retried.
+  // Next: fix the CA, name or certificates (docs/operations.md, TLS).
+  tls_failed,
 };
 
 // The category of all redlock error codes; name() is "redlock".

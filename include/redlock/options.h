@@ -84,6 +84,46 @@ struct acquire_options {
   std::chrono::milliseconds max_hold{0};
 };
 
+// TLS for rediss:// nodes (plain redis:// and unix:// nodes ignore it). One set
+// for every rediss:// node of the client. Verification is on by default: the
+// node's certificate must chain to a trusted CA and match the name (DNS name or IP
+// SAN); TLS 1.2 is the minimum. The TLS handshake counts against connect_timeout.
+struct tls_options {
+  // Trusted CAs: a PEM file and/or a directory of hashed certificates (c_rehash).
+  // Both empty = the system's default store (Debian: /etc/ssl/certs).
+  std::string ca_file;
+  std::string ca_dir;
+  // Client certificate chain and private key (PEM) for mutual TLS; both or neither.
+  std::string cert_file;
+  std::string key_file;
+  // The name sent as SNI and verified against the certificate; "" = the URI's
+  // host (an IP literal host is verified against the IP SANs and sends no SNI).
+  std::string server_name;
+  // FOR TESTS ONLY. Accepts any certificate from anyone: no CA or name check, so
+  // an attacker on the path can read and change every lock. Never in production.
+  bool insecure_skip_verify_for_tests_only = false;
+};
+
+// What a credentials provider returns for one node's connect attempt.
+struct credentials {
+  std::string username;  // "" = the default user (AUTH password)
+  std::string password;  // "" = no AUTH
+};
+
+// Something an operator should know that is not an error of any one call: a
+// node's configuration that weakens the lock, for instance. See on_warning.
+enum class warning_code : std::uint8_t {
+  // The node's maxmemory-policy (allkeys-* or volatile-*) may evict held locks
+  // and fence counters; the lock needs `noeviction`.
+  eviction_policy,
+};
+
+struct warning {
+  warning_code code{};
+  std::string node;     // the node's URI, password redacted
+  std::string message;  // one line, naming the node and the problem; no secrets
+};
+
 // Client-wide options.
 struct client_options {
   // Node URIs: redis://[user[:password]@]host[:port][/db] or
@@ -188,6 +228,25 @@ struct client_options {
   // cannot make the client buffer without bound. The library's own replies are a
   // few hundred bytes (the handshake's INFO a few KiB). > 0; default 1 MiB.
   std::size_t max_reply_bytes = std::size_t{1} << 20;
+
+  // TLS settings for every rediss:// node.
+  tls_options tls;
+  // Called on the loop thread before every connect attempt's AUTH (the first and
+  // every reconnect) with the node's redacted URI; what it returns replaces the
+  // URI's user and password for that attempt. For rotating secrets (short-lived
+  // tokens, a secret store): return the current value from a cache the
+  // application refreshes; it must not block (it runs inside connect_timeout and
+  // delays every node of the client). Unset = the URI's credentials.
+  std::function<credentials(const std::string& node)> credentials_provider;
+  // Warnings about the nodes (see warning_code), each reported once per
+  // connection on which it is seen. Runs on the loop thread; must not block.
+  // Unset = not reported.
+  std::function<void(const warning&)> on_warning;
+  // Fenced acquires (acquire_options::fencing) refuse a node whose
+  // maxmemory-policy may evict keys (warning_code::eviction_policy): its fence
+  // counter could be evicted and tokens go backwards. The node gets no vote
+  // (node_status::excluded, the detail naming the policy). True = count it anyway.
+  bool allow_fencing_on_evicting_nodes = false;
 };
 
 }  // namespace redlock

@@ -26,6 +26,7 @@ enum class node_status : std::uint8_t {
   protocol_error,    // a reply that is not what a Redis server sends
   cancelled,         // the client shut down first
   excluded,          // not asked: the node is quarantined by a safety guard
+  tls_error,         // TLS verification failed (unknown CA, name mismatch, expired, client cert required): see detail
 };
 
 // "ok", "held", "timeout", ...

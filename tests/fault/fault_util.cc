@@ -228,6 +228,8 @@ std::string error_name(std::error_code ec) {
       return "would_deadlock";
     case errc::permission_denied:
       return "permission_denied";
+    case errc::tls_failed:
+      return "tls_failed";
     default:
       break;
   }

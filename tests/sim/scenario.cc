@@ -118,6 +118,8 @@ const char* errc_name(std::error_code ec) {
       return "extension_limit";
     case errc::permission_denied:
       return "permission_denied";
+    case errc::tls_failed:
+      return "tls_failed";
   }
   return "unknown_error";
 }
