@@ -39,6 +39,25 @@ const std::error_category& category() noexcept {
 
 std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), category()}; }
 
+const char* to_string(errc e) noexcept {
+  switch (e) {
+    case errc::contended: return "contended";
+    case errc::unavailable: return "unavailable";
+    case errc::validity_exhausted: return "validity_exhausted";
+    case errc::lock_lost: return "lock_lost";
+    case errc::not_owner: return "not_owner";
+    case errc::invalid_argument: return "invalid_argument";
+    case errc::auth_failed: return "auth_failed";
+    case errc::wrong_type: return "wrong_type";
+    case errc::cancelled: return "cancelled";
+    case errc::would_deadlock: return "would_deadlock";
+    case errc::extension_limit: return "extension_limit";
+    case errc::permission_denied: return "permission_denied";
+    case errc::tls_failed: return "tls_failed";
+  }
+  return "unknown";
+}
+
 bool is_permanent(std::error_code ec) noexcept {
   return ec == errc::invalid_argument || ec == errc::auth_failed || ec == errc::wrong_type ||
          ec == errc::cancelled || ec == errc::would_deadlock || ec == errc::extension_limit ||

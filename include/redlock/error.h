@@ -66,6 +66,10 @@ REDLOCK_EXPORT const std::error_category& category() noexcept;
 
 REDLOCK_EXPORT std::error_code make_error_code(errc e) noexcept;
 
+// The enumerator's name: "contended", "tls_failed", ... (stable: for logs, metrics
+// labels, JSON); "unknown" for a value that is not an errc.
+REDLOCK_EXPORT const char* to_string(errc e) noexcept;
+
 // True for errors that another attempt cannot fix (bad configuration, wrong
 // password, missing ACL permission, wrong key type, cancelled).
 REDLOCK_EXPORT bool is_permanent(std::error_code ec) noexcept;

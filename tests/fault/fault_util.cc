@@ -205,35 +205,7 @@ std::vector<std::uint64_t> fenced_resource::accepted() {
 std::string error_name(std::error_code ec) {
   if (!ec) return "ok";
   if (ec.category() != redlock::category()) return "other:" + ec.message();
-  switch (static_cast<errc>(ec.value())) {
-    case errc::contended:
-      return "contended";
-    case errc::unavailable:
-      return "unavailable";
-    case errc::validity_exhausted:
-      return "validity_exhausted";
-    case errc::lock_lost:
-      return "lock_lost";
-    case errc::not_owner:
-      return "not_owner";
-    case errc::invalid_argument:
-      return "invalid_argument";
-    case errc::auth_failed:
-      return "auth_failed";
-    case errc::wrong_type:
-      return "wrong_type";
-    case errc::cancelled:
-      return "cancelled";
-    case errc::would_deadlock:
-      return "would_deadlock";
-    case errc::permission_denied:
-      return "permission_denied";
-    case errc::tls_failed:
-      return "tls_failed";
-    default:
-      break;
-  }
-  return "errc" + std::to_string(ec.value());
+  return redlock::to_string(static_cast<errc>(ec.value()));
 }
 
 workload_result run_workload(client& c, const workload& w, history& h, const std::atomic<bool>& stop,

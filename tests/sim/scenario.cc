@@ -93,35 +93,7 @@ std::string ms_text(std::int64_t us) {
 const char* errc_name(std::error_code ec) {
   if (!ec) return "ok";
   if (ec.category() != redlock::category()) return "foreign_error";
-  switch (static_cast<errc>(ec.value())) {
-    case errc::contended:
-      return "contended";
-    case errc::unavailable:
-      return "unavailable";
-    case errc::validity_exhausted:
-      return "validity_exhausted";
-    case errc::lock_lost:
-      return "lock_lost";
-    case errc::not_owner:
-      return "not_owner";
-    case errc::invalid_argument:
-      return "invalid_argument";
-    case errc::auth_failed:
-      return "auth_failed";
-    case errc::wrong_type:
-      return "wrong_type";
-    case errc::cancelled:
-      return "cancelled";
-    case errc::would_deadlock:
-      return "would_deadlock";
-    case errc::extension_limit:
-      return "extension_limit";
-    case errc::permission_denied:
-      return "permission_denied";
-    case errc::tls_failed:
-      return "tls_failed";
-  }
-  return "unknown_error";
+  return redlock::to_string(static_cast<errc>(ec.value()));
 }
 
 // Errors the harness's use of the API can never cause: finding one is a finding.

@@ -708,15 +708,6 @@ TEST(Describe, OtherErrorsUseTheCategoryMessageAndNameTheNodes) {
   EXPECT_TRUE(lacks(m, "redis://u:***@h3"));  // pending is not a failure
 }
 
-TEST(Describe, ACallRefusedBeforeAnyNodeWasAskedGivesTheReason) {
-  report r;
-  r.error = errc::invalid_argument;
-  r.nodes = {node("redis://h1", node_status::pending, "resource name must not end in \":fence\""),
-             node("redis://h2", node_status::pending)};
-  EXPECT_EQ(describe(r), make_error_code(errc::invalid_argument).message() +
-                             ": resource name must not end in \":fence\"");
-}
-
 TEST(Describe, MentionsAttemptsOnlyWhenRetried) {
   report r;
   r.error = errc::contended;

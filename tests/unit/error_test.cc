@@ -18,13 +18,14 @@ constexpr errc kAllErrc[] = {
     errc::contended, errc::unavailable,      errc::validity_exhausted, errc::lock_lost,
     errc::not_owner, errc::invalid_argument, errc::auth_failed,        errc::wrong_type,
     errc::cancelled, errc::would_deadlock,   errc::extension_limit,    errc::permission_denied,
+    errc::tls_failed,
 };
 
 constexpr node_status kAllStatuses[] = {
     node_status::pending,    node_status::ok,           node_status::held,
     node_status::not_owner,  node_status::timeout,      node_status::connection_error,
     node_status::auth_error, node_status::server_error, node_status::protocol_error,
-    node_status::cancelled,  node_status::excluded,
+    node_status::cancelled,  node_status::excluded,     node_status::tls_error,
 };
 
 TEST(ErrorCategory, IsNamedRedlock) { EXPECT_STREQ(category().name(), "redlock"); }
@@ -53,6 +54,20 @@ TEST(ErrorCategory, UnknownValuesHaveAGenericMessage) {
   EXPECT_EQ(category().message(0), "success");
   EXPECT_EQ(category().message(9999), "unknown redlock error");
   EXPECT_EQ(category().message(-1), "unknown redlock error");
+}
+
+TEST(ErrcToString, EveryCodeHasADistinctIdentifierName) {
+  std::set<std::string> names;
+  for (errc e : kAllErrc) {
+    const std::string n = to_string(e);
+    EXPECT_NE(n, "unknown") << static_cast<int>(e);
+    EXPECT_EQ(n.find_first_not_of("abcdefghijklmnopqrstuvwxyz_"), std::string::npos) << n;
+    names.insert(n);
+  }
+  EXPECT_EQ(names.size(), std::size(kAllErrc));
+  EXPECT_STREQ(to_string(errc::contended), "contended");
+  EXPECT_STREQ(to_string(errc::tls_failed), "tls_failed");
+  EXPECT_STREQ(to_string(static_cast<errc>(9999)), "unknown");
 }
 
 TEST(MakeErrorCode, RoundTripsValueAndCategory) {
@@ -97,6 +112,7 @@ TEST(IsPermanent, OnlyErrorsAnotherAttemptCannotFix) {
   EXPECT_TRUE(is_permanent(errc::would_deadlock));
   EXPECT_TRUE(is_permanent(errc::extension_limit));
   EXPECT_TRUE(is_permanent(errc::permission_denied));
+  EXPECT_TRUE(is_permanent(errc::tls_failed));
 
   EXPECT_FALSE(is_permanent(errc::contended));
   EXPECT_FALSE(is_permanent(errc::unavailable));
