@@ -16,6 +16,7 @@
 #include "json.h"
 #include "latency.h"
 #include "process.h"
+#include "secrets.h"
 
 namespace redlock::cli {
 namespace {
@@ -41,10 +42,36 @@ TEST(Duration, AcceptsPlainMillisecondsAndUnits) {
 }
 
 TEST(Duration, RejectsGarbageSignsFractionsAndOtherUnits) {
-  for (const char* bad : {"",   "ms", "s",   "-1",   "+1", "-5s", "1.5s", "1e3", " 1",  "1 ",  "1 s",
-                          "1h", "1d", "1us", "1sec", "1M", "1MS", "0x10", "1s2", "abc", "1ms5"}) {
+  for (const char* bad : {"",   "ms", "s",   "-1",   "+1", "-5s", "1.5", "1e3", " 1",  "1 ",  "1 s",
+                          "1H", "1d", "1us", "1sec", "1M", "1MS", "0x10", "1s2", "abc", "1ms5",
+                          ".5s", "1.s", "1..5s", "1.5.5s", "1,5s", "0.5", "-0.5s"}) {
     EXPECT_FALSE(parse_duration(bad).has_value()) << bad;
   }
+}
+
+TEST(Duration, AcceptsHoursAndFractionsWithAUnit) {
+  EXPECT_EQ(parse_duration("1h"), milliseconds(3'600'000));
+  EXPECT_EQ(parse_duration("1.5s"), milliseconds(1500));
+  EXPECT_EQ(parse_duration("0.5s"), milliseconds(500));
+  EXPECT_EQ(parse_duration("0.25m"), milliseconds(15'000));
+  EXPECT_EQ(parse_duration("1.5h"), milliseconds(5'400'000));
+  EXPECT_EQ(parse_duration("0.001s"), milliseconds(1));
+  EXPECT_EQ(parse_duration("2.0ms"), milliseconds(2));
+  EXPECT_EQ(parse_duration("1.500000000000000s"), milliseconds(1500));  // trailing zeros are exact
+  EXPECT_EQ(parse_duration("0.0001h"), milliseconds(360));
+}
+
+TEST(Duration, RefusesSubMillisecondPrecisionAndBareFractionsSayingWhy) {
+  std::string why;
+  for (const char* bad : {"1.5ms", "0.0005s", "1.0001s", "0.00001m", "0.0000001h", "0.1234567891s"}) {
+    why.clear();
+    EXPECT_FALSE(parse_duration(bad, &why).has_value()) << bad;
+    EXPECT_EQ(why, "finer than a millisecond") << bad;
+  }
+  EXPECT_FALSE(parse_duration("1.5", &why).has_value());
+  EXPECT_EQ(why, "a fraction needs a unit");
+  EXPECT_FALSE(parse_duration("5d", &why).has_value());
+  EXPECT_EQ(why, "unknown unit");
 }
 
 TEST(Duration, RejectsValuesAboveTheMaximumWithoutOverflow) {
@@ -55,6 +82,11 @@ TEST(Duration, RejectsValuesAboveTheMaximumWithoutOverflow) {
   EXPECT_FALSE(parse_duration("99999999999999999999").has_value());
   EXPECT_FALSE(parse_duration("18446744073709551617ms").has_value());
   EXPECT_FALSE(parse_duration("9223372036854775807s").has_value());
+  EXPECT_EQ(parse_duration("277777h"), milliseconds(999'997'200'000));
+  EXPECT_FALSE(parse_duration("277778h").has_value());
+  EXPECT_FALSE(parse_duration("277777.9h").has_value());
+  EXPECT_EQ(parse_duration("999999999.999s"), milliseconds(999'999'999'999));
+  EXPECT_FALSE(parse_duration("1000000000.001s").has_value());
 }
 
 TEST(Duration, FormatsWithTheLargestExactUnit) {
@@ -63,6 +95,8 @@ TEST(Duration, FormatsWithTheLargestExactUnit) {
   EXPECT_EQ(format_duration(milliseconds(1500)), "1500ms");
   EXPECT_EQ(format_duration(milliseconds(30'000)), "30s");
   EXPECT_EQ(format_duration(milliseconds(120'000)), "2m");
+  EXPECT_EQ(format_duration(milliseconds(7'200'000)), "2h");
+  EXPECT_EQ(format_duration(milliseconds(5'400'000)), "90m");
   for (long long v : {0LL, 1LL, 999LL, 1000LL, 61'000LL, 3'600'000LL}) {
     EXPECT_EQ(parse_duration(format_duration(milliseconds(v))), milliseconds(v));
   }
@@ -154,6 +188,14 @@ TEST(CommandLine, HelpAndVersion) {
   EXPECT_EQ(parse({"acquire", "--help"}).what, kind::help);
   EXPECT_EQ(parse({"run", "r", "-h", "--", "x"}).what, kind::help);
   EXPECT_EQ(parse({"--version"}).what, kind::version);
+  EXPECT_EQ(parse({"-V"}).what, kind::version);
+  EXPECT_FALSE(parse({"--help"}).help_for.has_value());
+  EXPECT_FALSE(parse({"help"}).help_for.has_value());
+  EXPECT_EQ(parse({"help", "run"}).help_for, command::run);
+  EXPECT_EQ(parse({"run", "--help"}).help_for, command::run);
+  EXPECT_EQ(parse({"release", "-h"}).help_for, command::release);
+  EXPECT_EQ(parse({"help", "bogus"}).what, kind::error);
+  EXPECT_EQ(parse({"help", "run", "extra"}).what, kind::error);
   // After "--" a -h belongs to the command.
   EXPECT_EQ(parse({"run", "r", "--ttl", "1s", "--", "ls", "-h"}).what, kind::ok);
 }
@@ -162,6 +204,7 @@ struct bad_case {
   std::vector<std::string> args;
   const char* env;
   const char* message_part;
+  kind expected = kind::error;  // config_error: exit 78
 };
 
 void PrintTo(const bad_case& c, std::ostream* os) {
@@ -174,7 +217,7 @@ class CommandLineRejects : public ::testing::TestWithParam<bad_case> {};
 TEST_P(CommandLineRejects, WithAOneLineMessage) {
   const bad_case& c = GetParam();
   const parse_result r = parse_command_line(c.args, c.env);
-  ASSERT_EQ(r.what, kind::error);
+  ASSERT_EQ(r.what, c.expected) << r.error;
   EXPECT_NE(r.error.find(c.message_part), std::string::npos) << r.error;
   EXPECT_EQ(r.error.find('\n'), std::string::npos) << r.error;
 }
@@ -207,7 +250,18 @@ INSTANTIATE_TEST_SUITE_P(
         bad_case{{"acquire", "r", "--ttl", "1s", "--kill-after", "1s"}, nodes, "--kill-after does not apply"},
         bad_case{{"release", "r", "t", "--ttl", "1s"}, nodes, "--ttl does not apply to release"},
         bad_case{{"status", "r", "--fencing"}, nodes, "--fencing does not apply to status"},
-        bad_case{{"release", "r"}, nodes, "release needs RESOURCE and TOKEN"},
+        bad_case{{"release", "r"}, nodes, "release needs TOKEN"},
+        bad_case{{"release"}, nodes, "release needs RESOURCE and TOKEN"},
+        bad_case{{"release", "r", "t", "--token", "u"}, nodes, "conflicting options", kind::config_error},
+        bad_case{{"release", "r", "--token="}, nodes, "--token must not be empty"},
+        bad_case{{"acquire", "r", "--ttl", "1s", "--token", "t"}, nodes, "--token does not apply to acquire"},
+        bad_case{{"acquire", "r", "--ttl", "1.5"}, nodes, "a fraction needs a unit"},
+        bad_case{{"acquire", "r", "--ttl", "1.0005s"}, nodes, "finer than a millisecond"},
+        bad_case{{"status", "r", "--password-file", ""}, nodes, "--password-file needs a non-empty value"},
+        bad_case{{"status", "r", "--tls-cert", "c.pem"}, nodes, "needs its key", kind::config_error},
+        bad_case{{"status", "r", "--tls-key", "k.pem"}, nodes, "needs its certificate", kind::config_error},
+        bad_case{{"status", "r", "--tls-insecure=1"}, nodes, "--tls-insecure takes no value"},
+        bad_case{{"status", "r", "--tls-ca"}, nodes, "--tls-ca needs a value"},
         bad_case{{"release", "r", ""}, nodes, "TOKEN must not be empty"},
         bad_case{{"status", "r", "extra"}, nodes, "unexpected argument \"extra\""},
         bad_case{{"bench", "r"}, nodes, "unexpected argument \"r\""},
@@ -215,12 +269,13 @@ INSTANTIATE_TEST_SUITE_P(
         bad_case{{"run", "r", "--ttl", "1s"}, nodes, "run needs a command after \"--\""},
         bad_case{{"run", "r", "--ttl", "1s", "--"}, nodes, "run needs a command after \"--\""},
         bad_case{{"run", "r", "--ttl", "1s", "--", ""}, nodes, "must not be empty"},
-        bad_case{{"status", "r"}, nullptr, "no nodes"}, bad_case{{"status", "r"}, "  ", "no nodes"},
-        bad_case{{"status", "r"}, "redis://a:1,,redis://b:2", "REDLOCK_NODES: empty URI"},
-        bad_case{{"status", "r", "--nodes", ""}, nodes, "--nodes: empty node list"},
-        bad_case{{"status", "r", "--nodes", "redis://a:1,"}, nodes, "--nodes: empty URI"},
+        bad_case{{"status", "r"}, nullptr, "no nodes", kind::config_error},
+        bad_case{{"status", "r"}, "  ", "no nodes", kind::config_error},
+        bad_case{{"status", "r"}, "redis://a:1,,redis://b:2", "REDLOCK_NODES: empty URI", kind::config_error},
+        bad_case{{"status", "r", "--nodes", ""}, nodes, "--nodes: empty node list", kind::config_error},
+        bad_case{{"status", "r", "--nodes", "redis://a:1,"}, nodes, "--nodes: empty URI", kind::config_error},
         bad_case{{"status", "r", "--node-timeout", "0"}, nodes, "--node-timeout must be greater than 0"},
-        bad_case{{"status", "r", "--connect-timeout", "1.5s"}, nodes, "--connect-timeout: bad duration"},
+        bad_case{{"status", "r", "--connect-timeout", "1.5"}, nodes, "--connect-timeout: bad duration"},
         bad_case{{"status", "r", "--drift-factor", "0.5"}, nodes, "--drift-factor"},
         bad_case{{"status", "r", "--drift-factor", "-0.1"}, nodes, "--drift-factor"},
         bad_case{{"status", "r", "--drift-factor", "nan"}, nodes, "--drift-factor"},
@@ -384,13 +439,16 @@ TEST_F(CommandLookup, ReportsNotExecutableAndNotFoundLikeAShell) {
   EXPECT_EQ(resolve_command("sh", "/nonexistent:/bin:/usr/bin").error, 0);
 }
 
-TEST(LockEnvironment, ReplacesInheritedLockVariables) {
-  std::string a = "PATH=/bin", b = "REDLOCK_TOKEN=old", c = "REDLOCK_FENCE=9", d = "REDLOCK_NODES=redis://x";
-  char* env[] = {a.data(), b.data(), c.data(), d.data(), nullptr};
-  EXPECT_EQ(lock_environment(env, "res", "tok", std::nullopt),
+TEST(LockEnvironment, ReplacesInheritedLockVariablesAndDropsThePassword) {
+  std::string a = "PATH=/bin", b = "REDLOCK_TOKEN=old", c = "REDLOCK_FENCE=9",
+              d = "REDLOCK_NODES=redis://:secret@x", e = "REDLOCK_PASSWORD=secret";
+  char* env[] = {a.data(), b.data(), c.data(), d.data(), e.data(), nullptr};
+  EXPECT_EQ(lock_environment(env, "res", "tok", std::nullopt, "redis://x"),
             (std::vector<std::string>{"PATH=/bin", "REDLOCK_NODES=redis://x", "REDLOCK_RESOURCE=res",
                                       "REDLOCK_TOKEN=tok"}));
-  EXPECT_EQ(lock_environment(env, "res", "tok", 42).back(), "REDLOCK_FENCE=42");
+  EXPECT_EQ(lock_environment(env, "res", "tok", 42, "redis://x").back(), "REDLOCK_FENCE=42");
+  EXPECT_EQ(lock_environment(env, "res", "tok", std::nullopt, ""),
+            (std::vector<std::string>{"PATH=/bin", "REDLOCK_RESOURCE=res", "REDLOCK_TOKEN=tok"}));
 }
 
 TEST(ShellStatus, ExitCodeOr128PlusSignal) {
@@ -427,9 +485,292 @@ TEST(MaxTtl, OptionThenEnvironmentSetTheBound) {
   ASSERT_EQ(both.what, kind::ok) << both.error;
   EXPECT_EQ(both.inv.max_ttl, milliseconds(30'000));
   const parse_result bad = parse_command_line({"status", "x"}, nodes, "soon");
-  ASSERT_EQ(bad.what, kind::error);
+  ASSERT_EQ(bad.what, kind::config_error);
   EXPECT_NE(bad.error.find("REDLOCK_MAX_TTL"), std::string::npos) << bad.error;
   EXPECT_EQ(parse({"status", "x", "--max-ttl", "0"}).what, kind::error);
+}
+
+
+// --- secrets, tokens, TLS and warnings on the command line ---
+
+environment env_with(const char* password = nullptr, const char* token = nullptr) {
+  environment e;
+  e.nodes = nodes;
+  e.password = password;
+  e.token = token;
+  return e;
+}
+
+bool has_warning(const parse_result& r, const std::string& part) {
+  for (const auto& w : r.warnings) {
+    if (w.find(part) != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST(Secrets, PasswordComesFromTheFileOptionElseTheEnvironment) {
+  const parse_result env = parse_command_line({"status", "r"}, env_with("s3cret"));
+  ASSERT_EQ(env.what, kind::ok) << env.error;
+  EXPECT_EQ(env.inv.password, "s3cret");
+  EXPECT_TRUE(env.inv.password_file.empty());
+  EXPECT_TRUE(env.warnings.empty());
+  const parse_result file = parse_command_line({"status", "r", "--password-file", "/run/pw"}, env_with("s3cret"));
+  ASSERT_EQ(file.what, kind::ok) << file.error;
+  EXPECT_EQ(file.inv.password_file, "/run/pw");
+  EXPECT_EQ(file.inv.password, "") << "the file wins; it is read later";
+}
+
+TEST(Secrets, APasswordInNodesOnTheCommandLineWarnsAndMarksTheArgumentForScrubbing) {
+  const parse_result r = parse({"status", "r", "--json", "--nodes", "redis://:pw@a:1,redis://b:2"});
+  ASSERT_EQ(r.what, kind::ok) << r.error;
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_TRUE(has_warning(r, "visible to other users")) << r.warnings[0];
+  EXPECT_EQ(r.warnings[0].find("pw@"), std::string::npos);
+  EXPECT_EQ(r.secret_args, std::vector<std::size_t>{4});
+  const parse_result eq = parse({"status", "--nodes=redis://u:pw@a:1", "r"});
+  EXPECT_EQ(eq.secret_args, std::vector<std::size_t>{1});
+  // From REDLOCK_NODES: nothing on argv, no warning.
+  const parse_result env = parse({"status", "r"}, "redis://:pw@a:1");
+  EXPECT_TRUE(env.warnings.empty());
+  EXPECT_TRUE(env.secret_args.empty());
+  EXPECT_TRUE(parse({"status", "r", "--nodes", "redis://alice@a:1"}).warnings.empty());
+}
+
+TEST(Secrets, TokenFromArgumentOptionStdinOrEnvironment) {
+  const parse_result arg = parse_command_line({"release", "r", "tok"}, env_with(nullptr, "envtok"));
+  ASSERT_EQ(arg.what, kind::ok) << arg.error;
+  EXPECT_EQ(arg.inv.token, "tok");
+  const parse_result env = parse_command_line({"release", "r"}, env_with(nullptr, "envtok"));
+  ASSERT_EQ(env.what, kind::ok) << env.error;
+  EXPECT_EQ(env.inv.token, "envtok");
+  EXPECT_FALSE(env.inv.token_from_stdin);
+  const parse_result opt = parse_command_line({"extend", "r", "--token", "o", "--ttl", "1s"}, env_with(nullptr, "e"));
+  ASSERT_EQ(opt.what, kind::ok) << opt.error;
+  EXPECT_EQ(opt.inv.token, "o");
+  for (const auto& args : {std::vector<std::string>{"release", "r", "--token", "-"},
+                           std::vector<std::string>{"release", "r", "-"},
+                           std::vector<std::string>{"release", "--token=-", "r"}}) {
+    const parse_result in = parse_command_line(args, env_with(nullptr, "e"));
+    ASSERT_EQ(in.what, kind::ok) << in.error;
+    EXPECT_TRUE(in.inv.token_from_stdin);
+    EXPECT_EQ(in.inv.token, "");
+  }
+  EXPECT_EQ(parse_command_line({"release", "r"}, env_with(nullptr, "")).what, kind::error);
+}
+
+TEST(Secrets, AddPasswordFillsOnlyUrisWithoutOne) {
+  std::string out, error;
+  ASSERT_TRUE(add_password("redis://127.0.0.1:7001", "p@ss:w/rd", out, error));
+  EXPECT_EQ(out, "redis://:p%40ss%3Aw%2Frd@127.0.0.1:7001");
+  ASSERT_TRUE(add_password("redis://alice@h:1/2", "pw", out, error));
+  EXPECT_EQ(out, "redis://alice:pw@h:1/2");
+  ASSERT_TRUE(add_password("REDISS://h", "pw", out, error));
+  EXPECT_EQ(out, "REDISS://:pw@h");
+  ASSERT_TRUE(add_password("redis://bob:own@h", "pw", out, error));
+  EXPECT_EQ(out, "redis://bob:own@h");
+  ASSERT_TRUE(add_password("http://h", "pw", out, error));  // the library names the bad scheme
+  EXPECT_EQ(out, "http://h");
+  EXPECT_FALSE(add_password("unix:///tmp/r.sock", "pw", out, error));
+  EXPECT_NE(error.find("unix:///tmp/r.sock"), std::string::npos) << error;
+  EXPECT_EQ(error.find("pw"), std::string::npos) << error;
+}
+
+TEST(Secrets, RemovePasswordKeepsTheUser) {
+  EXPECT_EQ(remove_password("redis://:pw@h:1"), "redis://h:1");
+  EXPECT_EQ(remove_password("redis://alice:p:w@h:1/3"), "redis://alice@h:1/3");
+  EXPECT_EQ(remove_password("rediss://alice:pw@h"), "rediss://alice@h");
+  EXPECT_EQ(remove_password("redis://alice@h"), "redis://alice@h");
+  EXPECT_EQ(remove_password("unix:///tmp/a@b.sock"), "unix:///tmp/a@b.sock");
+  EXPECT_FALSE(uri_has_password("redis://alice@h"));
+  EXPECT_TRUE(uri_has_password("redis://:x@h"));
+}
+
+TEST(Secrets, ScrubOverwritesExactlyThePasswords) {
+  std::string list = "redis://:one@a:1, redis://u:two@b:2,redis://c:3";
+  scrub_passwords(list.data());
+  EXPECT_EQ(list, "redis://:***@a:1, redis://u:***@b:2,redis://c:3");
+  std::string opt = "--nodes=redis://:secret@a:1";
+  scrub_passwords(opt.data());
+  EXPECT_EQ(opt, "--nodes=redis://:******@a:1");
+  std::string plain = "redis://a:1";
+  scrub_passwords(plain.data());
+  EXPECT_EQ(plain, "redis://a:1");
+}
+
+class PasswordFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/redlock-pwfile-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
+  std::string write(const std::string& name, const std::string& content, mode_t mode) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path) << content;
+    ::chmod(path.c_str(), mode);
+    return path;
+  }
+  std::string dir_;
+};
+
+TEST_F(PasswordFile, APrivateFileGivesItsContentWithOneNewlineStripped) {
+  std::string pw, error;
+  ASSERT_TRUE(read_password_file(write("a", "s3cret\n", 0600), pw, error)) << error;
+  EXPECT_EQ(pw, "s3cret");
+  ASSERT_TRUE(read_password_file(write("b", "two\n\n", 0400), pw, error)) << error;
+  EXPECT_EQ(pw, "two\n");
+  ASSERT_TRUE(read_password_file(write("c", "no-newline", 0600), pw, error)) << error;
+  EXPECT_EQ(pw, "no-newline");
+}
+
+TEST_F(PasswordFile, IsRefusedWhenSharedEmptyMissingOrNotAFileNamingItButNotTheContent) {
+  struct refusal {
+    std::string path;
+    const char* problem;
+  };
+  const std::vector<refusal> cases = {
+      {write("world", "s3cret\n", 0644), "readable by others (mode 0644)"},
+      {write("group", "s3cret\n", 0640), "readable by its group (mode 0640)"},
+      {write("empty", "\n", 0600), "is empty"},
+      {dir_ + "/missing", "cannot open"},
+      {dir_, "not a regular file"},
+  };
+  for (const auto& c : cases) {
+    std::string pw = "unchanged", error;
+    EXPECT_FALSE(read_password_file(c.path, pw, error)) << c.path;
+    EXPECT_NE(error.find("\"" + c.path + "\""), std::string::npos) << error;
+    EXPECT_NE(error.find(c.problem), std::string::npos) << error;
+    EXPECT_EQ(error.find("s3cret"), std::string::npos) << error;
+    EXPECT_EQ(pw, "unchanged");
+  }
+}
+
+TEST(Secrets, TokenFromAFileDescriptorIsOneLine) {
+  const auto read_from = [](const std::string& content, std::string& token, std::string& error) {
+    int fds[2];
+    if (::pipe(fds) != 0) return false;
+    const bool written = ::write(fds[1], content.data(), content.size()) == static_cast<ssize_t>(content.size());
+    ::close(fds[1]);
+    const bool ok = written && read_token(fds[0], token, error);
+    ::close(fds[0]);
+    return ok;
+  };
+  std::string token, error;
+  ASSERT_TRUE(read_from("abc123\n", token, error)) << error;
+  EXPECT_EQ(token, "abc123");
+  ASSERT_TRUE(read_from("abc123\r\n", token, error)) << error;
+  EXPECT_EQ(token, "abc123");
+  EXPECT_FALSE(read_from("", token, error));
+  EXPECT_NE(error.find("no token"), std::string::npos) << error;
+  EXPECT_FALSE(read_from("a\nb\n", token, error));
+  EXPECT_NE(error.find("more than one line"), std::string::npos) << error;
+}
+
+TEST(Tls, FlagsOverrideTheEnvironmentPerField) {
+  environment e = env_with();
+  e.tls_ca = "/env/ca.pem";
+  e.tls_ca_dir = "/env/certs";
+  e.tls_cert = "/env/cert.pem";
+  e.tls_key = "/env/key.pem";
+  e.tls_server_name = "env.example";
+  const parse_result fromenv = parse_command_line({"status", "r"}, e);
+  ASSERT_EQ(fromenv.what, kind::ok) << fromenv.error;
+  EXPECT_EQ(fromenv.inv.tls.ca_file, "/env/ca.pem");
+  EXPECT_EQ(fromenv.inv.tls.ca_dir, "/env/certs");
+  EXPECT_EQ(fromenv.inv.tls.cert_file, "/env/cert.pem");
+  EXPECT_EQ(fromenv.inv.tls.key_file, "/env/key.pem");
+  EXPECT_EQ(fromenv.inv.tls.server_name, "env.example");
+  EXPECT_FALSE(fromenv.inv.tls.insecure);
+  EXPECT_TRUE(fromenv.warnings.empty());
+  const parse_result flags =
+      parse_command_line({"status", "r", "--tls-ca", "/f/ca.pem", "--tls-ca-dir=/f/certs", "--tls-cert",
+                          "/f/c.pem", "--tls-key", "/f/k.pem", "--tls-server-name", "f.example"},
+                         e);
+  ASSERT_EQ(flags.what, kind::ok) << flags.error;
+  EXPECT_EQ(flags.inv.tls.ca_file, "/f/ca.pem");
+  EXPECT_EQ(flags.inv.tls.ca_dir, "/f/certs");
+  EXPECT_EQ(flags.inv.tls.cert_file, "/f/c.pem");
+  EXPECT_EQ(flags.inv.tls.key_file, "/f/k.pem");
+  EXPECT_EQ(flags.inv.tls.server_name, "f.example");
+  // A certificate from the environment and its key from a flag make a pair.
+  environment half = env_with();
+  half.tls_cert = "/env/cert.pem";
+  EXPECT_EQ(parse_command_line({"status", "r", "--tls-key", "/f/k.pem"}, half).what, kind::ok);
+  EXPECT_EQ(parse_command_line({"status", "r"}, half).what, kind::config_error);
+}
+
+TEST(Tls, InsecureFromTheFlagOrTheEnvironmentWarns) {
+  const parse_result flag = parse({"status", "r", "--tls-insecure"});
+  ASSERT_EQ(flag.what, kind::ok) << flag.error;
+  EXPECT_TRUE(flag.inv.tls.insecure);
+  EXPECT_EQ(flag.warnings.size(), 1u);
+  EXPECT_TRUE(has_warning(flag, "not verified"));
+  environment e = env_with();
+  e.tls_insecure = "1";
+  const parse_result env = parse_command_line({"status", "r"}, e);
+  EXPECT_TRUE(env.inv.tls.insecure);
+  EXPECT_TRUE(has_warning(env, "not verified"));
+  e.tls_insecure = "0";
+  EXPECT_FALSE(parse_command_line({"status", "r"}, e).inv.tls.insecure);
+  e.tls_insecure = "yes";
+  const parse_result bad = parse_command_line({"status", "r"}, e);
+  EXPECT_EQ(bad.what, kind::config_error);
+  EXPECT_NE(bad.error.find("REDLOCK_TLS_INSECURE"), std::string::npos) << bad.error;
+}
+
+TEST(Durations, ABareTtlBelowOneSecondWarnsOnce) {
+  const parse_result bare = parse({"acquire", "r", "--ttl", "500"});
+  ASSERT_EQ(bare.what, kind::ok) << bare.error;
+  EXPECT_EQ(bare.inv.ttl, milliseconds(500));
+  ASSERT_EQ(bare.warnings.size(), 1u);
+  EXPECT_NE(bare.warnings[0].find("500ms"), std::string::npos) << bare.warnings[0];
+  EXPECT_TRUE(parse({"acquire", "r", "--ttl", "500ms"}).warnings.empty());
+  EXPECT_TRUE(parse({"acquire", "r", "--ttl", "1000"}).warnings.empty());
+  EXPECT_TRUE(parse({"acquire", "r", "--ttl", "0.5s"}).warnings.empty());
+  EXPECT_TRUE(parse({"acquire", "r", "--ttl", "20", "--ttl", "2s"}).warnings.empty());  // the last one counts
+  EXPECT_EQ(parse({"acquire", "r", "--ttl", "1.5s"}).inv.ttl, milliseconds(1500));
+  EXPECT_EQ(parse({"acquire", "r", "--ttl", "0.25m"}).inv.ttl, milliseconds(15'000));
+}
+
+// --- help, man page, completion: one table ---
+
+TEST(HelpTables, EveryOptionIsInTheHelpTheManPageAndTheCompletion) {
+  const std::string help = help_text();
+  const std::string man = man_page("9.9.9");
+  const std::string bash = bash_completion();
+  const auto roff = [](std::string s) {
+    std::string out;
+    for (char c : s) out += c == '-' ? std::string("\\-") : std::string(1, c);
+    return out;
+  };
+  for (const auto& o : option_docs()) {
+    EXPECT_NE(help.find(o.name), std::string::npos) << o.name;
+    EXPECT_NE(man.find("\\fB" + roff(o.name) + "\\fR"), std::string::npos) << o.name;
+    if (std::string(o.name) != "--help") {
+      EXPECT_NE(bash.find(std::string(" ") + o.name), std::string::npos) << o.name;
+    }
+  }
+  for (const auto& c : command_docs()) {
+    EXPECT_NE(man.find(std::string(".B ") + c.name), std::string::npos) << c.name;
+    EXPECT_NE(bash.find(std::string("    ") + c.name + ") opts="), std::string::npos) << c.name;
+  }
+  EXPECT_NE(man.find("redlock 9.9.9"), std::string::npos);
+}
+
+TEST(HelpTables, ACommandsHelpListsItsOwnOptionsOnly) {
+  const std::string run = help_text(command::run);
+  EXPECT_EQ(run.rfind("Usage: redlock run RESOURCE", 0), 0u) << run;
+  for (const char* own : {"--ttl D", "--wait D", "--retry-delay D", "--fencing", "--kill-after D"}) {
+    EXPECT_NE(run.find(own), std::string::npos) << own;
+  }
+  for (const char* other : {"--clients", "--token TOKEN", "--nodes URI", "--tls-ca FILE"}) {
+    EXPECT_EQ(run.find(other), std::string::npos) << other;
+  }
+  EXPECT_NE(run.find("redlock --help"), std::string::npos) << "points to the global options";
+  const std::string release = help_text(command::release);
+  EXPECT_NE(release.find("--token TOKEN"), std::string::npos) << release;
+  EXPECT_EQ(release.find("--ttl"), std::string::npos) << release;
 }
 
 }  // namespace

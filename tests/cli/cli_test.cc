@@ -56,7 +56,9 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
 // destructor SIGKILLs and reaps it if it is still running.
 class cli_process {
  public:
-  explicit cli_process(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {}) {
+  // stdin is `stdin_path` (default /dev/null).
+  explicit cli_process(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {},
+                       const std::string& stdin_path = "/dev/null") {
     std::vector<std::string> argv = {cli_path};
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<std::string> env;
@@ -77,8 +79,8 @@ class cli_process {
     if (pid_ < 0) throw std::runtime_error("fork");
     if (pid_ == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      const int devnull = ::open("/dev/null", O_RDONLY);
-      ::dup2(devnull, 0);
+      const int in = ::open(stdin_path.c_str(), O_RDONLY);
+      ::dup2(in, 0);
       ::dup2(out[1], 1);
       ::dup2(err[1], 2);
       ::execve(cargv[0], cargv.data(), cenv.data());
@@ -380,8 +382,9 @@ TEST_F(Cli, acquire_ttl_is_bounded_by_max_ttl_default_10m_option_and_env) {
   const cli_result both =
       run_cli(with_nodes({"acquire", "cli-maxttl-both", "--ttl", "11m", "--max-ttl", "10m"}), {"REDLOCK_MAX_TTL=60m"});
   EXPECT_EQ(both.code, 64) << both.err;
+  // A bad variable is a configuration error (78), not a bad command line.
   const cli_result bad_env = run_cli(with_nodes({"acquire", "cli-maxttl-bad", "--ttl", "1s"}), {"REDLOCK_MAX_TTL=soon"});
-  EXPECT_EQ(bad_env.code, 64) << bad_env.err;
+  EXPECT_EQ(bad_env.code, 78) << bad_env.err;
   EXPECT_NE(bad_env.err.find("REDLOCK_MAX_TTL"), std::string::npos) << bad_env.err;
 }
 
@@ -729,7 +732,8 @@ class CliBadInput : public Cli, public ::testing::WithParamInterface<bad_input> 
 
 TEST_P(CliBadInput, exits_64_with_one_error_line) {
   std::vector<std::string> args = GetParam().args;
-  if (GetParam().add_nodes) args.push_back(nodes());
+  // Before any "--": after it, --nodes would be run's command (and "no nodes" is 78).
+  if (GetParam().add_nodes) args.insert(std::find(args.begin(), args.end(), "--"), nodes());
   const cli_result r = run_cli(args);
   EXPECT_EQ(r.code, 64) << GetParam().name;
   expect_one_error_line(r);
@@ -751,9 +755,9 @@ INSTANTIATE_TEST_SUITE_P(
                       bad_input{"fence_counter_resource", {"acquire", "orders:fence", "--ttl", "1s"}, true},
                       bad_input{"missing_token", {"release", "r"}, true},
                       bad_input{"run_without_command", {"run", "r", "--ttl", "1s", "--"}, true},
-                      bad_input{"no_nodes", {"status", "r"}, false},
-                      bad_input{"bad_uri_scheme", {"status", "r", "--nodes", "http://127.0.0.1:1"}, false},
-                      bad_input{"bad_uri_port", {"status", "r", "--nodes", "redis://127.0.0.1:99999"}, false},
+                      bad_input{"bare_fraction_duration", {"acquire", "r", "--ttl", "1.5"}, true},
+                      bad_input{"sub_millisecond_duration", {"acquire", "r", "--ttl", "1.0005s"}, true},
+                      bad_input{"help_for_unknown_command", {"help", "bogus"}, false},
                       bad_input{"bad_drift_factor", {"status", "r", "--drift-factor", "2"}, true},
                       bad_input{"bad_clients", {"bench", "--clients", "many"}, true}),
     [](const ::testing::TestParamInfo<bad_input>& p) { return std::string(p.param.name); });
@@ -779,21 +783,228 @@ TEST_F(Cli, a_node_that_speaks_another_protocol_fails_bounded_with_a_clear_node_
   EXPECT_LT(s.elapsed, 5s);
 }
 
-TEST_F(Cli, a_majority_of_nodes_refusing_the_password_exits_69_naming_authentication) {
+TEST_F(Cli, a_majority_of_nodes_refusing_the_password_exits_77_naming_authentication) {
   node_config cfg;
   cfg.password = "right-password";
   redis_cluster secured(3, cfg);
-  std::vector<std::string> wrong;
+  std::vector<std::string> plain;
   for (std::size_t i = 0; i < secured.size(); ++i) {
-    wrong.push_back("redis://:wrong-password@127.0.0.1:" + std::to_string(secured[i].port()));
+    plain.push_back("redis://127.0.0.1:" + std::to_string(secured[i].port()));
   }
-  const cli_result r = run_cli({"acquire", "cli-auth", "--ttl", "5s", "--nodes", join(wrong, ","),
-                                "--node-timeout=200ms", "--connect-timeout=1s"});
-  EXPECT_EQ(r.code, 69);
+  const cli_result r = run_cli({"acquire", "cli-auth", "--ttl", "5s", "--nodes", join(plain, ","),
+                                "--node-timeout=200ms", "--connect-timeout=1s"},
+                               {"REDLOCK_PASSWORD=wrong-password"});
+  EXPECT_EQ(r.code, 77);
   expect_one_error_line(r);
   EXPECT_NE(r.err.find("auth"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("wrong-password"), std::string::npos) << "the password must not leak: " << r.err;
   EXPECT_LT(r.elapsed, 5s);
+}
+
+TEST_F(Cli, an_acl_user_without_the_lock_commands_exits_77_naming_the_refusal) {
+  node_config cfg;
+  cfg.acl_users = {"user limited on >limited-pw ~* &* +@all -set -eval -evalsha -eval_ro -evalsha_ro"};
+  redis_cluster limited(3, cfg);
+  std::vector<std::string> uris;
+  for (std::size_t i = 0; i < limited.size(); ++i) {
+    uris.push_back("redis://limited@127.0.0.1:" + std::to_string(limited[i].port()));
+  }
+  const cli_result r = run_cli({"acquire", "cli-noperm", "--ttl", "5s", "--nodes", join(uris, ","),
+                                "--node-timeout=200ms", "--connect-timeout=1s"},
+                               {"REDLOCK_PASSWORD=limited-pw"});
+  EXPECT_EQ(r.code, 77) << r.err;
+  expect_one_error_line(r);
+  EXPECT_NE(r.err.find("NOPERM"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("limited-pw"), std::string::npos) << r.err;
+}
+
+// --- configuration errors: 78 ---
+
+class CliConfigError : public Cli, public ::testing::WithParamInterface<bad_input> {};
+
+TEST_P(CliConfigError, exits_78_with_one_error_line) {
+  std::vector<std::string> args = GetParam().args;
+  if (GetParam().add_nodes) args.push_back(nodes());
+  const cli_result r = run_cli(args);
+  EXPECT_EQ(r.code, 78) << GetParam().name << ": " << r.err;
+  expect_one_error_line(r);
+  EXPECT_EQ(r.out, "");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Contract, CliConfigError,
+    ::testing::Values(bad_input{"no_nodes", {"status", "r"}, false},
+                      bad_input{"bad_uri_scheme", {"status", "r", "--nodes", "http://127.0.0.1:1"}, false},
+                      bad_input{"bad_uri_port", {"status", "r", "--nodes", "redis://127.0.0.1:99999"}, false},
+                      bad_input{"empty_uri", {"status", "r", "--nodes", "redis://127.0.0.1:1,"}, false},
+                      bad_input{"token_twice", {"release", "r", "tok", "--token", "tok2"}, true},
+                      bad_input{"tls_cert_without_key", {"status", "r", "--tls-cert", "/tmp/c.pem"}, true},
+                      bad_input{"tls_key_without_cert", {"status", "r", "--tls-key", "/tmp/k.pem"}, true},
+                      bad_input{"missing_password_file", {"status", "r", "--password-file", "/nonexistent/pw"},
+                                true}),
+    [](const ::testing::TestParamInfo<bad_input>& p) { return std::string(p.param.name); });
+
+// --- secrets ---
+
+// Three nodes that require a password, for the tests that pass it in other ways.
+class CliSecrets : public ::testing::Test {
+ protected:
+  static constexpr const char* password = "s3cret-Pa55";
+  static void SetUpTestSuite() {
+    node_config cfg;
+    cfg.password = password;
+    secured_ = std::make_unique<redis_cluster>(3, cfg);
+  }
+  static void TearDownTestSuite() { secured_.reset(); }
+  static std::string plain_nodes() {
+    std::vector<std::string> plain;
+    for (std::size_t i = 0; i < secured_->size(); ++i) {
+      plain.push_back("redis://127.0.0.1:" + std::to_string((*secured_)[i].port()));
+    }
+    return join(plain, ",");
+  }
+  static std::vector<std::string> timeouts() { return {"--node-timeout=200ms", "--connect-timeout=1s"}; }
+  static std::vector<std::string> args(std::vector<std::string> a) {
+    const auto t = timeouts();
+    a.insert(std::find(a.begin(), a.end(), "--"), t.begin(), t.end());
+    return a;
+  }
+  static std::unique_ptr<redis_cluster> secured_;
+};
+
+std::unique_ptr<redis_cluster> CliSecrets::secured_;
+
+TEST_F(CliSecrets, password_from_REDLOCK_PASSWORD_applies_to_every_node) {
+  const cli_result r = run_cli(args({"acquire", "cli-pw-env", "--ttl", "5s"}),
+                               {"REDLOCK_NODES=" + plain_nodes(), std::string("REDLOCK_PASSWORD=") + password});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "") << "no warning: nothing secret on the command line";
+  EXPECT_EQ(secured_->count_value("cli-pw-env", trim(r.out)), 3);
+}
+
+TEST_F(CliSecrets, password_from_a_private_file_and_a_shared_file_is_refused_with_78) {
+  temp_dir tmp;
+  const std::string file = tmp.file("pw");
+  std::ofstream(file) << password << "\n";
+  ::chmod(file.c_str(), 0600);
+  const cli_result ok = run_cli(args({"acquire", "cli-pw-file", "--ttl", "5s", "--password-file", file}),
+                                {"REDLOCK_NODES=" + plain_nodes()});
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  EXPECT_EQ(ok.err, "");
+  EXPECT_EQ(secured_->count_value("cli-pw-file", trim(ok.out)), 3);
+
+  ::chmod(file.c_str(), 0644);
+  const cli_result shared = run_cli(args({"acquire", "cli-pw-shared", "--ttl", "5s", "--password-file", file}),
+                                    {"REDLOCK_NODES=" + plain_nodes()});
+  EXPECT_EQ(shared.code, 78) << shared.err;
+  expect_one_error_line(shared);
+  EXPECT_NE(shared.err.find(file), std::string::npos) << "names the file: " << shared.err;
+  EXPECT_NE(shared.err.find("readable by others"), std::string::npos) << shared.err;
+  EXPECT_EQ(shared.err.find(password), std::string::npos) << "never its content: " << shared.err;
+  EXPECT_EQ(secured_->count_key("cli-pw-shared"), 0);
+}
+
+TEST_F(CliSecrets, a_password_on_the_command_line_works_with_one_warning_line) {
+  std::vector<std::string> with_pw;
+  for (std::size_t i = 0; i < secured_->size(); ++i) with_pw.push_back((*secured_)[i].uri());
+  const cli_result r = run_cli(args({"acquire", "cli-pw-argv", "--ttl", "5s", "--nodes", join(with_pw, ",")}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err.rfind("redlock: warning: ", 0), 0u) << r.err;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "exactly one line: " << r.err;
+  EXPECT_NE(r.err.find("visible to other users"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(password), std::string::npos) << r.err;
+}
+
+TEST_F(CliSecrets, REDLOCK_PASSWORD_cannot_apply_to_a_unix_socket_node_78) {
+  const cli_result r = run_cli(args({"status", "r", "--nodes", "unix:///tmp/redlock-none.sock"}),
+                               {std::string("REDLOCK_PASSWORD=") + password});
+  EXPECT_EQ(r.code, 78) << r.err;
+  expect_one_error_line(r);
+  EXPECT_EQ(r.err.find(password), std::string::npos) << r.err;
+}
+
+// The command sees no password in its environment, and the redlock process running
+// it shows none in /proc/PID/cmdline (what ps shows other users).
+TEST_F(CliSecrets, run_passes_no_password_to_the_command_nor_shows_it_in_its_argv) {
+  const std::string report =
+      "env; echo ---; tr '\\0' ' ' < /proc/$PPID/cmdline; echo";
+  // Password from the environment: REDLOCK_NODES for the command has none.
+  const cli_result env = run_cli(args({"run", "cli-run-pw-env", "--ttl", "5s", "--", "sh", "-c", report}),
+                                 {"REDLOCK_NODES=" + plain_nodes(), std::string("REDLOCK_PASSWORD=") + password});
+  ASSERT_EQ(env.code, 0) << env.err;
+  EXPECT_EQ(env.out.find(password), std::string::npos) << env.out;
+  EXPECT_EQ(env.out.find("REDLOCK_PASSWORD"), std::string::npos) << env.out;
+  EXPECT_NE(env.out.find("REDLOCK_NODES=" + plain_nodes() + "\n"), std::string::npos) << env.out;
+  EXPECT_NE(env.out.find("run cli-run-pw-env"), std::string::npos) << "the parent's cmdline: " << env.out;
+
+  // Password in REDLOCK_NODES: the command's copy has it removed.
+  std::vector<std::string> with_pw;
+  for (std::size_t i = 0; i < secured_->size(); ++i) with_pw.push_back((*secured_)[i].uri());
+  const cli_result in_nodes = run_cli(args({"run", "cli-run-pw-nodes", "--ttl", "5s", "--", "sh", "-c", report}),
+                                      {"REDLOCK_NODES=" + join(with_pw, ",")});
+  ASSERT_EQ(in_nodes.code, 0) << in_nodes.err;
+  EXPECT_EQ(in_nodes.out.find(password), std::string::npos) << in_nodes.out;
+  EXPECT_NE(in_nodes.out.find("REDLOCK_NODES=" + plain_nodes() + "\n"), std::string::npos) << in_nodes.out;
+
+  // Password on the command line: visible until redlock scrubs its argv, which it
+  // does before it connects; the command (started after the lock) sees it scrubbed.
+  const cli_result argv =
+      run_cli(args({"run", "cli-run-pw-argv", "--ttl", "5s", "--nodes", join(with_pw, ","), "--", "sh", "-c", report}));
+  ASSERT_EQ(argv.code, 0) << argv.err;
+  EXPECT_EQ(argv.out.find(password), std::string::npos) << argv.out;
+  EXPECT_NE(argv.out.find("--nodes redis://:" + std::string(std::strlen(password), '*') + "@"), std::string::npos)
+      << argv.out;
+  EXPECT_NE(argv.err.find("redlock: warning: "), std::string::npos) << argv.err;
+}
+
+// --- tokens off the command line ---
+
+TEST_F(Cli, release_and_extend_take_the_token_from_REDLOCK_TOKEN) {
+  const std::string token = acquire_token("cli-token-env", "5s");
+  const cli_result ext =
+      run_cli(with_nodes({"extend", "cli-token-env", "--ttl", "20s"}), {"REDLOCK_TOKEN=" + token});
+  ASSERT_EQ(ext.code, 0) << ext.err;
+  EXPECT_GT(cluster()[0].pttl("cli-token-env"), 15000);
+  const cli_result rel = run_cli(with_nodes({"release", "cli-token-env"}), {"REDLOCK_TOKEN=" + token});
+  ASSERT_EQ(rel.code, 0) << rel.err;
+  EXPECT_EQ(cluster().count_key("cli-token-env"), 0);
+}
+
+TEST_F(Cli, release_and_extend_read_the_token_from_stdin) {
+  const std::string token = acquire_token("cli-token-stdin", "5s");
+  temp_dir tmp;
+  const std::string in = tmp.file("token");
+  std::ofstream(in) << token << "\n";
+  cli_process ext(with_nodes({"extend", "cli-token-stdin", "--token", "-", "--ttl", "20s"}), {}, in);
+  const cli_result e = ext.wait();
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_GT(cluster()[0].pttl("cli-token-stdin"), 15000);
+  cli_process rel(with_nodes({"release", "cli-token-stdin", "-"}), {}, in);
+  const cli_result r = rel.wait();
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(cluster().count_key("cli-token-stdin"), 0);
+  // Nothing on stdin: a usage error.
+  const cli_result empty = run_cli(with_nodes({"release", "cli-token-stdin", "--token", "-"}));
+  EXPECT_EQ(empty.code, 64) << empty.err;
+  expect_one_error_line(empty);
+}
+
+// --- durations ---
+
+TEST_F(Cli, fractional_durations_and_the_bare_ttl_warning) {
+  const cli_result frac = run_cli(with_nodes({"acquire", "cli-dur-frac", "--ttl", "1.5s", "--json"}));
+  ASSERT_EQ(frac.code, 0) << frac.err;
+  EXPECT_EQ(frac.err, "");
+  const double validity = json_number(frac.out, "validity_ms").value_or(-1);
+  EXPECT_GT(validity, 1000) << frac.out;
+  EXPECT_LE(validity, 1500) << frac.out;
+  const cli_result bare = run_cli(with_nodes({"acquire", "cli-dur-bare", "--ttl", "900"}));
+  ASSERT_EQ(bare.code, 0) << bare.err;
+  EXPECT_EQ(bare.err.rfind("redlock: warning: --ttl 900 is 900 milliseconds", 0), 0u) << bare.err;
+  EXPECT_EQ(bare.err.find('\n'), bare.err.size() - 1) << bare.err;
+  const cli_result quiet = run_cli(with_nodes({"acquire", "cli-dur-quiet", "--ttl", "900", "-q"}));
+  ASSERT_EQ(quiet.code, 0) << quiet.err;
+  EXPECT_EQ(quiet.err, "");
 }
 
 // --- help ---
@@ -810,10 +1021,91 @@ TEST(CliHelp, help_exits_0_and_is_quoted_verbatim_in_docs_cli_md) {
 }
 
 TEST(CliHelp, version_prints_the_library_version) {
-  const cli_result r = run_cli({"--version"});
-  EXPECT_EQ(r.code, 0);
-  EXPECT_EQ(r.out.rfind("redlock ", 0), 0u) << r.out;
-  EXPECT_TRUE(all_of_chars(trim(r.out.substr(8)), "0123456789.")) << r.out;
+  for (const char* flag : {"--version", "-V"}) {
+    const cli_result r = run_cli({flag});
+    EXPECT_EQ(r.code, 0);
+    EXPECT_EQ(r.out.rfind("redlock ", 0), 0u) << r.out;
+    EXPECT_TRUE(all_of_chars(trim(r.out.substr(8)), "0123456789.")) << r.out;
+  }
+}
+
+TEST(CliHelp, a_commands_help_lists_its_own_options_and_points_to_the_global_ones) {
+  const cli_result help = run_cli({"help", "run"});
+  ASSERT_EQ(help.code, 0) << help.err;
+  EXPECT_EQ(help.err, "");
+  EXPECT_EQ(help.out.rfind("Usage: redlock run ", 0), 0u) << help.out;
+  EXPECT_NE(help.out.find("--kill-after D"), std::string::npos) << help.out;
+  EXPECT_EQ(help.out.find("--clients"), std::string::npos) << help.out;
+  EXPECT_EQ(help.out.find("--nodes URI"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("redlock --help"), std::string::npos) << help.out;
+  for (const std::vector<std::string>& same : {std::vector<std::string>{"run", "--help"},
+                                               std::vector<std::string>{"run", "r", "-h", "--", "x"}}) {
+    const cli_result r = run_cli(same);
+    EXPECT_EQ(r.code, 0);
+    EXPECT_EQ(r.out, help.out);
+  }
+  const cli_result bogus = run_cli({"help", "bogus"});
+  EXPECT_EQ(bogus.code, 64);
+  expect_one_error_line(bogus);
+  EXPECT_EQ(bogus.out, "");
+}
+
+// The option names `redlock --help` lists: the words starting with "-" in the label
+// column of its option lines.
+std::vector<std::string> options_in_help(const std::string& help) {
+  std::vector<std::string> names;
+  std::istringstream lines(help);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("  -", 0) != 0) continue;
+    std::string label = line.substr(2, line.find("  ", 2) - 2);
+    std::istringstream words(label);
+    for (std::string w; words >> w;) {
+      if (!w.empty() && w.back() == ',') w.pop_back();
+      if (w.rfind("-", 0) == 0) names.push_back(w);
+    }
+  }
+  return names;
+}
+
+TEST(CliHelp, the_man_page_has_every_option_of_the_help_and_renders_without_warnings) {
+  const cli_result help = run_cli({"--help"});
+  ASSERT_EQ(help.code, 0);
+  const auto man = read_file(REDLOCK_MAN_PAGE);
+  ASSERT_TRUE(man) << REDLOCK_MAN_PAGE;
+  const std::vector<std::string> names = options_in_help(help.out);
+  EXPECT_GE(names.size(), 25u) << help.out;
+  for (const std::string& name : names) {
+    std::string roff;
+    for (char c : name) roff += c == '-' ? std::string("\\-") : std::string(1, c);
+    EXPECT_NE(man->find("\\fB" + roff + "\\fR"), std::string::npos) << name;
+  }
+  // `man -l` is optional on a build machine; where it is present, it must not warn.
+  if (std::system("command -v man >/dev/null 2>&1") == 0) {
+    temp_dir tmp;
+    const std::string err = tmp.file("man.err");
+    const int rc = std::system(("MANWIDTH=80 man --warnings -l '" + std::string(REDLOCK_MAN_PAGE) +
+                                "' >/dev/null 2>'" + err + "'").c_str());
+    EXPECT_EQ(rc, 0);
+    EXPECT_EQ(read_file(err).value_or("?"), "");
+  }
+}
+
+TEST(CliHelp, the_bash_completion_completes_commands_and_each_commands_options) {
+  temp_dir tmp;
+  const std::string out = tmp.file("out");
+  const auto complete = [&](const std::string& words, int cword) {
+    const std::string script = "source '" + std::string(REDLOCK_BASH_COMPLETION) + "'; COMP_WORDS=(" + words +
+                               "); COMP_CWORD=" + std::to_string(cword) + "; _redlock; echo \"${COMPREPLY[*]}\"";
+    std::ofstream(tmp.file("s.sh")) << script << "\n";
+    EXPECT_EQ(std::system(("bash '" + tmp.file("s.sh") + "' > '" + out + "'").c_str()), 0);
+    return trim(read_file(out).value_or(""));
+  };
+  EXPECT_EQ(complete("redlock re", 1), "release");
+  EXPECT_EQ(complete("redlock run r --k", 3), "--kill-after");
+  EXPECT_EQ(complete("redlock status r --k", 3), "");
+  EXPECT_EQ(complete("redlock release r --to", 3), "--token");
+  EXPECT_EQ(complete("redlock help ru", 2), "run");
+  EXPECT_EQ(complete("redlock acquire r --tls-c", 3), "--tls-ca --tls-ca-dir --tls-cert");
 }
 
 }  // namespace

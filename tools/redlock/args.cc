@@ -3,55 +3,50 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <optional>
 #include <string_view>
 
 #include "duration.h"
+#include "secrets.h"
 
 namespace redlock::cli {
 namespace {
 
 using std::chrono::milliseconds;
 
-// Which commands an option applies to: one bit per command.
-using command_set = unsigned;
-constexpr command_set bit(command c) { return 1u << static_cast<unsigned>(c); }
-constexpr command_set all_commands = bit(command::acquire) | bit(command::release) | bit(command::extend) |
-                                     bit(command::run) | bit(command::status) | bit(command::bench);
+constexpr command_set bit(command c) { return command_bit(c); }
 constexpr command_set locking = bit(command::acquire) | bit(command::run);
-
-struct command_name {
-  const char* name;
-  command cmd;
-};
-constexpr command_name commands[] = {
-    {"acquire", command::acquire}, {"release", command::release}, {"extend", command::extend},
-    {"run", command::run},         {"status", command::status},   {"bench", command::bench},
-};
+constexpr command_set with_token = bit(command::release) | bit(command::extend);
+static_assert(all_commands == (bit(command::acquire) | bit(command::release) | bit(command::extend) |
+                               bit(command::run) | bit(command::status) | bit(command::bench)));
 
 // What the scan has seen besides the values stored in the invocation.
 struct seen {
   bool ttl = false;
+  bool bare_ttl = false;  // the last --ttl was a bare number (milliseconds)
   bool nodes = false;
   bool max_ttl = false;
   bool double_dash = false;
+  bool token_option = false;
+  bool password_file = false;
+  bool argv_password = false;  // the last --nodes had a URI with a password
+  // TLS options given on the command line (they win over the environment).
+  bool tls_ca = false, tls_ca_dir = false, tls_cert = false, tls_key = false, tls_server_name = false;
 };
 
 using handler = bool (*)(const std::string& value, invocation& inv, seen& s, std::string& error);
 
 struct option_spec {
-  const char* name;  // with its dashes
-  bool takes_value;
-  command_set applies_to;
-  handler apply;
+  option_doc doc;
+  handler apply;  // null: -h/--help, handled by the scan
 };
 
 bool duration_option(const char* name, const std::string& value, bool allow_zero, milliseconds& out,
                      std::string& error) {
-  const auto d = parse_duration(value);
+  std::string why;
+  const auto d = parse_duration(value, &why);
   if (!d) {
-    error = std::string(name) + ": bad duration \"" + value +
-            "\" (use milliseconds or a whole number with a unit: 250ms, 30s, 2m)";
+    error = std::string(name) + ": bad duration \"" + value + "\": " + why +
+            " (use milliseconds or a number with a unit: 250ms, 1.5s, 2m, 1h)";
     return false;
   }
   if (!allow_zero && d->count() == 0) {
@@ -75,103 +70,249 @@ bool count_option(const char* name, const std::string& value, int max, int& out,
   return true;
 }
 
-constexpr option_spec options[] = {
-    {"--nodes", true, all_commands,
-     [](const std::string& v, invocation& inv, seen& s, std::string& e) {
-       s.nodes = true;
-       if (split_nodes(v, inv.nodes, e)) return true;
-       e = "--nodes: " + e;
-       return false;
-     }},
-    {"--node-timeout", true, all_commands,
-     [](const std::string& v, invocation& inv, seen&, std::string& e) {
-       return duration_option("--node-timeout", v, false, inv.node_timeout, e);
-     }},
-    {"--connect-timeout", true, all_commands,
-     [](const std::string& v, invocation& inv, seen&, std::string& e) {
-       return duration_option("--connect-timeout", v, false, inv.connect_timeout, e);
-     }},
-    {"--drift-factor", true, all_commands,
-     [](const std::string& v, invocation& inv, seen&, std::string& e) {
-       char* end = nullptr;
-       const bool starts_ok = !v.empty() && ((v[0] >= '0' && v[0] <= '9') || v[0] == '.');
-       const double f = starts_ok ? std::strtod(v.c_str(), &end) : -1;
-       if (!starts_ok || end != v.c_str() + v.size() || !std::isfinite(f) || f < 0 || f >= 0.5) {
-         e = "--drift-factor: \"" + v + "\" is not a number in [0, 0.5)";
-         return false;
-       }
-       inv.drift_factor = f;
-       return true;
-     }},
-    {"--max-ttl", true, all_commands,
-     [](const std::string& v, invocation& inv, seen& s, std::string& e) {
-       s.max_ttl = true;
-       return duration_option("--max-ttl", v, false, inv.max_ttl, e);
-     }},
-    {"--json", false, all_commands,
-     [](const std::string&, invocation& inv, seen&, std::string&) {
-       inv.json = true;
-       return true;
-     }},
-    {"--quiet", false, all_commands,
-     [](const std::string&, invocation& inv, seen&, std::string&) {
-       inv.quiet = true;
-       return true;
-     }},
-    {"-q", false, all_commands,
-     [](const std::string&, invocation& inv, seen&, std::string&) {
-       inv.quiet = true;
-       return true;
-     }},
-    {"--ttl", true, locking | bit(command::extend) | bit(command::bench),
-     [](const std::string& v, invocation& inv, seen& s, std::string& e) {
-       s.ttl = true;
-       return duration_option("--ttl", v, true, inv.ttl, e);  // 0 gets the TTL message below
-     }},
-    {"--wait", true, locking,
-     [](const std::string& v, invocation& inv, seen&, std::string& e) {
-       return duration_option("--wait", v, true, inv.wait, e);
-     }},
-    {"--retry-delay", true, locking,
-     [](const std::string& v, invocation& inv, seen&, std::string& e) {
-       return duration_option("--retry-delay", v, false, inv.retry_delay, e);
-     }},
-    {"--fencing", false, locking,
-     [](const std::string&, invocation& inv, seen&, std::string&) {
-       inv.fencing = true;
-       return true;
-     }},
-    {"--kill-after", true, bit(command::run),
-     [](const std::string& v, invocation& inv, seen&, std::string& e) {
-       return duration_option("--kill-after", v, true, inv.kill_after, e);
-     }},
-    {"--clients", true, bit(command::bench),
-     [](const std::string& v, invocation& inv, seen&, std::string& e) {
-       return count_option("--clients", v, max_clients, inv.clients, e);
-     }},
-    {"--resources", true, bit(command::bench),
-     [](const std::string& v, invocation& inv, seen&, std::string& e) {
-       return count_option("--resources", v, max_resources, inv.resources, e);
-     }},
-    {"--duration", true, bit(command::bench),
-     [](const std::string& v, invocation& inv, seen&, std::string& e) {
-       return duration_option("--duration", v, false, inv.duration, e);
-     }},
+bool path_option(const char* name, const std::string& value, std::string& out, std::string& error) {
+  if (value.empty()) {
+    error = std::string(name) + " needs a non-empty value";
+    return false;
+  }
+  out = value;
+  return true;
+}
+
+// The one table of options: the parser, the help, the man page and the completion
+// all read it. Help lines are at most 53 columns (they start at column 24).
+const std::vector<option_spec>& specs() {
+  static const std::vector<option_spec> table = {
+      {{"--nodes", nullptr, "URI,...", all_commands,
+        "The Redis masters, comma-separated:\n"
+        "redis://[user[:password]@]host[:port][/db],\n"
+        "rediss://... (TLS) or unix:///path[?db=N].\n"
+        "Default: $REDLOCK_NODES. A password here is\n"
+        "visible to other users (ps): use --password-file."},
+       [](const std::string& v, invocation& inv, seen& s, std::string& e) {
+         s.nodes = true;
+         if (!split_nodes(v, inv.nodes, e)) {
+           e = "--nodes: " + e;
+           return false;
+         }
+         s.argv_password = false;
+         for (const auto& uri : inv.nodes) s.argv_password = s.argv_password || uri_has_password(uri);
+         return true;
+       }},
+      {{"--password-file", nullptr, "FILE", all_commands,
+        "Password for every node URI without one, read\n"
+        "from FILE (one trailing newline dropped), which\n"
+        "must not be readable by group or others.\n"
+        "Default: $REDLOCK_PASSWORD."},
+       [](const std::string& v, invocation& inv, seen& s, std::string& e) {
+         s.password_file = true;
+         return path_option("--password-file", v, inv.password_file, e);
+       }},
+      {{"--node-timeout", nullptr, "D", all_commands, "Bound on each command's round trip (default 50ms)."},
+       [](const std::string& v, invocation& inv, seen&, std::string& e) {
+         return duration_option("--node-timeout", v, false, inv.node_timeout, e);
+       }},
+      {{"--connect-timeout", nullptr, "D", all_commands, "Bound on connecting to a node (default 200ms)."},
+       [](const std::string& v, invocation& inv, seen&, std::string& e) {
+         return duration_option("--connect-timeout", v, false, inv.connect_timeout, e);
+       }},
+      {{"--drift-factor", nullptr, "F", all_commands, "Clock drift allowance is ttl * F + 2ms (default 0.01)."},
+       [](const std::string& v, invocation& inv, seen&, std::string& e) {
+         char* end = nullptr;
+         const bool starts_ok = !v.empty() && ((v[0] >= '0' && v[0] <= '9') || v[0] == '.');
+         const double f = starts_ok ? std::strtod(v.c_str(), &end) : -1;
+         if (!starts_ok || end != v.c_str() + v.size() || !std::isfinite(f) || f < 0 || f >= 0.5) {
+           e = "--drift-factor: \"" + v + "\" is not a number in [0, 0.5)";
+           return false;
+         }
+         inv.drift_factor = f;
+         return true;
+       }},
+      {{"--max-ttl", nullptr, "D", all_commands,
+        "Upper bound on the TTL of any lock on these nodes, by\n"
+        "any client (default 10m, or $REDLOCK_MAX_TTL). A node\n"
+        "that restarted is kept out of acquires for this long.\n"
+        "Every client of the nodes must use a bound at least as\n"
+        "long as the longest TTL any of them uses."},
+       [](const std::string& v, invocation& inv, seen& s, std::string& e) {
+         s.max_ttl = true;
+         return duration_option("--max-ttl", v, false, inv.max_ttl, e);
+       }},
+      {{"--tls-ca", nullptr, "FILE", all_commands,
+        "rediss://: trusted CAs, a PEM file (default: the\n"
+        "system's store). Default: $REDLOCK_TLS_CA."},
+       [](const std::string& v, invocation& inv, seen& s, std::string& e) {
+         s.tls_ca = true;
+         return path_option("--tls-ca", v, inv.tls.ca_file, e);
+       }},
+      {{"--tls-ca-dir", nullptr, "DIR", all_commands,
+        "rediss://: a directory of hashed CA certificates.\n"
+        "Default: $REDLOCK_TLS_CA_DIR."},
+       [](const std::string& v, invocation& inv, seen& s, std::string& e) {
+         s.tls_ca_dir = true;
+         return path_option("--tls-ca-dir", v, inv.tls.ca_dir, e);
+       }},
+      {{"--tls-cert", nullptr, "FILE", all_commands,
+        "rediss://: client certificate chain (PEM) for\n"
+        "mutual TLS; needs --tls-key. Default:\n"
+        "$REDLOCK_TLS_CERT."},
+       [](const std::string& v, invocation& inv, seen& s, std::string& e) {
+         s.tls_cert = true;
+         return path_option("--tls-cert", v, inv.tls.cert_file, e);
+       }},
+      {{"--tls-key", nullptr, "FILE", all_commands,
+        "rediss://: the client certificate's private key\n"
+        "(PEM); needs --tls-cert. Default: $REDLOCK_TLS_KEY."},
+       [](const std::string& v, invocation& inv, seen& s, std::string& e) {
+         s.tls_key = true;
+         return path_option("--tls-key", v, inv.tls.key_file, e);
+       }},
+      {{"--tls-server-name", nullptr, "NAME", all_commands,
+        "rediss://: the name to send (SNI) and verify\n"
+        "(default: the URI's host). Default:\n"
+        "$REDLOCK_TLS_SERVER_NAME."},
+       [](const std::string& v, invocation& inv, seen& s, std::string& e) {
+         s.tls_server_name = true;
+         return path_option("--tls-server-name", v, inv.tls.server_name, e);
+       }},
+      {{"--tls-insecure", nullptr, nullptr, all_commands,
+        "rediss://: TESTS ONLY. Do not verify certificates:\n"
+        "anyone on the path can read and change the locks.\n"
+        "Default: on if $REDLOCK_TLS_INSECURE is 1."},
+       [](const std::string&, invocation& inv, seen&, std::string&) {
+         inv.tls.insecure = true;
+         return true;
+       }},
+      {{"--json", nullptr, nullptr, all_commands, "Print one JSON object on stdout instead of text."},
+       [](const std::string&, invocation& inv, seen&, std::string&) {
+         inv.json = true;
+         return true;
+       }},
+      {{"--quiet", "-q", nullptr, all_commands, "Print nothing on stdout except JSON; no warnings."},
+       [](const std::string&, invocation& inv, seen&, std::string&) {
+         inv.quiet = true;
+         return true;
+       }},
+      {{"--help", "-h", nullptr, all_commands, "Print the help (of the command, after one)."}, nullptr},
+      {{"--ttl", nullptr, "D", locking | bit(command::extend) | bit(command::bench),
+        "Time to live of the lock (acquire, extend, run; bench\n"
+        "default 10s). Must exceed the drift allowance."},
+       [](const std::string& v, invocation& inv, seen& s, std::string& e) {
+         s.ttl = true;
+         s.bare_ttl = is_bare_number(v);
+         return duration_option("--ttl", v, true, inv.ttl, e);  // 0 gets the TTL message below
+       }},
+      {{"--token", nullptr, "TOKEN", with_token,
+        "release, extend: the token, instead of the TOKEN\n"
+        "argument; \"-\" reads it from stdin. Default:\n"
+        "$REDLOCK_TOKEN."},
+       [](const std::string& v, invocation& inv, seen& s, std::string& e) {
+         if (v.empty()) {
+           e = "--token must not be empty";
+           return false;
+         }
+         s.token_option = true;
+         inv.token_from_stdin = v == "-";
+         inv.token = inv.token_from_stdin ? std::string() : v;
+         return true;
+       }},
+      {{"--wait", nullptr, "D", locking,
+        "Retry for up to D while the lock is held elsewhere\n"
+        "or no quorum answers (default 0: one attempt)."},
+       [](const std::string& v, invocation& inv, seen&, std::string& e) {
+         return duration_option("--wait", v, true, inv.wait, e);
+       }},
+      {{"--retry-delay", nullptr, "D", locking,
+        "Delay between attempts, jittered between D/2 and D\n"
+        "(default 200ms)."},
+       [](const std::string& v, invocation& inv, seen&, std::string& e) {
+         return duration_option("--retry-delay", v, false, inv.retry_delay, e);
+       }},
+      {{"--fencing", nullptr, nullptr, locking,
+        "Also take a fencing token (JSON \"fence\",\n"
+        "$REDLOCK_FENCE)."},
+       [](const std::string&, invocation& inv, seen&, std::string&) {
+         inv.fencing = true;
+         return true;
+       }},
+      {{"--kill-after", nullptr, "D", bit(command::run),
+        "run: send SIGKILL this long after the SIGTERM that\n"
+        "follows a lost lock (default 10s)."},
+       [](const std::string& v, invocation& inv, seen&, std::string& e) {
+         return duration_option("--kill-after", v, true, inv.kill_after, e);
+       }},
+      {{"--clients", nullptr, "C", bit(command::bench), "bench: concurrent clients (default 4)."},
+       [](const std::string& v, invocation& inv, seen&, std::string& e) {
+         return count_option("--clients", v, max_clients, inv.clients, e);
+       }},
+      {{"--resources", nullptr, "R", bit(command::bench),
+        "bench: distinct resources they pick from (default 100)."},
+       [](const std::string& v, invocation& inv, seen&, std::string& e) {
+         return count_option("--resources", v, max_resources, inv.resources, e);
+       }},
+      {{"--duration", nullptr, "D", bit(command::bench), "bench: how long to run (default 5s)."},
+       [](const std::string& v, invocation& inv, seen&, std::string& e) {
+         return duration_option("--duration", v, false, inv.duration, e);
+       }},
+  };
+  return table;
+}
+
+const std::vector<command_doc> command_table = {
+    {command::acquire, "acquire", "RESOURCE --ttl D [--wait D] [--retry-delay D] [--fencing]",
+     "Take the lock and print its token. The lock stays held until its\n"
+     "TTL runs out or it is released.",
+     "Takes the lock and prints its token (--json: resource, token,\n"
+     "validity_ms, fence). The lock stays held until its TTL runs out, or\n"
+     "\"redlock release\" or \"redlock extend\" is called with the token."},
+    {command::release, "release", "RESOURCE [TOKEN | --token -]",
+     "Release the lock on all nodes if TOKEN owns it.",
+     "Releases the lock on all nodes where TOKEN holds it; exit 1 when TOKEN\n"
+     "does not own it on a quorum. TOKEN comes from the argument, --token\n"
+     "(\"-\": stdin), or $REDLOCK_TOKEN, so it need not be on the command line."},
+    {command::extend, "extend", "RESOURCE [TOKEN | --token -] --ttl D",
+     "Set the lock's TTL to --ttl from now if TOKEN owns it on a quorum.",
+     "Sets the lock's TTL to --ttl from now on each node where TOKEN holds it;\n"
+     "exit 1 when TOKEN does not own it on a quorum. TOKEN comes from the\n"
+     "argument, --token (\"-\": stdin), or $REDLOCK_TOKEN."},
+    {command::run, "run",
+     "RESOURCE --ttl D [--wait D] [--retry-delay D] [--fencing]\n"
+     "[--kill-after D] -- CMD [ARGS...]",
+     "Take the lock, run CMD while extending the lock, release it when\n"
+     "CMD exits, and exit with CMD's status. CMD's environment has\n"
+     "REDLOCK_RESOURCE, REDLOCK_TOKEN and, with --fencing, REDLOCK_FENCE.",
+     "Takes the lock, runs CMD while extending the lock every TTL/3, releases\n"
+     "it when CMD exits, and exits with CMD's status. If the lock is lost, CMD\n"
+     "gets SIGTERM (SIGKILL --kill-after later) and the exit status is 70.\n"
+     "CMD's environment has REDLOCK_RESOURCE, REDLOCK_TOKEN, with --fencing\n"
+     "REDLOCK_FENCE, and REDLOCK_NODES without passwords; REDLOCK_PASSWORD\n"
+     "is removed."},
+    {command::status, "status", "RESOURCE",
+     "Show each node's holder token and remaining TTL, and whether a\n"
+     "quorum agrees on one holder.",
+     "Shows each node's holder token and remaining TTL, and whether a quorum\n"
+     "agrees on one holder. Exit 0 whether the lock is held or free."},
+    {command::bench, "bench", "[--clients C] [--resources R] [--duration D] [--ttl D]",
+     "Measure acquire and release latency against the nodes.",
+     "Measures acquire and release latency against the nodes, and compares\n"
+     "it with the nodes' PING round trip (floor ratio)."},
 };
 
 const option_spec* find_option(std::string_view name) {
-  for (const auto& o : options) {
-    if (name == o.name) return &o;
+  for (const auto& o : specs()) {
+    if (name == o.doc.name || (o.doc.short_name != nullptr && name == o.doc.short_name)) return &o;
   }
   return nullptr;
 }
 
-parse_result fail(std::string message) {
+parse_result fail(std::string message, parse_result::kind what = parse_result::kind::error) {
   parse_result r;
-  r.what = parse_result::kind::error;
+  r.what = what;
   r.error = std::move(message);
   return r;
 }
+
+parse_result config_fail(std::string message) { return fail(std::move(message), parse_result::kind::config_error); }
 
 std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 
@@ -206,14 +347,61 @@ std::size_t positional_count(command c) {
   }
 }
 
+const command_doc* find_command(std::string_view name) {
+  for (const auto& c : command_table) {
+    if (name == c.name) return &c;
+  }
+  return nullptr;
+}
+
+bool set(const char* v) { return v != nullptr && *v != '\0'; }
+
+// "redlock help [COMMAND]".
+parse_result help_command(const std::vector<std::string>& args) {
+  parse_result r;
+  r.what = parse_result::kind::help;
+  if (args.size() == 1) return r;
+  if (args.size() > 2) return fail("help takes at most one COMMAND; try \"redlock --help\"");
+  const command_doc* c = find_command(args[1]);
+  if (c == nullptr) return fail("no help for unknown command " + quoted(args[1]) + "; try \"redlock --help\"");
+  r.help_for = c->cmd;
+  return r;
+}
+
 }  // namespace
 
+environment environment::of_process() {
+  environment e;
+  e.nodes = std::getenv("REDLOCK_NODES");
+  e.max_ttl = std::getenv("REDLOCK_MAX_TTL");
+  e.password = std::getenv("REDLOCK_PASSWORD");
+  e.token = std::getenv("REDLOCK_TOKEN");
+  e.tls_ca = std::getenv("REDLOCK_TLS_CA");
+  e.tls_ca_dir = std::getenv("REDLOCK_TLS_CA_DIR");
+  e.tls_cert = std::getenv("REDLOCK_TLS_CERT");
+  e.tls_key = std::getenv("REDLOCK_TLS_KEY");
+  e.tls_server_name = std::getenv("REDLOCK_TLS_SERVER_NAME");
+  e.tls_insecure = std::getenv("REDLOCK_TLS_INSECURE");
+  return e;
+}
+
 const char* to_string(command c) noexcept {
-  for (const auto& n : commands) {
+  for (const auto& n : command_table) {
     if (n.cmd == c) return n.name;
   }
   return "?";
 }
+
+const std::vector<option_doc>& option_docs() {
+  static const std::vector<option_doc> docs = [] {
+    std::vector<option_doc> d;
+    for (const auto& s : specs()) d.push_back(s.doc);
+    return d;
+  }();
+  return docs;
+}
+
+const std::vector<command_doc>& command_docs() { return command_table; }
 
 bool split_nodes(const std::string& list, std::vector<std::string>& out, std::string& error) {
   out.clear();
@@ -243,18 +431,22 @@ bool ttl_exceeds_drift(milliseconds ttl, double drift_factor) noexcept {
 
 parse_result parse_command_line(const std::vector<std::string>& args, const char* nodes_env,
                                 const char* max_ttl_env) {
+  environment env;
+  env.nodes = nodes_env;
+  env.max_ttl = max_ttl_env;
+  return parse_command_line(args, env);
+}
+
+parse_result parse_command_line(const std::vector<std::string>& args, const environment& env) {
   if (args.empty()) return fail("missing command; try \"redlock --help\"");
   const std::string& first = args[0];
-  if (first == "-h" || first == "--help" || first == "help")
-    return parse_result{parse_result::kind::help, {}, {}};
-  if (first == "--version") return parse_result{parse_result::kind::version, {}, {}};
+  if (first == "-h" || first == "--help") return parse_result{parse_result::kind::help, {}, {}, {}, {}, {}};
+  if (first == "help") return help_command(args);
+  if (first == "--version" || first == "-V") return parse_result{parse_result::kind::version, {}, {}, {}, {}, {}};
 
   parse_result result;
   invocation& inv = result.inv;
-  const command_name* found = nullptr;
-  for (const auto& n : commands) {
-    if (first == n.name) found = &n;
-  }
+  const command_doc* found = find_command(first);
   if (found == nullptr) {
     if (!first.empty() && first[0] == '-') {
       return fail("expected a command before " + quoted(first) + "; try \"redlock --help\"");
@@ -266,6 +458,7 @@ parse_result parse_command_line(const std::vector<std::string>& args, const char
 
   seen s;
   std::vector<std::string> positional;
+  std::size_t nodes_arg = 0;  // the index of the argument holding the last --nodes value
   for (std::size_t i = 1; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "--") {
@@ -274,7 +467,6 @@ parse_result parse_command_line(const std::vector<std::string>& args, const char
       inv.argv.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
       break;
     }
-    if (arg == "-h" || arg == "--help") return parse_result{parse_result::kind::help, {}, {}};
     if (arg.size() < 2 || arg[0] != '-') {
       positional.push_back(arg);
       continue;
@@ -283,27 +475,50 @@ parse_result parse_command_line(const std::vector<std::string>& args, const char
     const std::string opt = arg.substr(0, eq);
     const option_spec* spec = find_option(opt);
     if (spec == nullptr) return fail("unknown option " + quoted(opt));
-    if ((spec->applies_to & bit(inv.cmd)) == 0) {
+    if (spec->apply == nullptr) {
+      result.what = parse_result::kind::help;
+      result.help_for = inv.cmd;
+      return result;
+    }
+    if ((spec->doc.commands & bit(inv.cmd)) == 0) {
       return fail("option " + opt + " does not apply to " + name);
     }
     std::string value;
+    std::size_t value_index = i;
     if (eq != std::string::npos) {
-      if (!spec->takes_value) return fail("option " + opt + " takes no value");
+      if (spec->doc.metavar == nullptr) return fail("option " + opt + " takes no value");
       value = arg.substr(eq + 1);
-    } else if (spec->takes_value) {
+    } else if (spec->doc.metavar != nullptr) {
       if (i + 1 >= args.size()) return fail("option " + opt + " needs a value");
       value = args[++i];
+      value_index = i;
     }
     std::string error;
-    if (!spec->apply(value, inv, s, error)) return fail(error);
+    if (!spec->apply(value, inv, s, error)) {
+      if (spec->doc.name == std::string_view("--nodes")) return config_fail(error);
+      return fail(error);
+    }
+    if (spec->doc.name == std::string_view("--nodes")) nodes_arg = value_index;
+  }
+  if (s.argv_password) {
+    result.secret_args.push_back(nodes_arg);
+    result.warnings.push_back(
+        "a password in --nodes is visible to other users of this machine (ps, /proc); use "
+        "--password-file FILE or REDLOCK_PASSWORD instead");
   }
 
   const std::size_t wanted = positional_count(inv.cmd);
+  const bool token_elsewhere = s.token_option || (wanted == 2 && set(env.token));
+  const std::size_t needed = wanted == 2 && token_elsewhere ? 1 : wanted;
   if (positional.size() > wanted) {
     return fail("unexpected argument " + quoted(positional[wanted]) + " (" + name + " takes " +
                 positional_usage(inv.cmd) + ")");
   }
-  if (positional.size() < wanted) {
+  if (positional.size() < needed) {
+    if (wanted == 2 && positional.size() == 1) {
+      return fail(std::string(name) + " needs TOKEN (an argument, --token TOKEN, --token - for stdin, or "
+                                      "REDLOCK_TOKEN)");
+    }
     return fail(std::string(name) + " needs " + positional_usage(inv.cmd));
   }
   if (wanted >= 1) {
@@ -311,8 +526,14 @@ parse_result parse_command_line(const std::vector<std::string>& args, const char
     if (inv.resource.empty()) return fail("RESOURCE must not be empty");
   }
   if (wanted >= 2) {
-    inv.token = positional[1];
-    if (inv.token.empty()) return fail("TOKEN must not be empty");
+    if (positional.size() == 2) {
+      if (s.token_option) return config_fail("conflicting options: TOKEN given both as an argument and with --token");
+      inv.token_from_stdin = positional[1] == "-";
+      inv.token = inv.token_from_stdin ? std::string() : positional[1];
+      if (positional[1].empty()) return fail("TOKEN must not be empty");
+    } else if (!s.token_option) {
+      inv.token = env.token;  // set(env.token), or `needed` would have failed
+    }
   }
 
   if (inv.cmd == command::acquire || inv.cmd == command::extend || inv.cmd == command::run) {
@@ -320,9 +541,9 @@ parse_result parse_command_line(const std::vector<std::string>& args, const char
   } else if (inv.cmd == command::bench && !s.ttl) {
     inv.ttl = default_bench_ttl;
   }
-  if (!s.max_ttl && max_ttl_env != nullptr && *max_ttl_env != '\0') {
+  if (!s.max_ttl && set(env.max_ttl)) {
     std::string error;
-    if (!duration_option("REDLOCK_MAX_TTL", max_ttl_env, false, inv.max_ttl, error)) return fail(error);
+    if (!duration_option("REDLOCK_MAX_TTL", env.max_ttl, false, inv.max_ttl, error)) return config_fail(error);
   }
   if (s.ttl || inv.cmd == command::bench) {
     if (inv.ttl.count() <= 0) return fail("--ttl must be greater than 0");
@@ -336,6 +557,11 @@ parse_result parse_command_line(const std::vector<std::string>& args, const char
                   " is too short: it must exceed the clock drift allowance (ttl * " +
                   format_factor(inv.drift_factor) + " + 2ms)");
     }
+    if (s.bare_ttl && inv.ttl < std::chrono::seconds(1)) {
+      const std::string n = std::to_string(inv.ttl.count());
+      result.warnings.push_back("--ttl " + n + " is " + n + " milliseconds; write " + n + "ms to say so, or " +
+                                n + "s if seconds were meant");
+    }
   }
 
   if (inv.cmd == command::run) {
@@ -344,90 +570,44 @@ parse_result parse_command_line(const std::vector<std::string>& args, const char
   }
 
   if (!s.nodes) {
-    if (nodes_env == nullptr ||
-        std::string_view(nodes_env).find_first_not_of(" \t") == std::string_view::npos) {
-      return fail("no nodes: give --nodes URI,URI,... or set REDLOCK_NODES");
+    if (env.nodes == nullptr || std::string_view(env.nodes).find_first_not_of(" \t") == std::string_view::npos) {
+      return config_fail("no nodes: give --nodes URI,URI,... or set REDLOCK_NODES");
     }
     std::string error;
-    if (!split_nodes(nodes_env, inv.nodes, error)) return fail("REDLOCK_NODES: " + error);
+    if (!split_nodes(env.nodes, inv.nodes, error)) return config_fail("REDLOCK_NODES: " + error);
+  }
+
+  if (!s.password_file && set(env.password)) inv.password = env.password;
+
+  // TLS: each option wins over its variable.
+  if (!s.tls_ca && set(env.tls_ca)) inv.tls.ca_file = env.tls_ca;
+  if (!s.tls_ca_dir && set(env.tls_ca_dir)) inv.tls.ca_dir = env.tls_ca_dir;
+  if (!s.tls_cert && set(env.tls_cert)) inv.tls.cert_file = env.tls_cert;
+  if (!s.tls_key && set(env.tls_key)) inv.tls.key_file = env.tls_key;
+  if (!s.tls_server_name && set(env.tls_server_name)) inv.tls.server_name = env.tls_server_name;
+  if (!inv.tls.insecure && env.tls_insecure != nullptr) {
+    const std::string_view v = env.tls_insecure;
+    if (v == "1") {
+      inv.tls.insecure = true;
+    } else if (!v.empty() && v != "0") {
+      return config_fail("REDLOCK_TLS_INSECURE must be 1 or 0, not " + quoted(std::string(v)));
+    }
+  }
+  if (inv.tls.cert_file.empty() != inv.tls.key_file.empty()) {
+    return config_fail(inv.tls.cert_file.empty()
+                           ? "conflicting options: a TLS key (--tls-key, REDLOCK_TLS_KEY) needs its certificate "
+                             "(--tls-cert, REDLOCK_TLS_CERT)"
+                           : "conflicting options: a TLS certificate (--tls-cert, REDLOCK_TLS_CERT) needs its "
+                             "key (--tls-key, REDLOCK_TLS_KEY)");
+  }
+  if (inv.tls.insecure) {
+    result.warnings.push_back(
+        "TLS certificates are not verified (--tls-insecure, REDLOCK_TLS_INSECURE): anyone on the network "
+        "path can read and change the locks; for tests only");
   }
 
   result.what = parse_result::kind::ok;
   return result;
-}
-
-const char* help_text() noexcept {
-  return R"(redlock - take, hold, inspect and benchmark a Redlock lock from a shell
-
-Usage:
-  redlock acquire RESOURCE --ttl D [--wait D] [--retry-delay D] [--fencing]
-  redlock release RESOURCE TOKEN
-  redlock extend  RESOURCE TOKEN --ttl D
-  redlock run     RESOURCE --ttl D [--wait D] [--retry-delay D] [--fencing]
-                  [--kill-after D] -- CMD [ARGS...]
-  redlock status  RESOURCE
-  redlock bench   [--clients C] [--resources R] [--duration D] [--ttl D]
-  redlock --help | --version
-
-Commands:
-  acquire  Take the lock and print its token. The lock stays held until its
-           TTL runs out or it is released.
-  release  Release the lock on all nodes if TOKEN owns it.
-  extend   Set the lock's TTL to --ttl from now if TOKEN owns it on a quorum.
-  run      Take the lock, run CMD while extending the lock, release it when
-           CMD exits, and exit with CMD's status. CMD's environment has
-           REDLOCK_RESOURCE, REDLOCK_TOKEN and, with --fencing, REDLOCK_FENCE.
-  status   Show each node's holder token and remaining TTL, and whether a
-           quorum agrees on one holder.
-  bench    Measure acquire and release latency against the nodes.
-
-Options go anywhere after the command and before "--", as --opt VALUE or
---opt=VALUE:
-  --nodes URI,...       The Redis masters, comma-separated:
-                        redis://[user[:password]@]host[:port][/db] or
-                        unix:///path[?db=N]. Default: $REDLOCK_NODES.
-  --node-timeout D      Bound on each command's round trip (default 50ms).
-  --connect-timeout D   Bound on connecting to a node (default 200ms).
-  --drift-factor F      Clock drift allowance is ttl * F + 2ms (default 0.01).
-  --max-ttl D           Upper bound on the TTL of any lock on these nodes, by
-                        any client (default 10m, or $REDLOCK_MAX_TTL). A node
-                        that restarted is kept out of acquires for this long.
-                        Every client of the nodes must use a bound at least as
-                        long as the longest TTL any of them uses.
-  --json                Print one JSON object on stdout instead of text.
-  -q, --quiet           Print nothing on stdout except JSON; no warnings.
-  --ttl D               Time to live of the lock (acquire, extend, run; bench
-                        default 10s). Must exceed the drift allowance.
-  --wait D              Retry for up to D while the lock is held elsewhere
-                        or no quorum answers (default 0: one attempt).
-  --retry-delay D       Delay between attempts, jittered between D/2 and D
-                        (default 200ms).
-  --fencing             Also take a fencing token (JSON "fence",
-                        $REDLOCK_FENCE).
-  --kill-after D        run: send SIGKILL this long after the SIGTERM that
-                        follows a lost lock (default 10s).
-  --clients C           bench: concurrent clients (default 4).
-  --resources R         bench: distinct resources they pick from (default 100).
-  --duration D          bench: how long to run (default 5s).
-  -h, --help            Print this help.
-  --version             Print the version.
-
-Durations are milliseconds (250) or a whole number with a unit: 250ms, 30s, 2m.
-
-Exit status:
-  0    success
-  1    release or extend refused: TOKEN does not own the lock on a quorum
-  64   usage or configuration error
-  69   quorum unavailable: too few nodes answered, refused authentication,
-       or answered too slowly for the TTL
-  70   run: the lock was lost while CMD ran; or an internal error
-  75   the lock is held by another owner (after --wait, if given)
-  126  run: CMD cannot be executed
-  127  run: CMD not found
-  128+N  interrupted by signal N before CMD started; run: CMD killed by signal N
-  other  run: CMD's exit status
-Errors are one line on stderr starting with "redlock: ".
-)";
 }
 
 }  // namespace redlock::cli

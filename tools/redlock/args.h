@@ -1,8 +1,10 @@
 // The command line of the `redlock` tool: what was asked for, parsed and validated
-// without touching the network. Pure; docs/cli.md documents the same contract.
+// without touching the network or the file system, and the help texts, all from
+// one table of commands and options. Pure; docs/cli.md documents the same contract.
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,12 +20,25 @@ constexpr std::chrono::milliseconds default_max_ttl() { return std::chrono::minu
 // "acquire", "release", ...
 const char* to_string(command c) noexcept;
 
+// TLS settings for every rediss:// node (client_options::tls), from the --tls-*
+// options, else the REDLOCK_TLS_* variables.
+struct tls_settings {
+  std::string ca_file;      // --tls-ca
+  std::string ca_dir;       // --tls-ca-dir
+  std::string cert_file;    // --tls-cert
+  std::string key_file;     // --tls-key
+  std::string server_name;  // --tls-server-name
+  bool insecure = false;    // --tls-insecure
+};
+
 // Everything one invocation asks for. Fields that do not apply to the command keep
 // their defaults.
 struct invocation {
   command cmd = command::status;
   std::string resource;  // acquire, release, extend, run, status
-  std::string token;     // release, extend
+  // release, extend: TOKEN, --token, else $REDLOCK_TOKEN; empty when token_from_stdin.
+  std::string token;
+  bool token_from_stdin = false;  // TOKEN or --token is "-": read it from stdin
 
   // Common options.
   std::vector<std::string> nodes;                  // --nodes, else $REDLOCK_NODES; never empty
@@ -35,6 +50,11 @@ struct invocation {
   std::chrono::milliseconds max_ttl{default_max_ttl()};
   bool json = false;                               // --json
   bool quiet = false;                              // -q, --quiet
+  // The password for node URIs without one: read from password_file (--password-file)
+  // when that is set, else $REDLOCK_PASSWORD ("" = none).
+  std::string password_file;
+  std::string password;
+  tls_settings tls;
 
   // Lock options.
   std::chrono::milliseconds ttl{0};              // --ttl: required by acquire, extend, run
@@ -56,20 +76,45 @@ inline constexpr int max_clients = 1000;
 inline constexpr int max_resources = 1'000'000;
 inline constexpr std::chrono::milliseconds default_bench_ttl{10'000};
 
+// The environment variables the tool reads; null = unset.
+struct environment {
+  const char* nodes = nullptr;            // REDLOCK_NODES
+  const char* max_ttl = nullptr;          // REDLOCK_MAX_TTL
+  const char* password = nullptr;         // REDLOCK_PASSWORD
+  const char* token = nullptr;            // REDLOCK_TOKEN
+  const char* tls_ca = nullptr;           // REDLOCK_TLS_CA
+  const char* tls_ca_dir = nullptr;       // REDLOCK_TLS_CA_DIR
+  const char* tls_cert = nullptr;         // REDLOCK_TLS_CERT
+  const char* tls_key = nullptr;          // REDLOCK_TLS_KEY
+  const char* tls_server_name = nullptr;  // REDLOCK_TLS_SERVER_NAME
+  const char* tls_insecure = nullptr;     // REDLOCK_TLS_INSECURE: "1" on, "0" or "" off
+
+  // The variables of this process (std::getenv).
+  static environment of_process();
+};
+
 struct parse_result {
   enum class kind {
-    ok,       // `inv` holds a valid invocation
-    help,     // print help_text() on stdout, exit 0
-    version,  // print the version on stdout, exit 0
-    error,    // usage or configuration error: print `error`, exit 64
+    ok,            // `inv` holds a valid invocation
+    help,          // print help_text(help_for) on stdout, exit 0
+    version,       // print the version on stdout, exit 0
+    error,         // command-line usage error: print `error`, exit 64
+    config_error,  // bad configuration (nodes, environment, conflicting options): exit 78
   };
   kind what = kind::error;
   invocation inv;
   std::string error;  // one line, without the "redlock: " prefix
+  std::optional<command> help_for;  // help: that command's help; none = the tool's
+  // Lines to print as "redlock: warning: ..." (unless --quiet), in order.
+  std::vector<std::string> warnings;
+  // Indexes into the arguments of those that hold a node list with a password (the
+  // caller scrubs them from its argv; see secrets.h).
+  std::vector<std::size_t> secret_args;
 };
 
-// Parses the arguments after the program name. `nodes_env` is the value of
-// REDLOCK_NODES and `max_ttl_env` that of REDLOCK_MAX_TTL, or null when unset.
+// Parses the arguments after the program name.
+parse_result parse_command_line(const std::vector<std::string>& args, const environment& env);
+// The same with only REDLOCK_NODES and REDLOCK_MAX_TTL set (tests).
 parse_result parse_command_line(const std::vector<std::string>& args, const char* nodes_env,
                                 const char* max_ttl_env = nullptr);
 
@@ -81,7 +126,43 @@ bool split_nodes(const std::string& list, std::vector<std::string>& out, std::st
 // which is the condition for a lock to have any validity at all.
 bool ttl_exceeds_drift(std::chrono::milliseconds ttl, double drift_factor) noexcept;
 
+// --- the help, man page and completion, from the same tables ---
+
+using command_set = unsigned;
+constexpr command_set command_bit(command c) { return 1u << static_cast<unsigned>(c); }
+inline constexpr command_set all_commands = 0x3f;
+
+struct option_doc {
+  const char* name;        // "--ttl"
+  const char* short_name;  // "-q", or null
+  const char* metavar;     // "D", or null for a flag
+  command_set commands;    // the commands that take it (all_commands: a global option)
+  const char* help;        // lines separated by '\n'
+};
+
+struct command_doc {
+  command cmd;
+  const char* name;
+  const char* synopsis;  // after "redlock NAME", lines separated by '\n'
+  const char* summary;   // for the command list, lines separated by '\n'
+  const char* details;   // for its own help, lines separated by '\n'; may be ""
+};
+
+const std::vector<option_doc>& option_docs();
+const std::vector<command_doc>& command_docs();
+// Text sections shared by the help and the man page: lines separated by '\n',
+// each section's own lines indented by two spaces.
+const char* durations_text() noexcept;
+const char* environment_text() noexcept;
+const char* exit_status_text() noexcept;
+
 // The text `redlock --help` prints (docs/cli.md quotes it verbatim).
-const char* help_text() noexcept;
+std::string help_text();
+// The text `redlock help CMD` and `redlock CMD --help` print.
+std::string help_text(command c);
+// The man page redlock(1), troff, from the same tables.
+std::string man_page(const std::string& version);
+// A bash completion script for the tool, from the same tables.
+std::string bash_completion();
 
 }  // namespace redlock::cli

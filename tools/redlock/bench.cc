@@ -239,7 +239,7 @@ int bench_command(const invocation& inv) {
   auto client = make_client(inv, error);
   if (!client) {
     print_error(error);
-    return exit_code::usage;
+    return exit_code::config;
   }
   const std::vector<std::string> names = client->node_names();
 

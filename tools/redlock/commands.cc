@@ -31,7 +31,7 @@ int acquire_command(const invocation& inv) {
   auto client = make_client(inv, error);
   if (!client) {
     print_error(error);
-    return exit_code::usage;
+    return exit_code::config;
   }
   interruptible_acquire waited = acquire_until_signal(*client, inv, lock_options(inv), events);
   if (waited.stuck) {
@@ -81,7 +81,7 @@ int release_command(const invocation& inv) {
   auto client = make_client(inv, error);
   if (!client) {
     print_error(error);
-    return exit_code::usage;
+    return exit_code::config;
   }
   const redlock::report rep = client->release(lease_of(inv));
   if (!rep) {
@@ -103,7 +103,7 @@ int extend_command(const invocation& inv) {
   auto client = make_client(inv, error);
   if (!client) {
     print_error(error);
-    return exit_code::usage;
+    return exit_code::config;
   }
   const redlock::report rep = client->extend(lease_of(inv), inv.ttl);
   if (!rep) {
@@ -126,7 +126,7 @@ int status_command(const invocation& inv) {
   auto client = make_client(inv, error);
   if (!client) {
     print_error(error);
-    return exit_code::usage;
+    return exit_code::config;
   }
   const redlock::inspect_result ir = client->inspect(inv.resource);
   const std::vector<std::string> names = client->node_names();

@@ -1,19 +1,23 @@
 #include "common.h"
 
+#include <unistd.h>
+
 #include <climits>
 #include <csignal>
 #include <cstdio>
 #include <future>
 #include <utility>
 
+#include "secrets.h"
+
 namespace redlock::cli {
 
 int exit_status_for(std::error_code ec) noexcept {
   if (!ec) return exit_code::ok;
   if (ec == errc::contended) return exit_code::temp_fail;
-  if (ec == errc::unavailable || ec == errc::auth_failed || ec == errc::permission_denied ||
-      ec == errc::validity_exhausted) {
-    return exit_code::unavailable;
+  if (ec == errc::unavailable || ec == errc::validity_exhausted) return exit_code::unavailable;
+  if (ec == errc::auth_failed || ec == errc::permission_denied || ec == errc::tls_failed) {
+    return exit_code::no_permission;
   }
   if (ec == errc::not_owner) return exit_code::refused;
   if (ec == errc::invalid_argument || ec == errc::wrong_type) return exit_code::usage;
@@ -84,6 +88,35 @@ std::string signal_name(int signo) {
   }
 }
 
+int load_secrets(invocation& inv) {
+  std::string error;
+  if (!inv.password_file.empty() && !read_password_file(inv.password_file, inv.password, error)) {
+    print_error(error);
+    return exit_code::config;
+  }
+  if (!inv.password.empty()) {
+    for (std::string& uri : inv.nodes) {
+      std::string with;
+      if (!add_password(uri, inv.password, with, error)) {
+        print_error(error);
+        return exit_code::config;
+      }
+      uri = std::move(with);
+    }
+  }
+  if (inv.token_from_stdin && !read_token(STDIN_FILENO, inv.token, error)) {
+    print_error(error);
+    return exit_code::usage;
+  }
+  return exit_code::ok;
+}
+
+std::string nodes_without_passwords(const invocation& inv) {
+  std::string list;
+  for (const std::string& uri : inv.nodes) list += (list.empty() ? "" : ",") + remove_password(uri);
+  return list;
+}
+
 std::unique_ptr<redlock::client> make_client(const invocation& inv, std::string& error) {
   client_options o;
   o.nodes = inv.nodes;
@@ -91,6 +124,12 @@ std::unique_ptr<redlock::client> make_client(const invocation& inv, std::string&
   o.command_timeout = inv.node_timeout;
   o.clock_drift_factor = inv.drift_factor;
   o.max_ttl = inv.max_ttl;
+  o.tls.ca_file = inv.tls.ca_file;
+  o.tls.ca_dir = inv.tls.ca_dir;
+  o.tls.cert_file = inv.tls.cert_file;
+  o.tls.key_file = inv.tls.key_file;
+  o.tls.server_name = inv.tls.server_name;
+  o.tls.insecure_skip_verify_for_tests_only = inv.tls.insecure;
   try {
     return std::make_unique<redlock::client>(std::move(o));
   } catch (const config_error& e) {

@@ -19,10 +19,12 @@ namespace redlock::cli {
 namespace exit_code {
 inline constexpr int ok = 0;
 inline constexpr int refused = 1;           // release/extend: not the owner
-inline constexpr int usage = 64;            // EX_USAGE: usage or configuration error
+inline constexpr int usage = 64;            // EX_USAGE: a bad command line
 inline constexpr int unavailable = 69;      // EX_UNAVAILABLE: no quorum answered
 inline constexpr int software = 70;         // EX_SOFTWARE: lock lost during run; internal error
 inline constexpr int temp_fail = 75;        // EX_TEMPFAIL: held by another owner
+inline constexpr int no_permission = 77;    // EX_NOPERM: credentials, ACL or TLS verification refused
+inline constexpr int config = 78;           // EX_CONFIG: bad configuration (URI, nodes, files, conflicts)
 inline constexpr int cannot_execute = 126;  // run: CMD found but not executable
 inline constexpr int not_found = 127;       // run: CMD not found
 }  // namespace exit_code
@@ -44,8 +46,18 @@ std::string quote(std::string_view s);
 // "SIGTERM", "SIGINT", ... or "signal N".
 std::string signal_name(int signo);
 
-// The client for the invocation's nodes and timeouts. On a configuration error
-// (bad URI, bad option) returns null and sets `error`.
+// Reads the password file (--password-file) and a token from stdin (--token -),
+// and puts the password into the node URIs that have none. On failure prints the
+// error and returns its exit status (78 for the password file, 64 for the token);
+// 0 on success.
+int load_secrets(invocation& inv);
+
+// REDLOCK_NODES for run's command: the invocation's nodes without passwords.
+std::string nodes_without_passwords(const invocation& inv);
+
+// The client for the invocation's nodes, timeouts and TLS settings. On a
+// configuration error (bad URI, bad option, unusable TLS files) returns null and
+// sets `error`: exit status 78.
 std::unique_ptr<redlock::client> make_client(const invocation& inv, std::string& error);
 
 // acquire_options for --ttl, --wait, --retry-delay and --fencing.

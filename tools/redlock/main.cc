@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "common.h"
 #include "process.h"
+#include "secrets.h"
 
 int main(int argc, char** argv) {
   using namespace redlock::cli;
@@ -17,21 +18,31 @@ int main(int argc, char** argv) {
   ignore_sigpipe();
 
   const std::vector<std::string> args(argv + 1, argv + argc);
-  const parse_result parsed = parse_command_line(args, std::getenv("REDLOCK_NODES"), std::getenv("REDLOCK_MAX_TTL"));
+  parse_result parsed = parse_command_line(args, environment::of_process());
+  // A password given on the command line is in ps already; from now on at least
+  // it is not (Linux shows argv's memory, which this overwrites).
+  for (std::size_t i : parsed.secret_args) scrub_passwords(argv[i + 1]);
   switch (parsed.what) {
-    case parse_result::kind::help:
-      return write_stdout(help_text()) ? exit_code::ok : exit_code::software;
+    case parse_result::kind::help: {
+      const std::string text = parsed.help_for ? help_text(*parsed.help_for) : help_text();
+      return write_stdout(text) ? exit_code::ok : exit_code::software;
+    }
     case parse_result::kind::version:
       return write_stdout(std::string("redlock ") + REDLOCK_VERSION_STRING + "\n") ? exit_code::ok
                                                                                    : exit_code::software;
     case parse_result::kind::error:
       print_error(parsed.error);
       return exit_code::usage;
+    case parse_result::kind::config_error:
+      print_error(parsed.error);
+      return exit_code::config;
     case parse_result::kind::ok:
       break;
   }
 
-  const invocation& inv = parsed.inv;
+  invocation& inv = parsed.inv;
+  for (const std::string& w : parsed.warnings) print_warning(inv, w);
+  if (const int status = load_secrets(inv); status != exit_code::ok) return status;
   try {
     switch (inv.cmd) {
       case command::acquire:

@@ -64,7 +64,7 @@ int run_command(const invocation& inv) {
   auto client = make_client(inv, error);
   if (!client) {
     print_error(error);
-    return exit_code::usage;
+    return exit_code::config;
   }
 
   acquire_options options = lock_options(inv);
@@ -96,7 +96,8 @@ int run_command(const invocation& inv) {
   const lease held = r.lock.info();
   set_cloexec_except(inherited_fds);  // the command inherits our stdio and inherited fds only
   const spawn_result child =
-      spawn(cmd.path, inv.argv, lock_environment(environ, held.resource, held.token, held.fence),
+      spawn(cmd.path, inv.argv,
+            lock_environment(environ, held.resource, held.token, held.fence, nodes_without_passwords(inv)),
             signals.captured());
   if (child.error != 0) {
     (void)r.lock.release();

@@ -1,0 +1,308 @@
+// The help texts, the man page and the bash completion, all rendered from the
+// tables in args.cc, so they cannot drift apart.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "args.h"
+
+namespace redlock::cli {
+namespace {
+
+constexpr std::size_t help_column = 24;
+
+std::vector<std::string_view> lines_of(std::string_view text) {
+  std::vector<std::string_view> out;
+  while (!text.empty()) {
+    const std::size_t nl = text.find('\n');
+    out.push_back(text.substr(0, nl));
+    if (nl == std::string_view::npos) break;
+    text.remove_prefix(nl + 1);
+  }
+  return out;
+}
+
+// "-q, --quiet", "--ttl D".
+std::string option_label(const option_doc& o) {
+  std::string label;
+  if (o.short_name != nullptr) label = std::string(o.short_name) + ", ";
+  label += o.name;
+  if (o.metavar != nullptr) label += std::string(" ") + o.metavar;
+  return label;
+}
+
+void append_option(std::string& out, const option_doc& o) {
+  std::string label = "  " + option_label(o);
+  const auto help = lines_of(o.help);
+  if (label.size() + 1 > help_column) {
+    out += label + "\n";
+    label.clear();
+  }
+  for (std::size_t i = 0; i < help.size(); ++i) {
+    std::string line = i == 0 ? label : std::string();
+    line.resize(help_column, ' ');
+    out += line + std::string(help[i]) + "\n";
+  }
+}
+
+bool is_global(const option_doc& o) { return o.commands == all_commands; }
+
+// The synopsis lines of a command after "redlock NAME", the continuation lines
+// indented to `indent`.
+std::string synopsis(const command_doc& c, std::size_t indent) {
+  std::string out;
+  const auto lines = lines_of(c.synopsis);
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (i > 0) out += "\n" + std::string(indent, ' ');
+    out += lines[i];
+  }
+  return out;
+}
+
+std::string pad(std::string s, std::size_t width) {
+  if (s.size() < width) s.resize(width, ' ');
+  return s;
+}
+
+// --- troff ---
+
+// Escapes text for troff: backslashes, hyphens (as \-, so options copy and search
+// as ASCII) and a leading control character.
+std::string roff(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\\') {
+      out += "\\e";
+    } else if (c == '-') {
+      out += "\\-";
+    } else {
+      out.push_back(c);
+    }
+  }
+  if (!out.empty() && (out[0] == '.' || out[0] == '\'')) out.insert(0, "\\&");
+  return out;
+}
+
+// Joins the lines of a text into one paragraph for troff to fill.
+std::string roff_paragraph(std::string_view text) {
+  std::string out;
+  for (auto line : lines_of(text)) {
+    if (!out.empty()) out += "\n";
+    out += roff(line);
+  }
+  return out + "\n";
+}
+
+// A preformatted section: the lines as they are (a section's own lines are
+// indented by two spaces in the help; .RS indents them here instead).
+std::string roff_block(std::string_view text) {
+  std::string out = ".nf\n";
+  for (auto line : lines_of(text)) {
+    if (line.rfind("  ", 0) == 0) line.remove_prefix(2);
+    out += line.empty() ? std::string("\n") : roff(line) + "\n";
+  }
+  return out + ".fi\n";
+}
+
+}  // namespace
+
+const char* durations_text() noexcept {
+  return "Durations are milliseconds (250) or a number with a unit: 250ms, 1.5s,\n"
+         "2m, 1h. A fraction needs a unit and must come to whole milliseconds.";
+}
+
+const char* environment_text() noexcept {
+  return "  REDLOCK_NODES         The nodes, as --nodes (the option wins).\n"
+         "  REDLOCK_PASSWORD      Password for every node URI without one\n"
+         "                        (--password-file wins). Not passed to run's CMD.\n"
+         "  REDLOCK_TOKEN         release, extend: the token when none is given.\n"
+         "  REDLOCK_MAX_TTL       As --max-ttl (the option wins).\n"
+         "  REDLOCK_TLS_CA, REDLOCK_TLS_CA_DIR, REDLOCK_TLS_CERT, REDLOCK_TLS_KEY,\n"
+         "  REDLOCK_TLS_SERVER_NAME, REDLOCK_TLS_INSECURE=1\n"
+         "                        As the --tls-* options (the options win).";
+}
+
+const char* exit_status_text() noexcept {
+  return "  0    success\n"
+         "  1    release or extend refused: TOKEN does not own the lock on a quorum\n"
+         "  64   usage error: a bad command line\n"
+         "  69   quorum unavailable: too few nodes answered, or answered too\n"
+         "       slowly for the TTL\n"
+         "  70   run: the lock was lost while CMD ran; or an internal error\n"
+         "  75   the lock is held by another owner (after --wait, if given)\n"
+         "  77   the nodes refused the credentials, the ACL denies the lock a\n"
+         "       command or key, or TLS verification failed\n"
+         "  78   configuration error: a bad node URI, no nodes, conflicting\n"
+         "       options, an unsafe or unreadable password file, bad TLS files\n"
+         "  126  run: CMD cannot be executed\n"
+         "  127  run: CMD not found\n"
+         "  128+N  interrupted by signal N before CMD started; run: CMD killed by\n"
+         "       signal N\n"
+         "  other  run: CMD's exit status";
+}
+
+std::string help_text() {
+  std::string out = "redlock - take, hold, inspect and benchmark a Redlock lock from a shell\n\nUsage:\n";
+  for (const auto& c : command_docs()) {
+    out += "  redlock " + pad(c.name, 8) + synopsis(c, 18) + "\n";
+  }
+  out += "  redlock help [COMMAND] | --help | -V, --version\n\nCommands:\n";
+  for (const auto& c : command_docs()) {
+    const auto lines = lines_of(c.summary);
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      out += "  " + pad(i == 0 ? c.name : "", 9) + std::string(lines[i]) + "\n";
+    }
+  }
+  out +=
+      "\nGlobal options, for every command, anywhere after the command and before\n"
+      "\"--\", as --opt VALUE or --opt=VALUE:\n";
+  for (const auto& o : option_docs()) {
+    if (is_global(o)) append_option(out, o);
+  }
+  out += "  -V, --version         Print the version (before any command).\n";
+  out += "\nCommand options (\"redlock help COMMAND\" lists a command's own):\n";
+  for (const auto& o : option_docs()) {
+    if (!is_global(o)) append_option(out, o);
+  }
+  out += "\n" + std::string(durations_text()) + "\n\nEnvironment:\n" + environment_text() +
+         "\n\nExit status:\n" + exit_status_text() +
+         "\nErrors are one line on stderr starting with \"redlock: \"; warnings are\n"
+         "lines starting with \"redlock: warning: \".\n";
+  return out;
+}
+
+std::string help_text(command cmd) {
+  const command_doc* c = nullptr;
+  for (const auto& d : command_docs()) {
+    if (d.cmd == cmd) c = &d;
+  }
+  if (c == nullptr) return help_text();
+  const std::string head = "Usage: redlock " + std::string(c->name) + " ";
+  std::string out = head + synopsis(*c, head.size()) + "\n\n" + c->details + "\n";
+  bool any = false;
+  for (const auto& o : option_docs()) {
+    if (is_global(o) || (o.commands & command_bit(cmd)) == 0) continue;
+    if (!any) out += "\nOptions:\n";
+    any = true;
+    append_option(out, o);
+  }
+  out +=
+      "\nGlobal options (--nodes, --password-file, timeouts, --max-ttl, --tls-*,\n"
+      "--json, -q): see \"redlock --help\".\n";
+  return out;
+}
+
+std::string man_page(const std::string& version) {
+  std::string out;
+  out += ".\\\" Generated from the tables in tools/redlock/args.cc (redlock_gendoc); do not edit.\n";
+  out += ".TH REDLOCK 1 \"\" \"redlock " + roff(version) + "\" \"User Commands\"\n";
+  out += ".nh\n.ad l\n";  // no hyphenation of option names, no stretched blanks
+  out += ".SH NAME\nredlock \\- take, hold, inspect and benchmark a Redlock lock from a shell\n";
+  out += ".SH SYNOPSIS\n";
+  for (const auto& c : command_docs()) {
+    out += ".B redlock " + std::string(c.name) + "\n";
+    std::string syn;
+    for (auto line : lines_of(c.synopsis)) syn += (syn.empty() ? "" : " ") + std::string(line);
+    out += roff(syn) + "\n.br\n";
+  }
+  out += ".B redlock help\n[COMMAND] | \\-\\-help | \\-V, \\-\\-version\n";
+  out += ".SH DESCRIPTION\n";
+  out += "Takes, holds, inspects and benchmarks a Redlock lock over N independent Redis masters.\n";
+  out += ".SH COMMANDS\n";
+  for (const auto& c : command_docs()) {
+    out += ".TP\n.B " + std::string(c.name) + "\n" + roff_paragraph(c.details);
+  }
+  const auto options = [&](bool global) {
+    for (const auto& o : option_docs()) {
+      if (is_global(o) != global) continue;
+      out += ".TP\n";
+      std::string label = o.short_name != nullptr ? "\\fB" + roff(o.short_name) + "\\fR, " : std::string();
+      label += "\\fB" + roff(o.name) + "\\fR";
+      if (o.metavar != nullptr) label += " \\fI" + roff(o.metavar) + "\\fR";
+      out += label + "\n" + roff_paragraph(o.help);
+    }
+  };
+  out += ".SH GLOBAL OPTIONS\n";
+  out += "For every command, anywhere after the command and before \\(lq\\-\\-\\(rq, as\n"
+         ".B \\-\\-opt VALUE\nor\n.BR \\-\\-opt=VALUE .\n";
+  options(true);
+  out += ".TP\n\\fB\\-V\\fR, \\fB\\-\\-version\\fR\nPrint the version (before any command).\n";
+  out += ".SH COMMAND OPTIONS\n";
+  options(false);
+  out += ".SH DURATIONS\n" + roff_paragraph(durations_text());
+  out += ".SH ENVIRONMENT\n" + roff_block(environment_text());
+  out += ".SH EXIT STATUS\n" + roff_block(exit_status_text());
+  out += ".PP\nErrors are one line on stderr starting with \\(lqredlock: \\(rq; warnings are lines\n"
+         "starting with \\(lqredlock: warning: \\(rq.\n";
+  out += ".SH SEE ALSO\n"
+         "The full manual is docs/cli.md in the redlock sources.\n";
+  return out;
+}
+
+std::string bash_completion() {
+  std::string commands;
+  for (const auto& c : command_docs()) commands += (commands.empty() ? "" : " ") + std::string(c.name);
+
+  std::string out =
+      "# bash completion for redlock(1). Generated from the tables in\n"
+      "# tools/redlock/args.cc (redlock_gendoc); do not edit.\n"
+      "_redlock() {\n"
+      "  local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}\n"
+      "  local cmd= i\n"
+      "  for ((i = 1; i < COMP_CWORD; i++)); do\n"
+      "    if [[ -z $cmd ]]; then\n"
+      "      case ${COMP_WORDS[i]} in -*) ;; *) cmd=${COMP_WORDS[i]} ;; esac\n"
+      "    elif [[ ${COMP_WORDS[i]} == -- ]]; then\n"
+      "      # run's command: complete it as a command line of its own.\n"
+      "      if ((i + 1 == COMP_CWORD)); then\n"
+      "        COMPREPLY=($(compgen -c -- \"$cur\"))\n"
+      "      else\n"
+      "        COMPREPLY=($(compgen -f -- \"$cur\"))\n"
+      "      fi\n"
+      "      return 0\n"
+      "    fi\n"
+      "  done\n"
+      "  if [[ -z $cmd ]]; then\n"
+      "    COMPREPLY=($(compgen -W '" + commands + " help --help -h --version -V' -- \"$cur\"))\n"
+      "    return 0\n"
+      "  fi\n"
+      "  case $prev in\n";
+  // Options whose value is a file or a directory.
+  std::string files, dirs;
+  for (const auto& o : option_docs()) {
+    if (o.metavar == nullptr) continue;
+    const std::string_view m = o.metavar;
+    if (m == "FILE") files += (files.empty() ? "" : "|") + std::string(o.name);
+    if (m == "DIR") dirs += (dirs.empty() ? "" : "|") + std::string(o.name);
+  }
+  out += "    " + files + ")\n      COMPREPLY=($(compgen -f -- \"$cur\"))\n      return 0 ;;\n";
+  out += "    " + dirs + ")\n      COMPREPLY=($(compgen -d -- \"$cur\"))\n      return 0 ;;\n";
+  std::string valued;
+  for (const auto& o : option_docs()) {
+    if (o.metavar == nullptr) continue;
+    const std::string_view m = o.metavar;
+    if (m == "FILE" || m == "DIR") continue;
+    valued += (valued.empty() ? "" : "|") + std::string(o.name);
+  }
+  out += "    " + valued + ")\n      return 0 ;;\n  esac\n  local opts\n  case $cmd in\n";
+  for (const auto& c : command_docs()) {
+    std::string opts;
+    for (const auto& o : option_docs()) {
+      if ((o.commands & command_bit(c.cmd)) == 0) continue;
+      if (o.short_name != nullptr) opts += (opts.empty() ? "" : " ") + std::string(o.short_name);
+      opts += (opts.empty() ? "" : " ") + std::string(o.name);
+    }
+    out += "    " + std::string(c.name) + ") opts='" + opts + (c.cmd == command::run ? " --" : "") + "' ;;\n";
+  }
+  out += "    help) COMPREPLY=($(compgen -W '" + commands + "' -- \"$cur\")); return 0 ;;\n";
+  out += "    *) return 0 ;;\n  esac\n";
+  out += "  if [[ $cur == -* ]]; then\n"
+         "    COMPREPLY=($(compgen -W \"$opts\" -- \"$cur\"))\n"
+         "  fi\n"
+         "  return 0\n"
+         "}\n"
+         "complete -F _redlock redlock\n";
+  return out;
+}
+
+}  // namespace redlock::cli
