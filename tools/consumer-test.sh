@@ -158,7 +158,7 @@ consumer_pkg_config() { # variant, prefix ("" = the system's), build dir
   [ "$variant" = static ] && static=(--static)
   pkg-config --exists --print-errors "redlock = $version" redlock-testing || return 1
   libdir=$(pkg-config --variable=libdir redlock)
-  [ "$variant" = shared ] && rpath=(-Wl,-rpath,"$libdir")
+  [ "$variant" = shared ] && rpath=("-Wl,-rpath,$libdir")
   cmake -DREADME="$src/README.md" -DOUT="$dir/readme_example.cc" -P "$src/tests/consumer/readme_example.cmake"
   # shellcheck disable=SC2046 # pkg-config's output is a list of arguments
   (

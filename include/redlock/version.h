@@ -9,10 +9,9 @@
 #define REDLOCK_VERSION_STR_(x) #x
 #define REDLOCK_VERSION_XSTR_(x) REDLOCK_VERSION_STR_(x)
 // "0.2.0": a string literal.
-#define REDLOCK_VERSION_STRING                     \
-  REDLOCK_VERSION_XSTR_(REDLOCK_VERSION_MAJOR)     \
-  "." REDLOCK_VERSION_XSTR_(REDLOCK_VERSION_MINOR) \
-  "." REDLOCK_VERSION_XSTR_(REDLOCK_VERSION_PATCH)
+#define REDLOCK_VERSION_STRING                 \
+  REDLOCK_VERSION_XSTR_(REDLOCK_VERSION_MAJOR) \
+  "." REDLOCK_VERSION_XSTR_(REDLOCK_VERSION_MINOR) "." REDLOCK_VERSION_XSTR_(REDLOCK_VERSION_PATCH)
 
 // REDLOCK_EXPORT marks the public API. The library is compiled with hidden
 // visibility (-fvisibility=hidden -fvisibility-inlines-hidden), so a shared
