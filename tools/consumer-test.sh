@@ -224,12 +224,23 @@ deb_install() { # the package of $tmp/build-shared
   $SUDO dpkg -i "$deb"
 }
 
-deb_cli() {
+deb_cli() { # the installed CLI; its man page and bash completion when the package has them
+  local man
   [ "$(/usr/bin/redlock --version)" = "redlock $version" ] || return 1
-  if dpkg -L redlock | grep -q '/man1/redlock\.1'; then
+  echo "/usr/bin/redlock --version: redlock $version"
+  man=$(dpkg -L redlock | grep -E '/man1/redlock\.1(\.gz)?$' | head -n 1 || true)
+  if [ -z "$man" ]; then
+    echo "(the package has no man page)"
+  elif [ ! -f "$man" ]; then # e.g. a dpkg path-exclude for /usr/share/man in a slim image
+    echo "$man is in the package but was not installed (dpkg path-exclude?)"
+    grep -hs path-exclude /etc/dpkg/dpkg.cfg.d/* || return 1
+  elif command -v man >/dev/null 2>&1; then
     man -w redlock
   else
-    echo "(the package has no man page)"
+    echo "$man installed (no man command to ask)"
+  fi
+  if dpkg -L redlock | grep -q 'bash-completion/completions/redlock$'; then
+    echo "bash completion: $(dpkg -L redlock | grep 'bash-completion/completions/redlock$')"
   fi
 }
 
