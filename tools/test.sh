@@ -2,6 +2,8 @@
 # The README's second command: the whole test suite. Installs dependencies, builds
 # with warnings as errors, runs every test (they start their own redis-server
 # processes on free loopback ports), then a short smoke run of each benchmark, then
+# the consumer tests (tools/consumer-test.sh: the installed package through
+# find_package and pkg-config, a subproject, the Debian package), then
 # the same suite under ASan+UBSan (which replays the fuzz corpora) followed by a
 # short exploring run of each fuzzer, and the integration tests (the ones that
 # drive the client from several threads against real servers) under TSan.
@@ -112,6 +114,25 @@ run_suite() { # build-dir, extra cmake args... (CTEST_ARGS: label filter)
   [ "$ctest_rc" -eq 0 ] || finish_failed
 }
 
+consumer_stage() { # tools/consumer-test.sh; adds its "consumer tests: N passed, M failed" to the totals
+  local log=build-ci/consumer.log line ok bad rc=0
+  bash tools/consumer-test.sh 2>&1 | tee "$log" || rc=1
+  line=$(grep -E '^consumer tests: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+  if [ -z "$line" ]; then
+    echo "no summary line from tools/consumer-test.sh"
+    failed=$((failed + 1))
+    return 1
+  fi
+  ok=$(sed -E 's/^consumer tests: ([0-9]+) passed.*/\1/' <<<"$line")
+  bad=$(sed -E 's/.* ([0-9]+) failed$/\1/' <<<"$line")
+  passed=$((passed + ok))
+  failed=$((failed + bad))
+  if [ "$rc" -ne 0 ] && [ "$bad" -eq 0 ]; then # it failed without saying which check
+    failed=$((failed + 1))
+  fi
+  [ "$rc" -eq 0 ] && [ "$bad" -eq 0 ]
+}
+
 fuzz_runs() { # target: its fixed CI budget in executions, each about 30 s of one core (Debug+ASan)
   # Measured: duration ~130k/s, decision ~30k/s, uri ~13k/s, reply ~7k/s of CPU. On a
   # machine shared with other work the 60 s cap may cut them short (a prefix, see above).
@@ -190,6 +211,8 @@ main() {
   ./build-ci/bench/bench_micro --benchmark_min_time=0.01 >/dev/null
   ./build-ci/bench/bench_e2e --quick >/dev/null
   echo "benchmarks ran"
+  echo "== consumers: the installed package through find_package and pkg-config, a subproject, the .deb"
+  consumer_stage || finish_failed
   if [ "${REDLOCK_TEST_QUICK:-0}" != 1 ]; then
     echo "== ASan + UBSan"
     # Sanitized builds run 2-10x slower: one test at a time keeps their timing bounds honest.

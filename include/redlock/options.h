@@ -19,7 +19,7 @@ struct report;
 // The monotonic clock the client measures validity with. Inject one to control
 // time in tests; the default is std::chrono::steady_clock. Called on the loop thread
 // and on callers' threads: now() must be thread-safe and never go backwards.
-class clock {
+class REDLOCK_EXPORT clock {
  public:
   virtual ~clock() = default;
   virtual std::chrono::steady_clock::time_point now() const noexcept = 0;

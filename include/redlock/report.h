@@ -40,7 +40,7 @@ struct node_result {
 };
 
 // The outcome of one acquire, extend, release or inspect call.
-struct report {
+struct REDLOCK_EXPORT report {
   std::error_code error;          // empty on success; a redlock::errc otherwise
   std::vector<node_result> nodes;  // one per configured node, in configuration order
   int attempts = 0;                // acquire: attempts made; others: 1
