@@ -93,7 +93,14 @@ class tls_link final : public link, public link_events {
     }
     bytes.clear();
     std::string records = drain();
-    return inner_->write(records);
+    std::string error = inner_->write(records);
+    if (!error.empty() && cert_requested_ && !got_data_) {
+      // The server refused the session for want of a client certificate and reset
+      // the stream as our first request arrived. Reported as that refusal: the
+      // read side's end of stream (or reset) follows, and on_link_down says why.
+      return {};
+    }
+    return error;
   }
 
   // --- events of the inner (TCP) link ---
