@@ -206,12 +206,13 @@ class tls_link final : public link, public link_events {
     const long verify = SSL_get_verify_result(ssl_);
     if (verify_ && verify != X509_V_OK) return {node_status::tls_error, verify_failure(verify)};
     if (cert_requested_ && !got_data_) return {node_status::tls_error, kClientCertRequired};
-    if (reason == SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED) return {node_status::tls_error, kClientCertRequired};
-    if (has_cert_ && (reason == SSL_R_TLSV1_ALERT_UNKNOWN_CA || reason == SSL_R_SSLV3_ALERT_BAD_CERTIFICATE ||
-                      reason == SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED ||
-                      reason == SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN ||
-                      reason == SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE ||
-                      reason == SSL_R_SSLV3_ALERT_CERTIFICATE_REVOKED || reason == SSL_R_TLSV1_ALERT_ACCESS_DENIED)) {
+    if (reason == SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED)
+      return {node_status::tls_error, kClientCertRequired};
+    if (has_cert_ &&
+        (reason == SSL_R_TLSV1_ALERT_UNKNOWN_CA || reason == SSL_R_SSLV3_ALERT_BAD_CERTIFICATE ||
+         reason == SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED || reason == SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN ||
+         reason == SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE ||
+         reason == SSL_R_SSLV3_ALERT_CERTIFICATE_REVOKED || reason == SSL_R_TLSV1_ALERT_ACCESS_DENIED)) {
       return {node_status::tls_error, "the server rejected the client certificate (" + text + ")"};
     }
     std::string detail = prefix + (text.empty() ? std::string("protocol error") : text);
@@ -304,7 +305,8 @@ std::shared_ptr<tls_context> tls_context::make(const tls_options& o, std::string
   }
   if (!o.ca_dir.empty()) {
     struct stat st {};
-    if (::stat(o.ca_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || ::access(o.ca_dir.c_str(), R_OK | X_OK) != 0) {
+    if (::stat(o.ca_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+        ::access(o.ca_dir.c_str(), R_OK | X_OK) != 0) {
       error = "tls ca_dir '" + o.ca_dir + "': not a readable directory";
       return nullptr;
     }
@@ -328,7 +330,8 @@ std::shared_ptr<tls_context> tls_context::make(const tls_options& o, std::string
       return nullptr;
     }
     if (SSL_CTX_use_certificate_chain_file(ctx, o.cert_file.c_str()) != 1) {
-      error = "tls cert_file '" + o.cert_file + "': no certificate could be loaded (" + openssl_reason() + ")";
+      error =
+          "tls cert_file '" + o.cert_file + "': no certificate could be loaded (" + openssl_reason() + ")";
       return nullptr;
     }
     if (std::string why = unreadable_file(o.key_file); !why.empty()) {

@@ -48,8 +48,8 @@ class tls_context {
 };
 
 template <typename OpenInner>
-std::unique_ptr<link> tls_context::wrap(const node_address& address, link_events& events, OpenInner&& open_inner,
-                                        node_status& status, std::string& error) {
+std::unique_ptr<link> tls_context::wrap(const node_address& address, link_events& events,
+                                        OpenInner&& open_inner, node_status& status, std::string& error) {
   link_events* inner_events = nullptr;
   std::unique_ptr<link> tls = begin(address, events, inner_events, error);
   if (!tls) {

@@ -29,8 +29,8 @@ class clock {
 // delay in [d/2, d] where d = min(max_delay, base_delay * 2^(k-2)). Only failures
 // that another attempt may fix are retried (contended, unavailable,
 // validity_exhausted); never invalid_argument, auth_failed, permission_denied,
-// wrong_type, tls_failed, cancelled. (One node refusing the password among healthy ones fails
-// an attempt as unavailable: retried.)
+// wrong_type, tls_failed, cancelled. (One node refusing the password among
+// healthy ones fails an attempt as unavailable: retried.)
 struct retry_policy {
   // Total attempts, including the first. >= 1.
   int max_attempts = 3;

@@ -23,7 +23,8 @@ using std::chrono::steady_clock;
 
 const tls_certs& certs() { return tls_certs::get(); }
 
-node_config tls_config(const std::string& cert, const std::string& key, const std::string& auth_clients = "no") {
+node_config tls_config(const std::string& cert, const std::string& key,
+                       const std::string& auth_clients = "no") {
   node_config c;
   c.tls = true;
   c.tls_cert_file = cert;
@@ -42,7 +43,8 @@ client_options tls_options_for(const std::vector<std::string>& uris) {
 
 std::string unique(const std::string& base) {
   static std::atomic<int> n{0};
-  return base + "-" + std::to_string(++n) + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+  return base + "-" + std::to_string(++n) + "-" +
+         ::testing::UnitTest::GetInstance()->current_test_info()->name();
 }
 
 ::testing::AssertionResult contains(const std::string& haystack, const std::string& needle) {
@@ -117,7 +119,8 @@ TEST_F(TlsNodes, acquire_extend_release_over_verified_tls) {
 
 TEST_F(TlsNodes, localhost_name_verifies_against_the_dns_san) {
   std::vector<std::string> uris;
-  for (std::size_t i = 0; i < nodes().size(); ++i) uris.push_back("rediss://localhost:" + std::to_string(nodes()[i].port()));
+  for (std::size_t i = 0; i < nodes().size(); ++i)
+    uris.push_back("rediss://localhost:" + std::to_string(nodes()[i].port()));
   client c(tls_options_for(uris));
   auto r = c.acquire(unique("by-name"), once());
   ASSERT_TRUE(r) << r.report.message();
@@ -188,7 +191,8 @@ TEST_F(TlsNodes, mixed_tls_and_plain_nodes_form_one_quorum) {
 
 TEST_F(TlsNodes, plain_redis_uri_to_a_tls_server_fails_within_connect_timeout) {
   std::vector<std::string> uris;
-  for (std::size_t i = 0; i < nodes().size(); ++i) uris.push_back("redis://127.0.0.1:" + std::to_string(nodes()[i].port()));
+  for (std::size_t i = 0; i < nodes().size(); ++i)
+    uris.push_back("redis://127.0.0.1:" + std::to_string(nodes()[i].port()));
   client_options o = tls_options_for(uris);
   client c(o);
   const auto t0 = steady_clock::now();
@@ -221,7 +225,8 @@ TEST(TlsVerify, hostname_mismatch_is_a_tls_error_naming_the_name) {
   redis_cluster cl(3, tls_config(certs().wrong_name_cert, certs().wrong_name_key));
   expect_tls_failure(tls_options_for(cl.uris()), "does not match the name '127.0.0.1'");
   std::vector<std::string> by_name;
-  for (std::size_t i = 0; i < cl.size(); ++i) by_name.push_back("rediss://localhost:" + std::to_string(cl[i].port()));
+  for (std::size_t i = 0; i < cl.size(); ++i)
+    by_name.push_back("rediss://localhost:" + std::to_string(cl[i].port()));
   expect_tls_failure(tls_options_for(by_name), "does not match the name 'localhost'");
 }
 
@@ -338,8 +343,8 @@ TEST(TlsConfig, bad_files_are_config_errors_naming_the_file) {
   expect_config_error(o, "tls key_file '/nonexistent/client.key': cannot read");
 
   o.tls.key_file = certs().server_key;  // another certificate's key
-  expect_config_error(o, "tls key_file '" + certs().server_key + "' does not match cert_file '" +
-                             certs().client_cert + "'");
+  expect_config_error(
+      o, "tls key_file '" + certs().server_key + "' does not match cert_file '" + certs().client_cert + "'");
 
   o = options_for(uris);
   o.tls.cert_file = certs().ca_file + ".missing";
@@ -361,7 +366,8 @@ TEST(TlsConfig, tls_options_are_ignored_without_a_rediss_node) {
 TEST(TlsTransport, plaintext_server_behind_rediss_fails_within_connect_timeout) {
   redis_cluster cl(3);
   std::vector<std::string> uris;
-  for (std::size_t i = 0; i < cl.size(); ++i) uris.push_back("rediss://127.0.0.1:" + std::to_string(cl[i].port()));
+  for (std::size_t i = 0; i < cl.size(); ++i)
+    uris.push_back("rediss://127.0.0.1:" + std::to_string(cl[i].port()));
   client_options o = tls_options_for(uris);
   client c(o);
   const auto t0 = steady_clock::now();
