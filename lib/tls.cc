@@ -168,8 +168,10 @@ class tls_link final : public link, public link_events {
       return;
     }
     auto [status, detail] = classify("TLS handshake failed: ");
-    send_pending();  // our alert, if any, so the server's log says why
-    if (!done_) fail(status, std::move(detail));
+    // Our alert, if any, so that the server's log says why; a failure to send it
+    // changes nothing (and must not end the link twice).
+    if (std::string alert = drain(); !alert.empty()) (void)inner_->write(alert);
+    fail(status, std::move(detail));
   }
 
   void read_records() {
