@@ -5,7 +5,7 @@
 //             [--scale F] [--inflight LIST] [--command-timeout MS] [--watchdog-locks N]
 //             [--watchdog-ttl LIST] [SCENARIO...]
 //
-// SCENARIO: floor latency throughput contention paused slow watchdog memory, or all
+// SCENARIO: floor latency throughput contention paused slow watchdog memory tls, or all
 // (the default). See docs/benchmarks.md.
 #include <signal.h>
 #include <unistd.h>
@@ -29,7 +29,7 @@ namespace redlock::bench {
 namespace {
 
 const std::vector<std::string> kScenarios = {"floor",  "latency", "throughput", "contention",
-                                             "paused", "slow",    "watchdog",   "memory"};
+                                             "paused", "slow",    "watchdog",   "memory", "tls"};
 
 void usage(std::FILE* f) {
   std::fprintf(f,
@@ -47,6 +47,7 @@ void usage(std::FILE* f) {
                "  slow        acquire latency with one node 50 ms slower (delay proxy) vs baseline\n"
                "  watchdog    CPU and memory of 10,000 auto-extended locks (ttl 30 s and 3 s)\n"
                "  memory      bytes per held lock, per in-flight acquire; peak RSS\n"
+               "  tls         TLS (rediss://) vs plain TCP: pair latency and 64-in-flight throughput\n"
                "\n"
                "options:\n"
                "  --quick             each scenario well under 2 s (CI smoke run)\n"
@@ -271,6 +272,7 @@ int run(int argc, char** argv) {
       {"slow", [&] { scenario_slow(e, n, std::chrono::milliseconds(50)); }},
       {"watchdog", [&] { scenario_watchdog(e, n); }},
       {"memory", [&] { scenario_memory(e, n); }},
+      {"tls", [&] { scenario_tls(e, n, 64); }},
   };
   int failures = 0;
   for (const auto& name : order) {

@@ -16,6 +16,7 @@
 #include "e2e.h"
 #include "library_load.h"
 #include "raw_floor.h"
+#include "tls_certs.h"
 
 namespace redlock::bench {
 
@@ -113,9 +114,10 @@ constexpr std::uint64_t kUnbounded = 100'000'000;  // loops are bounded by time 
 
 // A client with the run's command timeout (or `command_timeout` if not zero), warmed up.
 std::unique_ptr<client> make_client(const env& e, std::vector<std::string> uris,
-                                    milliseconds command_timeout = milliseconds(0)) {
+                                    milliseconds command_timeout = milliseconds(0), const tls_options& tls = {}) {
   client_options o;
   o.nodes = std::move(uris);
+  o.tls = tls;
   o.command_timeout = command_timeout.count() > 0 ? command_timeout : e.size.command_timeout;
   o.clock_sample_interval = e.size.clock_sample_interval;
   auto c = std::make_unique<client>(std::move(o));
@@ -795,6 +797,72 @@ void scenario_memory(env& e, std::size_t n) {
       "pair, peak RSS %.1f MiB",
       r.num("held_heap_bytes_per_lock"), r.num("inflight_heap_bytes_per_op"),
       r.num("retained_heap_bytes_per_pair"), r.num("peak_rss_bytes") / 1048576.0);
+}
+
+
+// TLS against plain TCP in the same run: n TLS nodes (a second cluster, the same
+// redis-server with --tls-port and a test certificate, verification on) and the
+// run's first n plain nodes. Sequential acquire + release pair latency, and
+// pipelined throughput with `inflight` chains, each side's medians and the ratios.
+void scenario_tls(env& e, std::size_t n, int inflight) {
+  const test::tls_certs& certs = test::tls_certs::get();
+  test::node_config cfg;
+  cfg.tls = true;
+  cfg.tls_cert_file = certs.server_cert;
+  cfg.tls_key_file = certs.server_key;
+  cfg.tls_ca_file = certs.ca_file;
+  test::redis_cluster tls_nodes(static_cast<int>(n), cfg);
+  tls_options tls;
+  tls.ca_file = certs.ca_file;
+  e.flush_nodes();
+  auto plain = make_client(e, e.uris(n));
+  auto secure = make_client(e, tls_nodes.uris(), milliseconds(0), tls);
+  std::vector<record> runs;
+  for (int rep = 0; rep < e.size.repeats; ++rep) {
+    record r("tls");
+    pair_result lp, lt;
+    chain_result tp, tt;
+    chain_config cc;
+    cc.inflight = inflight;
+    cc.duration = e.size.throughput_time;
+    auto run_plain = [&] {
+      lp = sync_pairs(*plain, bench_acquire_options(), e.size.latency_time, kUnbounded);
+      tp = run_chains({plain.get()}, cc);
+    };
+    auto run_tls = [&] {
+      lt = sync_pairs(*secure, bench_acquire_options(), e.size.latency_time, kUnbounded);
+      tt = run_chains({secure.get()}, cc);
+    };
+    // Alternate the order so neither side always runs on a warmer machine.
+    if (rep % 2 == 0) {
+      run_plain();
+      run_tls();
+    } else {
+      run_tls();
+      run_plain();
+    }
+    const summary ps = lp.pair.summarize();
+    const summary ts = lt.pair.summarize();
+    r.set_int("nodes", static_cast<std::int64_t>(n));
+    r.set_int("inflight", inflight);
+    r.set_summary("plain_pair", ps);
+    r.set_summary("tls_pair", ts);
+    r.set("plain_pairs_per_s", per_second(tp.pairs, tp.seconds));
+    r.set("tls_pairs_per_s", per_second(tt.pairs, tt.seconds));
+    r.set_int("errors", static_cast<std::int64_t>(lp.errors + lt.errors + tp.errors + tt.errors));
+    runs.push_back(r);
+  }
+  record m = record::median_of(runs, {"plain_pair_p50_us", "tls_pair_p50_us", "plain_pairs_per_s", "tls_pairs_per_s"});
+  m.set("latency_ratio_p50", m.num("tls_pair_p50_us") / m.num("plain_pair_p50_us"));
+  m.set("latency_ratio_p99", m.num("tls_pair_p99_us") / m.num("plain_pair_p99_us"));
+  m.set("throughput_ratio", m.num("tls_pairs_per_s") / m.num("plain_pairs_per_s"));
+  e.out->emit(m);
+  const record& r = e.out->all().back();
+  e.out->note("  tls N=%zu: pair p50 %.0f us TLS vs %.0f us plain (%.2fx), p99 %.0f / %.0f us (%.2fx); "
+              "%d in flight: %.0f vs %.0f pairs/s (%.2fx)",
+              n, r.num("tls_pair_p50_us"), r.num("plain_pair_p50_us"), r.num("latency_ratio_p50"),
+              r.num("tls_pair_p99_us"), r.num("plain_pair_p99_us"), r.num("latency_ratio_p99"), inflight,
+              r.num("tls_pairs_per_s"), r.num("plain_pairs_per_s"), r.num("throughput_ratio"));
 }
 
 }  // namespace redlock::bench

@@ -161,6 +161,9 @@ client::client(client_options options, uv_loop_s* loop)
 
 client::client(client_options options, std::unique_ptr<detail::reactor> io, bool own_thread) {
   auto nodes = validate(options);
+  if (std::any_of(nodes.begin(), nodes.end(), [](const detail::node_address& a) { return a.tls; })) {
+    if (std::string bad = io->use_tls(options.tls); !bad.empty()) throw config_error(bad);
+  }
   core_ = std::make_shared<detail::core>(std::move(options), std::move(nodes), std::move(io), own_thread);
   core_->start();
 }

@@ -161,7 +161,13 @@ void connection::connect_now() {
   if (!link_) fail_connection(status, std::move(error));
 }
 
-void connection::on_link_down(node_status status, std::string detail) { fail_connection(status, std::move(detail)); }
+void connection::on_link_down(node_status status, std::string detail) {
+  // A TLS verification failure is as permanent as a refused password: reconnects
+  // go on in the background (a certificate may be fixed server-side), at the
+  // longest backoff.
+  const bool permanent = status == node_status::tls_error;
+  fail_connection(status, std::move(detail), permanent);
+}
 
 void connection::on_link_up() {
   state_ = state::handshake;

@@ -17,6 +17,10 @@ namespace redlock::detail {
 
 std::string reactor::token() { return make_token(); }
 
+std::string reactor::use_tls(const tls_options&) {
+  return "rediss:// (TLS) nodes are not supported by this transport (the simulator has no TLS): use redis://";
+}
+
 std::uint64_t reactor::seed() {
   std::uint64_t s = 0;
   random_bytes(&s, sizeof s);

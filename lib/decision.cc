@@ -1,5 +1,6 @@
 #include "decision.h"
 
+#include <algorithm>
 #include <string>
 
 namespace redlock::detail {
@@ -48,7 +49,7 @@ namespace {
 
 // What failure_reason() looks at: counts only.
 struct reason_counts {
-  std::size_t n = 0, refused = 0, auth = 0, permission = 0, wrong_type = 0, cancelled = 0, pending = 0;
+  std::size_t n = 0, refused = 0, auth = 0, permission = 0, wrong_type = 0, tls = 0, cancelled = 0, pending = 0;
 };
 
 reason_counts count_reasons(op_kind kind, const std::vector<vote>& votes) noexcept {
@@ -65,6 +66,7 @@ reason_counts count_reasons(op_kind kind, const std::vector<vote>& votes) noexce
     if (v.permanent == errc::auth_failed) ++c.auth;
     if (v.permanent == errc::permission_denied) ++c.permission;
     if (v.permanent == errc::wrong_type) ++c.wrong_type;
+    if (v.permanent == errc::tls_failed) ++c.tls;
   }
   return c;
 }
@@ -77,10 +79,12 @@ std::error_code reason_of(op_kind kind, const reason_counts& c) noexcept {
   // Likewise for permanent errors: one node with a wrong password among healthy
   // ones is a configuration problem to alert on, not a reason to stop retrying or
   // to declare a held lock lost.
-  if (c.n > 0 && c.auth + c.permission + c.wrong_type > tolerated) {
-    if (c.auth >= c.permission && c.auth >= c.wrong_type) return errc::auth_failed;
-    if (c.permission >= c.wrong_type) return errc::permission_denied;
-    return errc::wrong_type;
+  if (c.n > 0 && c.auth + c.permission + c.wrong_type + c.tls > tolerated) {
+    const std::size_t most = std::max({c.auth, c.permission, c.wrong_type, c.tls});
+    if (c.auth == most) return errc::auth_failed;
+    if (c.permission == most) return errc::permission_denied;
+    if (c.wrong_type == most) return errc::wrong_type;
+    return errc::tls_failed;
   }
   if (c.n > 0 && c.cancelled == c.n) return errc::cancelled;
   return errc::unavailable;
@@ -103,7 +107,7 @@ bool reason_may_change(op_kind kind, const std::vector<vote>& votes) noexcept {
   // alone is exhaustive (the unit tests check this against every outcome).
   std::size_t reason_counts::*const fields[] = {&reason_counts::refused, &reason_counts::auth,
                                                  &reason_counts::permission, &reason_counts::wrong_type,
-                                                 &reason_counts::cancelled};
+                                                 &reason_counts::tls, &reason_counts::cancelled};
   for (auto field : fields) {
     reason_counts c = now;
     c.*field += c.pending;

@@ -32,7 +32,7 @@ const char* check_ttl(milliseconds ttl, double factor) noexcept;
 struct vote {
   node_status status = node_status::pending;
   // What this node's failure means if it alone cannot be fixed by retrying
-  // (auth_failed, permission_denied, wrong_type); else {}. Whether the operation
+  // (auth_failed, permission_denied, wrong_type, tls_failed); else {}. Whether the operation
   // fails with it is failure_reason()'s call.
   errc permanent{};
 };
@@ -56,8 +56,8 @@ verdict decide(const tally& t) noexcept;
 //  1. acquire: contended when the nodes held by other owners are > n - quorum;
 //     extend/release/inspect: not_owner when the not-owner answers are;
 //  2. when the nodes with a permanent error (auth_failed, permission_denied,
-//     wrong_type) are together > n - quorum: the one most of them gave (ties:
-//     auth_failed, then permission_denied, then wrong_type);
+//     wrong_type, tls_failed) are together > n - quorum: the one most of them gave
+//     (ties: auth_failed, then permission_denied, then wrong_type, then tls_failed);
 //  3. cancelled when every node was cancelled;
 //  4. otherwise unavailable.
 // Pending votes count for nothing. Depends on the votes' counts only, never on

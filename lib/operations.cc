@@ -81,6 +81,9 @@ void round::on_reply(std::size_t node, std::uint32_t, const reply_event& ev) {
   if (ev.status != node_status::pending || ev.reply == nullptr) {
     v.status = ev.status == node_status::pending ? node_status::protocol_error : ev.status;
     if (v.status == node_status::auth_error) v.permanent = errc::auth_failed;
+    // The node's certificate failed verification (or it wants a client certificate):
+    // no retry fixes that; the detail names the cause.
+    if (v.status == node_status::tls_error) v.permanent = errc::tls_failed;
     // The connection failed its handshake on an ACL refusal (NOPERM for SELECT or
     // PING): the detail is the server's text.
     if (v.status == node_status::server_error && is_permission_error(ev.detail)) {

@@ -93,6 +93,13 @@ class REDLOCK_EXPORT reactor {
   virtual std::unique_ptr<link> open(const node_address& address, std::uint64_t deadline_ms, link_events& events,
                                      node_status& status, std::string& error) = 0;
 
+  // TLS for the client's rediss:// nodes (node_address::tls), set up once by the
+  // client's constructor (its thread) before start(), and only when a node needs
+  // it. Returns "" or why the options cannot be used (the constructor throws
+  // config_error with it). The default refuses: a reactor without TLS (the
+  // simulator) cannot connect to rediss:// nodes.
+  virtual std::string use_tls(const tls_options& options);
+
   // The world's randomness: owner tokens (32 hex characters, unique per call) and
   // the reconnect jitter's seed. Production: getrandom(2) (token.h). The simulator:
   // its seeded generator, so that a run replays exactly.

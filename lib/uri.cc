@@ -127,13 +127,11 @@ bool parse_node_uri(std::string_view uri, node_address& out, std::string& error)
     return true;
   }
 
-  if (starts_with_ci(uri, "rediss://")) {
-    return fail(error, display, "TLS (rediss://) is not supported by this build");
+  out.tls = starts_with_ci(uri, "rediss://");
+  if (!out.tls && !starts_with_ci(uri, "redis://")) {
+    return fail(error, display, "scheme must be redis://, rediss:// (TLS) or unix://");
   }
-  if (!starts_with_ci(uri, "redis://")) {
-    return fail(error, display, "scheme must be redis:// or unix://");
-  }
-  std::string_view rest = uri.substr(8);
+  std::string_view rest = uri.substr(out.tls ? 9 : 8);
   // Authority ends at the first '/' after the user info.
   std::size_t at = rest.rfind('@');
   std::string_view userinfo;
@@ -145,7 +143,7 @@ bool parse_node_uri(std::string_view uri, node_address& out, std::string& error)
   std::string_view hostport = rest.substr(0, slash);
   std::string_view dbpart = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
   if (hostport.find('?') != std::string_view::npos || dbpart.find('?') != std::string_view::npos) {
-    return fail(error, display, "query parameters are not supported in redis:// URIs");
+    return fail(error, display, "query parameters are not supported in redis:// and rediss:// URIs");
   }
 
   if (at != std::string_view::npos) {

@@ -16,10 +16,12 @@ struct node_address {
   std::string password;  // empty = no AUTH
   bool has_password = false;
   long db = 0;
+  bool tls = false;      // rediss://: TLS over the TCP stream (tls_options)
   std::string display;  // the URI with the password replaced by "***"
 };
 
-// Parses redis://[user[:password]@]host[:port][/db] or unix:///path[?db=N].
+// Parses redis://[user[:password]@]host[:port][/db], the same with rediss:// (TLS),
+// or unix:///path[?db=N] (never TLS).
 // User and password may be percent-encoded. On failure returns false and sets
 // `error` to a message naming the (redacted) URI and the problem.
 bool parse_node_uri(std::string_view uri, node_address& out, std::string& error);

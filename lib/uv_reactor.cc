@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "connection.h"
+#include "tls.h"
 
 namespace redlock::detail {
 namespace {
@@ -351,11 +352,30 @@ void uv_reactor::run() {
   uv_run(loop_, UV_RUN_NOWAIT);
 }
 
+std::string uv_reactor::use_tls(const tls_options& options) {
+  std::string error;
+  tls_ = tls_context::make(options, error);
+  return error;
+}
+
 std::unique_ptr<link> uv_reactor::open(const node_address& address, std::uint64_t deadline_ms,
                                        link_events& events, node_status& status, std::string& error) {
-  auto l = std::make_unique<uv_link>(loop_, address, deadline_ms, events);
-  if (!l->begin(status, error)) return nullptr;
-  return l;
+  auto open_tcp = [&](link_events& ev, node_status& st, std::string& err) -> std::unique_ptr<link> {
+    auto l = std::make_unique<uv_link>(loop_, address, deadline_ms, ev);
+    if (!l->begin(st, err)) return nullptr;
+    return l;
+  };
+  if (address.tls && address.type == node_address::kind::tcp) {
+    if (!tls_) {
+      status = node_status::tls_error;
+      error = "TLS is not configured for this client";
+      return nullptr;
+    }
+    // The handshake runs inside the attempt: the link is up (on_link_up) only once
+    // it is done, so the connection's connect deadline bounds it.
+    return tls_->wrap(address, events, open_tcp, status, error);
+  }
+  return open_tcp(events, status, error);
 }
 
 }  // namespace redlock::detail

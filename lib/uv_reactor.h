@@ -10,6 +10,8 @@
 
 namespace redlock::detail {
 
+class tls_context;
+
 class uv_reactor final : public reactor {
  public:
   // `external` null: the reactor owns a loop, which run() runs.
@@ -26,6 +28,8 @@ class uv_reactor final : public reactor {
   void close(std::function<void()> closed) override;
   std::unique_ptr<link> open(const node_address& address, std::uint64_t deadline_ms, link_events& events,
                              node_status& status, std::string& error) override;
+  // Builds the client's SSL_CTX (tls.h); rediss:// links are then TLS over TCP.
+  std::string use_tls(const tls_options& options) override;
 
   // Own loop only, on the thread that runs it: runs until every handle is closed.
   void run();
@@ -48,6 +52,7 @@ class uv_reactor final : public reactor {
   int handles_open_ = 0;
   bool closing_ = false;
   std::function<void()> closed_;
+  std::shared_ptr<tls_context> tls_;  // null until use_tls()
 };
 
 }  // namespace redlock::detail

@@ -29,8 +29,8 @@ class REDLOCK_EXPORT clock {
 // delay in [d/2, d] where d = min(max_delay, base_delay * 2^(k-2)). Only failures
 // that another attempt may fix are retried (contended, unavailable,
 // validity_exhausted); never invalid_argument, auth_failed, permission_denied,
-// wrong_type, cancelled. (One node refusing the password among healthy ones fails
-// an attempt as unavailable: retried.)
+// wrong_type, tls_failed, cancelled. (One node refusing the password among
+// healthy ones fails an attempt as unavailable: retried.)
 struct retry_policy {
   // Total attempts, including the first. >= 1.
   int max_attempts = 3;
@@ -88,12 +88,18 @@ struct acquire_options {
 // for every rediss:// node of the client. Verification is on by default: the
 // node's certificate must chain to a trusted CA and match the name (DNS name or IP
 // SAN); TLS 1.2 is the minimum. The TLS handshake counts against connect_timeout.
+// A file that cannot be read or used (and a key that does not match the
+// certificate) is a config_error naming it, from the client's constructor, when
+// at least one node is rediss://. Verification failures at run time make the node
+// node_status::tls_error and, when they rule out a quorum, the call errc::tls_failed.
 struct tls_options {
   // Trusted CAs: a PEM file and/or a directory of hashed certificates (c_rehash).
   // Both empty = the system's default store (Debian: /etc/ssl/certs).
   std::string ca_file;
   std::string ca_dir;
   // Client certificate chain and private key (PEM) for mutual TLS; both or neither.
+  // The key must not be encrypted. A server that requires a client certificate
+  // when none is given is reported as such (tls_error).
   std::string cert_file;
   std::string key_file;
   // The name sent as SNI and verified against the certificate; "" = the URI's
@@ -126,8 +132,9 @@ struct warning {
 
 // Client-wide options.
 struct client_options {
-  // Node URIs: redis://[user[:password]@]host[:port][/db] or
-  // unix:///path/to.sock[?db=N]. At least one; the quorum is size/2 + 1. Each node
+  // Node URIs: redis://[user[:password]@]host[:port][/db], the same with
+  // rediss:// for TLS (see tls_options; plain and TLS nodes may be mixed), or
+  // unix:///path/to.sock[?db=N] (never TLS). At least one; the quorum is size/2 + 1. Each node
   // must be an independent master: one server listed twice (the same host:port or
   // socket path, whatever the db) is a config_error naming both URIs. Spellings of
   // one address are compared without DNS: IP literals in canonical form (IPv4-

@@ -121,11 +121,13 @@ class base_dir {
   std::string path_;
 };
 
-std::string make_node_dir() {
-  std::string tmpl = base_dir::path() + "/node-XXXXXX";
+std::string make_dir_under_base(const std::string& name) {
+  std::string tmpl = base_dir::path() + "/" + name + "-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error(errno_text("mkdtemp " + tmpl, errno));
   return tmpl;
 }
+
+std::string make_node_dir() { return make_dir_under_base("node"); }
 
 const std::string& redis_server_path() {
   static const std::string path = [] {
@@ -289,9 +291,9 @@ enum class probe_result { ready, not_ready, other_process };
 
 // One readiness probe: connect, AUTH, PING == PONG, and check that the answering
 // server is our child (a racing process may have taken the port).
-probe_result probe(int port, const std::string& password, pid_t expected) {
+probe_result probe(redisContext* connected, const std::string& password, pid_t expected) {
   sigpipe_guard guard;
-  raw_ctx c(redisConnectWithTimeout("127.0.0.1", port, ms_to_tv(kProbeTimeoutMs)));
+  raw_ctx c(connected);
   if (!c || c->err != 0) return probe_result::not_ready;
   redisSetTimeout(c.get(), ms_to_tv(kProbeTimeoutMs));
   if (!password.empty()) {
@@ -336,6 +338,8 @@ std::string render(const redisReply* r) {
 }
 
 }  // namespace
+
+std::string make_test_dir(const std::string& name) { return make_dir_under_base(name); }
 
 int free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -411,12 +415,17 @@ bool redis_node::paused() const {
 
 std::string redis_node::uri() const {
   std::string auth = cfg_.password.empty() ? "" : ":" + cfg_.password + "@";
-  return "redis://" + auth + "127.0.0.1:" + std::to_string(port_);
+  return (cfg_.tls ? "rediss://" : "redis://") + auth + "127.0.0.1:" + std::to_string(port_);
 }
 
-std::string redis_node::unix_path() const { return cfg_.unix_socket ? dir_ + "/redis.sock" : ""; }
+std::string redis_node::unix_path() const { return has_unix() ? dir_ + "/redis.sock" : ""; }
 
-std::string redis_node::unix_uri() const { return cfg_.unix_socket ? "unix://" + unix_path() : ""; }
+std::string redis_node::unix_uri() const { return has_unix() ? "unix://" + unix_path() : ""; }
+
+redisContext* redis_node::connect_control(int timeout_ms) const {
+  if (cfg_.tls) return redisConnectUnixWithTimeout(unix_path().c_str(), ms_to_tv(timeout_ms));
+  return redisConnectWithTimeout("127.0.0.1", port_, ms_to_tv(timeout_ms));
+}
 
 std::string redis_node::dir() const { return dir_; }
 
@@ -430,7 +439,7 @@ std::string redis_node::log_tail(std::size_t max_lines) const {
 std::vector<std::string> redis_node::server_args() const {
   std::vector<std::string> a = {"redis-server",
                                 "--port",
-                                std::to_string(port_),
+                                cfg_.tls ? "0" : std::to_string(port_),
                                 "--bind",
                                 "127.0.0.1",
                                 "--save",
@@ -440,7 +449,13 @@ std::vector<std::string> redis_node::server_args() const {
   if (cfg_.aof) a.insert(a.end(), {"--appendfsync", "always"});
   a.insert(a.end(), {"--dir", dir_, "--daemonize", "no", "--logfile", dir_ + "/redis.log", "--protected-mode",
                      "no", "--enable-debug-command", "local"});
-  if (cfg_.unix_socket) a.insert(a.end(), {"--unixsocket", unix_path(), "--unixsocketperm", "700"});
+  if (has_unix()) a.insert(a.end(), {"--unixsocket", unix_path(), "--unixsocketperm", "700"});
+  if (cfg_.tls) {
+    a.insert(a.end(), {"--tls-port", std::to_string(port_), "--tls-cert-file", cfg_.tls_cert_file, "--tls-key-file",
+                       cfg_.tls_key_file, "--tls-ca-cert-file", cfg_.tls_ca_file, "--tls-auth-clients",
+                       cfg_.tls_auth_clients});
+    if (!cfg_.tls_protocols.empty()) a.insert(a.end(), {"--tls-protocols", cfg_.tls_protocols});
+  }
   if (!cfg_.password.empty()) a.insert(a.end(), {"--requirepass", cfg_.password});
   for (const auto& line : cfg_.acl_users) {
     std::vector<std::string> toks = split_ws(line);
@@ -512,7 +527,7 @@ void redis_node::start_locked(bool first) {
         exited = true;
         break;
       }
-      if (probe(port_, cfg_.password, pid_) == probe_result::ready) return;
+      if (probe(connect_control(kProbeTimeoutMs), cfg_.password, pid_) == probe_result::ready) return;
       if (steady::now() >= deadline) break;
       std::this_thread::sleep_for(kPollInterval);
     }
@@ -610,7 +625,7 @@ redis_node::reply_ptr redis_node::run(const std::vector<std::string>& argv) {
   for (int attempt = 0;; ++attempt) {
     const bool reused = static_cast<bool>(conn_);
     if (!conn_) {
-      context_ptr c(redisConnectWithTimeout("127.0.0.1", port_, ms_to_tv(kHelperTimeoutMs)));
+      context_ptr c(connect_control(kHelperTimeoutMs));
       if (!c) throw std::runtime_error(where + ": cannot connect: out of memory");
       if (c->err != 0) throw std::runtime_error(where + ": cannot connect: " + c->errstr);
       redisSetTimeout(c.get(), ms_to_tv(kHelperTimeoutMs));

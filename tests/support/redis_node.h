@@ -43,6 +43,19 @@ struct node_config {
   std::vector<std::string> acl_users;
   // Also listen on a unix socket (dir/redis.sock, perm 700).
   bool unix_socket = false;
+  // TLS: the server listens with TLS only (--port 0 --tls-port <port>) and on the
+  // unix socket (implied), where the harness's own connection goes (hiredis 0.14
+  // has no TLS). uri() is then rediss://127.0.0.1:<port>. Certificate, key and
+  // CA files are PEM paths (see tls_certs.h); all three are required.
+  bool tls = false;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_ca_file;
+  // --tls-auth-clients: "no" (default), "yes" (a client certificate is required)
+  // or "optional".
+  std::string tls_auth_clients = "no";
+  // --tls-protocols, e.g. "TLSv1.2"; "" = the server's default (TLSv1.2 TLSv1.3).
+  std::string tls_protocols;
   // Extra redis-server arguments, appended after the harness's own. Each entry is
   // one argv token ({"--maxmemory", "10mb"}); an entry that starts with "--" and
   // contains spaces ("--maxmemory 10mb") is split on whitespace.
@@ -53,6 +66,10 @@ struct node_config {
 // nature: redis_node retries its first start on a new port when the port was taken.
 // Throws std::runtime_error.
 int free_port();
+
+// A new, empty directory for test files, under this process's base directory
+// (/tmp/redlock-test-<pid>-XXXXXX/, see redis_node). The caller removes it.
+std::string make_test_dir(const std::string& name);
 
 class redis_node {
  public:
@@ -76,11 +93,12 @@ class redis_node {
   // True between pause() and resume()/kill().
   bool paused() const;
   // "redis://127.0.0.1:PORT", or "redis://:PASSWORD@127.0.0.1:PORT" with a password
-  // (the password is not percent-encoded: use URL-safe passwords).
+  // (the password is not percent-encoded: use URL-safe passwords); rediss:// with
+  // cfg.tls.
   std::string uri() const;
-  // The unix socket path ("" unless cfg.unix_socket).
+  // The unix socket path ("" unless cfg.unix_socket or cfg.tls).
   std::string unix_path() const;
-  // "unix:///path/redis.sock" ("" unless cfg.unix_socket). A password is not
+  // "unix:///path/redis.sock" ("" unless cfg.unix_socket or cfg.tls). A password is not
   // included (the library's unix URIs carry none).
   std::string unix_uri() const;
   // The node's temporary directory (data, redis.log, redis.stderr).
@@ -135,6 +153,9 @@ class redis_node {
   void kill_locked() noexcept;
   bool reap_locked() const noexcept;
   std::vector<std::string> server_args() const;
+  bool has_unix() const { return cfg_.unix_socket || cfg_.tls; }
+  // A hiredis connection for the harness: TCP, or the unix socket with TLS.
+  redisContext* connect_control(int timeout_ms) const;
   void drop_connection() noexcept;
   // Runs argv on the cached connection (opened on demand, re-opened once if it was
   // stale); never returns null, throws std::runtime_error on a connection failure.

@@ -337,6 +337,20 @@ TEST(FailureReason, MixedPermanentErrorsThatTogetherRuleOutAQuorumNameTheMostCom
   EXPECT_EQ(failure_reason(op_kind::acquire, {auth, wrong_type, timeout, timeout, timeout}), errc::unavailable);
 }
 
+TEST(FailureReason, TlsFailedWhenTlsErrorsAloneRuleOutAQuorum) {
+  const vote tls = make_vote(node_status::tls_error, errc::tls_failed);
+  const vote auth = make_vote(node_status::auth_error, errc::auth_failed);
+  const vote timeout = make_vote(node_status::timeout);
+  EXPECT_EQ(failure_reason(op_kind::acquire, {tls, tls, make_vote(node_status::ok)}), errc::tls_failed);
+  EXPECT_EQ(failure_reason(op_kind::release, {tls, tls, tls}), errc::tls_failed);
+  // One node of three: the others may still form a quorum next time.
+  EXPECT_EQ(failure_reason(op_kind::acquire, {tls, timeout, make_vote(node_status::ok)}), errc::unavailable);
+  // Ties go to the other permanent errors first.
+  EXPECT_EQ(failure_reason(op_kind::acquire, {tls, auth, timeout}), errc::auth_failed);
+  EXPECT_EQ(failure_reason(op_kind::acquire, {tls, tls, auth, timeout, timeout}), errc::tls_failed);
+  EXPECT_FALSE(retryable(errc::tls_failed));
+}
+
 TEST(FailureReason, ContendedTakesPrecedenceOverPermanentErrorsOfAMinority) {
   const std::vector<vote> votes = {make_vote(node_status::held), make_vote(node_status::held),
                                    make_vote(node_status::auth_error, errc::auth_failed)};
@@ -354,7 +368,9 @@ TEST(FailureReason, ContendedTakesPrecedenceOverPermanentErrorsOfAMinority) {
 
 // The kinds of vote that matter to the reason (timeout stands for every plain
 // failure: connection error, protocol error, non-permanent server error, excluded).
-enum kind_index { k_ok, k_held, k_not_owner, k_timeout, k_auth, k_noperm, k_wrongtype, k_cancelled, k_pending, k_count };
+enum kind_index {
+  k_ok, k_held, k_not_owner, k_timeout, k_auth, k_noperm, k_wrongtype, k_tls, k_cancelled, k_pending, k_count
+};
 
 vote vote_of(int k) {
   switch (k) {
@@ -365,6 +381,7 @@ vote vote_of(int k) {
     case k_auth: return make_vote(node_status::auth_error, errc::auth_failed);
     case k_noperm: return make_vote(node_status::server_error, errc::permission_denied);
     case k_wrongtype: return make_vote(node_status::server_error, errc::wrong_type);
+    case k_tls: return make_vote(node_status::tls_error, errc::tls_failed);
     case k_cancelled: return make_vote(node_status::cancelled);
     default: return make_vote(node_status::pending);
   }
@@ -379,10 +396,11 @@ std::error_code expected_reason(op_kind kind, const counts& c) {
   const std::size_t tolerated = n - quorum_of(n);
   const std::size_t refused = kind == op_kind::acquire ? c[k_held] : c[k_not_owner];
   if (n > 0 && refused > tolerated) return kind == op_kind::acquire ? errc::contended : errc::not_owner;
-  if (n > 0 && c[k_auth] + c[k_noperm] + c[k_wrongtype] > tolerated) {
-    if (c[k_auth] >= c[k_noperm] && c[k_auth] >= c[k_wrongtype]) return errc::auth_failed;
-    if (c[k_noperm] >= c[k_wrongtype]) return errc::permission_denied;
-    return errc::wrong_type;
+  if (n > 0 && c[k_auth] + c[k_noperm] + c[k_wrongtype] + c[k_tls] > tolerated) {
+    if (c[k_auth] >= c[k_noperm] && c[k_auth] >= c[k_wrongtype] && c[k_auth] >= c[k_tls]) return errc::auth_failed;
+    if (c[k_noperm] >= c[k_wrongtype] && c[k_noperm] >= c[k_tls]) return errc::permission_denied;
+    if (c[k_wrongtype] >= c[k_tls]) return errc::wrong_type;
+    return errc::tls_failed;
   }
   if (n > 0 && c[k_cancelled] == n) return errc::cancelled;
   return errc::unavailable;

@@ -234,13 +234,40 @@ TEST(ParseNodeUri, ResetsOutputFromAPreviousParse) {
 TEST(ParseNodeUri, RejectsEmptyUri) { expect_rejected("", "empty URI"); }
 
 TEST(ParseNodeUri, RejectsWrongScheme) {
-  expect_rejected("http://h:6379", "scheme must be redis:// or unix://");
-  expect_rejected("h:6379", "scheme must be redis:// or unix://");
-  expect_rejected("redis:/h:6379", "scheme must be redis:// or unix://");
+  expect_rejected("http://h:6379", "scheme must be redis://, rediss:// (TLS) or unix://");
+  expect_rejected("h:6379", "scheme must be redis://, rediss:// (TLS) or unix://");
+  expect_rejected("redis:/h:6379", "scheme must be redis://, rediss:// (TLS) or unix://");
 }
 
-TEST(ParseNodeUri, RejectsTlsSchemeAsUnsupported) {
-  expect_rejected("rediss://h:6380", "TLS (rediss://) is not supported");
+TEST(ParseNodeUri, TlsSchemeSetsTheTlsFlagAndKeepsTheRestOfTheSyntax) {
+  const parse_outcome p = parse("rediss://alice:s3cret@cache.example:6380/2");
+  ASSERT_TRUE(p.ok) << p.error;
+  EXPECT_TRUE(p.address.tls);
+  EXPECT_EQ(p.address.host, "cache.example");
+  EXPECT_EQ(p.address.port, 6380);
+  EXPECT_EQ(p.address.db, 2);
+  EXPECT_EQ(p.address.username, "alice");
+  EXPECT_EQ(p.address.password, "s3cret");
+  EXPECT_EQ(p.address.display, "rediss://alice:***@cache.example:6380/2");
+  const parse_outcome v6 = parse("REDISS://[::1]");
+  ASSERT_TRUE(v6.ok) << v6.error;
+  EXPECT_TRUE(v6.address.tls);
+  EXPECT_EQ(v6.address.host, "::1");
+  EXPECT_EQ(v6.address.port, 6379);
+}
+
+TEST(ParseNodeUri, PlainSchemesAreNotTls) {
+  EXPECT_FALSE(parse("redis://h:6379").address.tls);
+  EXPECT_FALSE(parse("unix:///tmp/x.sock").address.tls);
+}
+
+TEST(ParseNodeUri, TlsUriRejectionsNameTheRedactedTlsUri) {
+  expect_rejected("rediss://", "missing host");
+  expect_rejected("rediss://h:0", "port must be a number from 1 to 65535");
+  expect_rejected("rediss://h?db=1", "query parameters are not supported");
+  const parse_outcome p = parse("rediss://u:pw@h:0");
+  ASSERT_FALSE(p.ok);
+  EXPECT_EQ(p.address.display, "rediss://u:***@h:0");
 }
 
 TEST(ParseNodeUri, RejectsMissingHost) {
@@ -373,7 +400,7 @@ TEST(ParseNodeUri, ErrorsNeverContainThePassword) {
   const std::string_view secret = "hunter2";
   const std::string uris[] = {
       "http://u:hunter2@h",
-      "rediss://u:hunter2@h:6380",
+      "rediss://u:hunter2@h:6380/x",
       "redis://u:hunter2@",
       "redis://:hunter2@:6379",
       "redis://u:hunter2@h:0",

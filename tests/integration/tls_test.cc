@@ -1,0 +1,427 @@
+// TLS (rediss://) against real redis-server processes listening with TLS: success
+// with verification, each verification failure as tls_error / errc::tls_failed,
+// mutual TLS, configuration errors, the wrong protocol on either side, a stalled
+// handshake, mixed quorums, reconnects, and many pipelined operations.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "fake_listener.h"
+#include "test_util.h"
+#include "tls_certs.h"
+
+namespace redlock::test {
+namespace {
+
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+const tls_certs& certs() { return tls_certs::get(); }
+
+node_config tls_config(const std::string& cert, const std::string& key,
+                       const std::string& auth_clients = "no") {
+  node_config c;
+  c.tls = true;
+  c.tls_cert_file = cert;
+  c.tls_key_file = key;
+  c.tls_ca_file = certs().ca_file;
+  c.tls_auth_clients = auth_clients;
+  return c;
+}
+
+// A client of `uris` trusting the test CA.
+client_options tls_options_for(const std::vector<std::string>& uris) {
+  client_options o = options_for(uris);
+  o.tls.ca_file = certs().ca_file;
+  return o;
+}
+
+std::string unique(const std::string& base) {
+  static std::atomic<int> n{0};
+  return base + "-" + std::to_string(++n) + "-" +
+         ::testing::UnitTest::GetInstance()->current_test_info()->name();
+}
+
+::testing::AssertionResult contains(const std::string& haystack, const std::string& needle) {
+  if (haystack.find(needle) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "'" << haystack << "' does not contain '" << needle << "'";
+}
+
+// An acquire on a fresh client fails with tls_failed, every node tls_error with a
+// detail containing `cause`; the report's message names each node and the cause;
+// the retry policy does not retry it.
+void expect_tls_failure(const client_options& o, const std::string& cause) {
+  client c(o);
+  acquire_options a = once();
+  a.retry.max_attempts = 3;
+  a.retry.base_delay = 10ms;
+  const auto r = c.acquire(unique("tls-fail"), a);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.report.error, errc::tls_failed) << r.report.message();
+  EXPECT_EQ(r.report.attempts, 1) << "tls_failed is permanent: never retried";
+  // The outcome is decided once the TLS errors alone rule out a quorum: a node may
+  // still be pending then.
+  const int quorum = static_cast<int>(o.nodes.size() / 2 + 1);
+  EXPECT_GE(r.report.count(node_status::tls_error), quorum) << r.report.message();
+  EXPECT_EQ(r.report.count(node_status::tls_error) + r.report.count(node_status::pending),
+            static_cast<int>(o.nodes.size()))
+      << r.report.message();
+  for (const node_result& nr : r.report.nodes) {
+    if (nr.status == node_status::pending) continue;
+    EXPECT_TRUE(contains(nr.detail, cause));
+    EXPECT_TRUE(contains(r.report.message(), nr.node + ": TLS error ("));
+  }
+  EXPECT_TRUE(contains(r.report.message(), "TLS error"));
+  EXPECT_TRUE(contains(r.report.message(), cause));
+}
+
+// --- three TLS nodes with a good certificate (SAN localhost, 127.0.0.1) ---
+
+class TlsNodes : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    cluster_ = new redis_cluster(3, tls_config(certs().server_cert, certs().server_key));
+  }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override {
+    for (std::size_t i = 0; i < cluster_->size(); ++i) {
+      if (!(*cluster_)[i].running()) (*cluster_)[i].start();
+    }
+  }
+  static redis_cluster& nodes() { return *cluster_; }
+  static redis_cluster* cluster_;
+};
+redis_cluster* TlsNodes::cluster_ = nullptr;
+
+TEST_F(TlsNodes, acquire_extend_release_over_verified_tls) {
+  for (const std::string& u : nodes().uris()) ASSERT_EQ(u.rfind("rediss://127.0.0.1:", 0), 0u) << u;
+  client c(tls_options_for(nodes().uris()));
+  const std::string res = unique("basic");
+  auto r = c.acquire(res, once(10000ms));
+  ASSERT_TRUE(r) << r.report.message();
+  const lease l = r.lock.info();
+  EXPECT_TRUE(eventually([&] { return nodes().count_value(res, l.token) == 3; }));
+  const report e = r.lock.extend(20000ms);
+  ASSERT_TRUE(e) << e.message();
+  EXPECT_GT(nodes()[0].pttl(res), 10000);
+  const report rel = r.lock.release();
+  ASSERT_TRUE(rel) << rel.message();
+  EXPECT_TRUE(eventually([&] { return nodes().count_key(res) == 0; }));
+}
+
+TEST_F(TlsNodes, localhost_name_verifies_against_the_dns_san) {
+  std::vector<std::string> uris;
+  for (std::size_t i = 0; i < nodes().size(); ++i)
+    uris.push_back("rediss://localhost:" + std::to_string(nodes()[i].port()));
+  client c(tls_options_for(uris));
+  auto r = c.acquire(unique("by-name"), once());
+  ASSERT_TRUE(r) << r.report.message();
+}
+
+TEST_F(TlsNodes, many_pipelined_operations_with_large_records_complete) {
+  // 300 acquires in flight at once on each connection (the fan-out pipelines
+  // them), with resource names of 6 KiB: several TLS records per write, and
+  // replies arriving in partial reads.
+  client c(tls_options_for(nodes().uris()));
+  ASSERT_TRUE(wait_connected(c));
+  constexpr int kOps = 300;
+  std::mutex mu;
+  std::condition_variable cv;
+  int done = 0, ok = 0;
+  std::vector<lease> leases;
+  const std::string pad(6 * 1024, 'x');
+  for (int i = 0; i < kOps; ++i) {
+    c.acquire_async(unique("pipe") + pad + std::to_string(i), once(20000ms), [&](acquire_result r) {
+      std::lock_guard<std::mutex> lk(mu);
+      ++done;
+      if (r) {
+        ++ok;
+        leases.push_back(r.lock.detach());
+      }
+      cv.notify_all();
+    });
+  }
+  {
+    std::unique_lock<std::mutex> lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, 30s, [&] { return done == kOps; })) << done << " of " << kOps;
+  }
+  EXPECT_EQ(ok, kOps);
+  int released = 0;
+  for (const lease& l : leases) released += c.release(l) ? 1 : 0;
+  EXPECT_EQ(released, kOps);
+}
+
+TEST_F(TlsNodes, reconnects_after_a_tls_server_restart) {
+  client_options o = tls_options_for(nodes().uris());
+  o.restart_quarantine = 0ms;  // the restart guard is not what this test is about
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  nodes()[0].restart(false);
+  nodes()[1].restart(false);
+  acquire_options a = once();
+  a.retry.max_attempts = 20;
+  a.retry.base_delay = 20ms;
+  a.retry.max_delay = 100ms;
+  auto r = c.acquire(unique("restart"), a);
+  ASSERT_TRUE(r) << r.report.message();
+  EXPECT_TRUE(eventually([&] { return c.inspect("probe").report.count(node_status::ok) == 3; }));
+  EXPECT_GE(c.stats().reconnects, 2u);
+}
+
+TEST_F(TlsNodes, mixed_tls_and_plain_nodes_form_one_quorum) {
+  redis_node plain;
+  const std::vector<std::string> uris = {nodes()[0].uri(), plain.uri(), nodes()[1].uri()};
+  client c(tls_options_for(uris));
+  const std::string res = unique("mixed");
+  auto r = c.acquire(res, once());
+  ASSERT_TRUE(r) << r.report.message();
+  EXPECT_TRUE(eventually([&] { return plain.get(res) == r.lock.info().token; }));
+  EXPECT_TRUE(eventually([&] { return nodes()[0].get(res) == r.lock.info().token; }));
+  EXPECT_TRUE(eventually([&] { return nodes()[1].get(res) == r.lock.info().token; }));
+  EXPECT_TRUE(r.lock.release());
+}
+
+TEST_F(TlsNodes, plain_redis_uri_to_a_tls_server_fails_within_connect_timeout) {
+  std::vector<std::string> uris;
+  for (std::size_t i = 0; i < nodes().size(); ++i)
+    uris.push_back("redis://127.0.0.1:" + std::to_string(nodes()[i].port()));
+  client_options o = tls_options_for(uris);
+  client c(o);
+  const auto t0 = steady_clock::now();
+  auto r = c.acquire(unique("plain-to-tls"), once());
+  const auto took = duration_cast<milliseconds>(steady_clock::now() - t0);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.report.error, errc::unavailable) << r.report.message();
+  for (const node_result& nr : r.report.nodes) {
+    if (nr.status == node_status::pending) continue;
+    EXPECT_TRUE(nr.status == node_status::connection_error || nr.status == node_status::timeout)
+        << nr.node << ": " << to_string(nr.status) << " " << nr.detail;
+  }
+  EXPECT_LT(took, o.connect_timeout + o.command_timeout + 1500ms) << r.report.message();
+}
+
+// --- verification failures: every node tls_error, errc::tls_failed ---
+
+TEST(TlsVerify, unknown_ca_is_a_tls_error) {
+  redis_cluster cl(3, tls_config(certs().unknown_ca_cert, certs().unknown_ca_key));
+  expect_tls_failure(tls_options_for(cl.uris()), "signed by an unknown CA");
+}
+
+TEST(TlsVerify, system_store_does_not_trust_the_test_ca) {
+  redis_cluster cl(3, tls_config(certs().server_cert, certs().server_key));
+  client_options o = options_for(cl.uris());  // no ca_file: the system's default store
+  expect_tls_failure(o, "signed by an unknown CA");
+}
+
+TEST(TlsVerify, hostname_mismatch_is_a_tls_error_naming_the_name) {
+  redis_cluster cl(3, tls_config(certs().wrong_name_cert, certs().wrong_name_key));
+  expect_tls_failure(tls_options_for(cl.uris()), "does not match the name '127.0.0.1'");
+  std::vector<std::string> by_name;
+  for (std::size_t i = 0; i < cl.size(); ++i)
+    by_name.push_back("rediss://localhost:" + std::to_string(cl[i].port()));
+  expect_tls_failure(tls_options_for(by_name), "does not match the name 'localhost'");
+}
+
+TEST(TlsVerify, expired_certificate_is_a_tls_error) {
+  redis_cluster cl(3, tls_config(certs().expired_cert, certs().expired_key));
+  expect_tls_failure(tls_options_for(cl.uris()), "has expired");
+}
+
+TEST(TlsVerify, ip_address_without_an_ip_san_fails_and_server_name_overrides_it) {
+  redis_cluster cl(3, tls_config(certs().dns_only_cert, certs().dns_only_key));
+  expect_tls_failure(tls_options_for(cl.uris()), "does not match the name '127.0.0.1'");
+  client_options o = tls_options_for(cl.uris());
+  o.tls.server_name = "localhost";
+  client c(o);
+  auto r = c.acquire(unique("server-name"), once());
+  ASSERT_TRUE(r) << r.report.message();
+}
+
+TEST(TlsVerify, insecure_mode_accepts_an_unknown_ca) {
+  redis_cluster cl(3, tls_config(certs().unknown_ca_cert, certs().unknown_ca_key));
+  client_options o = options_for(cl.uris());
+  o.tls.insecure_skip_verify_for_tests_only = true;
+  client c(o);
+  auto r = c.acquire(unique("insecure"), once());
+  ASSERT_TRUE(r) << r.report.message();
+}
+
+TEST(TlsVerify, one_bad_node_of_three_is_unavailable_not_tls_failed) {
+  redis_cluster good(2, tls_config(certs().server_cert, certs().server_key));
+  redis_node bad(tls_config(certs().expired_cert, certs().expired_key));
+  client c(tls_options_for({good[0].uri(), good[1].uri(), bad.uri()}));
+  auto r = c.acquire(unique("one-bad"), once());
+  ASSERT_TRUE(r) << r.report.message();
+  EXPECT_TRUE(eventually([&] { return c.inspect("probe").report.nodes[2].status == node_status::tls_error; }));
+  ASSERT_TRUE(r.lock.release());
+  // Two bad nodes of three (one stopped, one bad certificate): no quorum, but
+  // the TLS error alone does not rule one out: unavailable.
+  good[1].kill();
+  auto r2 = c.acquire(unique("one-bad"), once());
+  EXPECT_EQ(r2.report.error, errc::unavailable) << r2.report.message();
+}
+
+// --- mutual TLS ---
+
+TEST(TlsMutual, missing_client_certificate_is_reported_as_such_every_time) {
+  redis_cluster cl(3, tls_config(certs().server_cert, certs().server_key, "yes"));
+  for (int i = 0; i < 8; ++i) {
+    SCOPED_TRACE(::testing::Message() << "round " << i);
+    expect_tls_failure(tls_options_for(cl.uris()), "requires a client certificate (mutual TLS)");
+  }
+}
+
+TEST(TlsMutual, missing_client_certificate_over_tls12_is_reported_as_such) {
+  node_config cfg = tls_config(certs().server_cert, certs().server_key, "yes");
+  cfg.tls_protocols = "TLSv1.2";
+  redis_cluster cl(3, cfg);
+  for (int i = 0; i < 3; ++i) {
+    expect_tls_failure(tls_options_for(cl.uris()), "requires a client certificate (mutual TLS)");
+  }
+}
+
+TEST(TlsMutual, client_certificate_is_accepted) {
+  redis_cluster cl(3, tls_config(certs().server_cert, certs().server_key, "yes"));
+  client_options o = tls_options_for(cl.uris());
+  o.tls.cert_file = certs().client_cert;
+  o.tls.key_file = certs().client_key;
+  client c(o);
+  const std::string res = unique("mtls");
+  auto r = c.acquire(res, once());
+  ASSERT_TRUE(r) << r.report.message();
+  EXPECT_TRUE(eventually([&] { return cl.count_key(res) == 3; }));
+  EXPECT_TRUE(r.lock.release());
+}
+
+TEST(TlsMutual, optional_client_certificate_works_without_one) {
+  redis_cluster cl(3, tls_config(certs().server_cert, certs().server_key, "optional"));
+  client c(tls_options_for(cl.uris()));
+  auto r = c.acquire(unique("optional"), once());
+  ASSERT_TRUE(r) << r.report.message();
+}
+
+// --- configuration errors: config_error naming the file, at construction ---
+
+void expect_config_error(const client_options& o, const std::string& needle) {
+  try {
+    client c(o);
+    ADD_FAILURE() << "no config_error; expected one containing '" << needle << "'";
+  } catch (const config_error& e) {
+    EXPECT_TRUE(contains(e.what(), needle));
+  }
+}
+
+TEST(TlsConfig, bad_files_are_config_errors_naming_the_file) {
+  const std::vector<std::string> uris = {"rediss://127.0.0.1:1"};
+  client_options o = options_for(uris);
+  o.tls.ca_file = "/nonexistent/ca.pem";
+  expect_config_error(o, "tls ca_file '/nonexistent/ca.pem': cannot read");
+
+  o.tls.ca_file = certs().dir + "/gen.log";  // readable, not a certificate
+  expect_config_error(o, "tls ca_file '" + o.tls.ca_file + "'");
+
+  o.tls.ca_file = certs().dir;
+  expect_config_error(o, "is a directory");
+
+  o = options_for(uris);
+  o.tls.ca_dir = "/nonexistent/certs";
+  expect_config_error(o, "tls ca_dir '/nonexistent/certs'");
+
+  o = options_for(uris);
+  o.tls.cert_file = certs().client_cert;
+  expect_config_error(o, "cert_file and key_file must be given together");
+
+  o.tls.key_file = "/nonexistent/client.key";
+  expect_config_error(o, "tls key_file '/nonexistent/client.key': cannot read");
+
+  o.tls.key_file = certs().server_key;  // another certificate's key
+  expect_config_error(
+      o, "tls key_file '" + certs().server_key + "' does not match cert_file '" + certs().client_cert + "'");
+
+  o = options_for(uris);
+  o.tls.cert_file = certs().ca_file + ".missing";
+  o.tls.key_file = certs().client_key;
+  expect_config_error(o, "tls cert_file '" + o.tls.cert_file + "'");
+}
+
+TEST(TlsConfig, tls_options_are_ignored_without_a_rediss_node) {
+  redis_node n;
+  client_options o = options_for({n.uri()});
+  o.tls.ca_file = "/nonexistent/ca.pem";
+  client c(o);
+  auto r = c.acquire(unique("plain-only"), once());
+  EXPECT_TRUE(r) << r.report.message();
+}
+
+// --- the wrong protocol or a silent peer behind rediss:// ---
+
+TEST(TlsTransport, plaintext_server_behind_rediss_fails_within_connect_timeout) {
+  redis_cluster cl(3);
+  std::vector<std::string> uris;
+  for (std::size_t i = 0; i < cl.size(); ++i)
+    uris.push_back("rediss://127.0.0.1:" + std::to_string(cl[i].port()));
+  client_options o = tls_options_for(uris);
+  client c(o);
+  const auto t0 = steady_clock::now();
+  auto r = c.acquire(unique("tls-to-plain"), once());
+  const auto took = duration_cast<milliseconds>(steady_clock::now() - t0);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.report.error, errc::unavailable) << r.report.message();
+  // redis-server reads the ClientHello as an inline command that never ends: the
+  // connect deadline ends the attempt (or the server's answer breaks the TLS parse).
+  for (const node_result& nr : r.report.nodes) {
+    if (nr.status == node_status::pending) continue;
+    EXPECT_TRUE(nr.status == node_status::connection_error || nr.status == node_status::timeout)
+        << nr.node << ": " << to_string(nr.status) << " " << nr.detail;
+  }
+  EXPECT_LT(took, o.connect_timeout + o.command_timeout + 1500ms) << r.report.message();
+}
+
+TEST(TlsTransport, handshake_stall_fails_within_connect_timeout) {
+  // Accepts the TCP connection, reads the ClientHello, never answers.
+  fake_listener silent(fake_listener::mode::silent);
+  const std::string uri = "rediss://127.0.0.1:" + std::to_string(silent.port());
+  client_options o = tls_options_for({uri});
+  client c(o);
+  const auto t0 = steady_clock::now();
+  auto r = c.acquire(unique("stall"), once());
+  const auto took = duration_cast<milliseconds>(steady_clock::now() - t0);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.report.error, errc::unavailable) << r.report.message();
+  EXPECT_EQ(r.report.nodes[0].status, node_status::timeout) << r.report.message();
+  EXPECT_TRUE(contains(r.report.nodes[0].detail, "connect/handshake took longer than"));
+  EXPECT_GE(took, o.connect_timeout - 50ms);
+  EXPECT_LT(took, o.connect_timeout + o.command_timeout + 1500ms) << r.report.message();
+  EXPECT_GE(silent.accepted(), 1);
+}
+
+TEST(TlsTransport, peer_closing_during_the_handshake_is_a_connection_error) {
+  fake_listener closer(fake_listener::mode::close);
+  client_options o = tls_options_for({"rediss://127.0.0.1:" + std::to_string(closer.port())});
+  client c(o);
+  auto r = c.acquire(unique("closer"), once());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.report.nodes[0].status, node_status::connection_error) << r.report.message();
+  EXPECT_TRUE(contains(r.report.nodes[0].detail, "during the TLS handshake"));
+}
+
+TEST(TlsTransport, garbage_instead_of_a_server_hello_is_a_connection_error) {
+  fake_listener garbage(fake_listener::mode::garbage);
+  client_options o = tls_options_for({"rediss://127.0.0.1:" + std::to_string(garbage.port())});
+  client c(o);
+  auto r = c.acquire(unique("garbage"), once());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.report.nodes[0].status, node_status::connection_error) << r.report.message();
+  EXPECT_TRUE(contains(r.report.nodes[0].detail, "TLS handshake failed"));
+}
+
+}  // namespace
+}  // namespace redlock::test
