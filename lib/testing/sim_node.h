@@ -72,6 +72,9 @@ struct node_config {
   std::string username;
   // What INFO reports as tcp_port.
   int tcp_port = 6379;
+  // What INFO memory reports as maxmemory_policy (the node never evicts: it only
+  // reports the policy, which the client's eviction check reads).
+  std::string maxmemory_policy = "noeviction";
 };
 
 // One simulated server process.
