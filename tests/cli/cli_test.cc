@@ -615,7 +615,8 @@ TEST_F(Cli, status_of_a_free_resource_exits_0) {
   EXPECT_EQ(json.out.rfind(R"({"resource":"cli-status-free","holder":null,"quorum":false,"nodes":[)", 0), 0u)
       << json.out;
   const std::string node0 =
-      R"({"node":")" + cluster()[0].uri() + R"(","reachable":true,"token":null,"pttl_ms":null,"error":null})";
+      R"({"node":")" + cluster()[0].uri() + R"(","reachable":true,"token":null,"pttl_ms":null,"error":null,)"
+      R"("maxmemory_policy":"noeviction","warnings":[]})";
   EXPECT_NE(json.out.find(node0), std::string::npos) << json.out;
 }
 

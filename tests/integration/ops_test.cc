@@ -187,7 +187,7 @@ TEST(EvictionPolicy, a_reconnect_reads_the_policy_again) {
   set_policy(cl[0], "allkeys-lru");
   auto before = c.acquire("ev-re-1", fenced());
   ASSERT_TRUE(before) << before.report.message();
-  EXPECT_EQ(before.report.nodes[0].status, node_status::ok);
+  EXPECT_NE(before.report.nodes[0].status, node_status::excluded);  // ok, or pending when decided first
   ASSERT_TRUE(before.lock.release());
   const auto reconnects = c.stats().reconnects;
   kill_clients(cl[0]);
@@ -208,7 +208,7 @@ TEST(EvictionPolicy, a_reconnect_reads_the_policy_again) {
   ASSERT_TRUE(eventually([&] { return c.inspect("ev-probe").nodes[0].maxmemory_policy == "noeviction"; }));
   auto healed = c.acquire("ev-re-3", fenced());
   ASSERT_TRUE(healed) << healed.report.message();
-  EXPECT_EQ(healed.report.nodes[0].status, node_status::ok);
+  EXPECT_NE(healed.report.nodes[0].status, node_status::excluded);
   EXPECT_EQ(log.count_for(cl[0].uri()), 2u);
 }
 
@@ -359,8 +359,12 @@ TEST(CredentialsProvider, a_throwing_provider_fails_the_attempt_without_a_crash)
   client c(o);
   auto r = c.acquire("cp-throw", once());
   EXPECT_EQ(r.report.error, errc::unavailable) << r.report.message();
-  EXPECT_EQ(r.report.count(node_status::connection_error), 3) << r.report.message();
-  EXPECT_TRUE(contains(r.report.nodes[0].detail, "credentials_provider threw")) << r.report.nodes[0].detail;
+  // Decided once two failures rule out a quorum: the third may still be pending.
+  EXPECT_GE(r.report.count(node_status::connection_error), 2) << r.report.message();
+  for (const node_result& n : r.report.nodes) {
+    if (n.status != node_status::connection_error) continue;
+    EXPECT_TRUE(contains(n.detail, "credentials_provider threw")) << n.detail;
+  }
   EXPECT_FALSE(contains(r.report.message(), "SECRET-TOKEN")) << r.report.message();
   // Retried with backoff: called again for later attempts.
   EXPECT_TRUE(eventually([&] { return calls.load() > 3; }));
