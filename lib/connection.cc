@@ -366,8 +366,9 @@ void connection::on_info(std::string_view info) {
 }
 
 void connection::on_info_memory(std::string_view info) {
-  maxmemory_policy_ = info_field(info, "maxmemory_policy");
-  maxmemory_ = info_field(info, "maxmemory");
+  // Kept printable: they reach reports, node_view and the CLI.
+  maxmemory_policy_ = printable_line(info_field(info, "maxmemory_policy"), 64);
+  maxmemory_ = printable_line(info_field(info, "maxmemory"), 32);
   if (eviction_risk_of(maxmemory_policy_) == eviction_risk::none) return;
   const auto& notify = core_.options().on_warning;
   if (!notify) return;
