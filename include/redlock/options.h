@@ -148,7 +148,8 @@ struct client_options {
   std::vector<std::string> nodes;
   // Prepended to every resource name to form the key ("" = the resource as given).
   std::string key_prefix;
-  // Bound on TCP/unix connect plus the AUTH/SELECT/PING handshake, per attempt.
+  // Bound on TCP/unix connect plus the handshake (AUTH, SELECT, PING, and the
+  // guards' INFO server, INFO memory and TIME, pipelined), per attempt.
   std::chrono::milliseconds connect_timeout{200};
   // Bound on each command's round trip. A paused or black-holed node costs at most
   // this much per operation. Keep it far below the TTL.
