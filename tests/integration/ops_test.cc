@@ -212,6 +212,30 @@ TEST(EvictionPolicy, a_reconnect_reads_the_policy_again) {
   EXPECT_EQ(log.count_for(cl[0].uri()), 2u);
 }
 
+// Persistent nodes run with the restart guard off: the policy is still read (the
+// clock-jump guard's handshake). Both guards off: the handshake is PING alone.
+TEST(EvictionPolicy, read_with_the_restart_guard_off_not_with_both_guards_off) {
+  redis_cluster cl(3);
+  set_policy(cl[0], "allkeys-lru");
+  auto o = options_for(cl.uris());
+  o.restart_quarantine = 0ms;
+  warning_log log;
+  log.install(o);
+  {
+    client c(o);
+    ASSERT_TRUE(wait_connected(c));
+    EXPECT_EQ(log.count_for(cl[0].uri()), 1u);
+    EXPECT_EQ(c.inspect("ev-off").nodes[0].maxmemory_policy, "allkeys-lru");
+  }
+  o.clock_jump_threshold = 0ms;
+  const long long info_calls = cl[0].calls("info");
+  client bare(o);
+  ASSERT_TRUE(wait_connected(bare));
+  EXPECT_EQ(bare.inspect("ev-off").nodes[0].maxmemory_policy, "");
+  EXPECT_EQ(log.count_for(cl[0].uri()), 1u);
+  EXPECT_EQ(cl[0].calls("info"), info_calls + 1);  // + 1: the first calls() query itself
+}
+
 // INFO not permitted: the policy is unknown; no warning, no exclusion, the lock
 // works as before.
 TEST(EvictionPolicy, info_refused_leaves_the_policy_unknown_and_the_lock_working) {
