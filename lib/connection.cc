@@ -32,6 +32,47 @@ std::atomic<resolver_override> g_resolver_override{nullptr};
 
 }  // namespace
 
+std::string info_field(std::string_view info, std::string_view name) {
+  // Fields are "name:value" lines; match at a line start only (the text begins
+  // with a "# Section" line, so every field follows a newline).
+  std::size_t from = 0;
+  while (true) {
+    const std::size_t at = info.find(name, from);
+    if (at == std::string_view::npos) return {};
+    const std::size_t colon = at + name.size();
+    if (at > 0 && info[at - 1] == '\n' && colon < info.size() && info[colon] == ':') {
+      const std::size_t end = info.find_first_of("\r\n", colon + 1);
+      return std::string(info.substr(colon + 1, end == std::string_view::npos ? std::string_view::npos : end - colon - 1));
+    }
+    from = at + 1;
+  }
+}
+
+eviction_risk eviction_risk_of(std::string_view policy) {
+  if (policy.empty() || policy == "noeviction") return eviction_risk::none;
+  if (policy.rfind("volatile-", 0) == 0) return eviction_risk::keys_with_ttl;
+  // allkeys-*, and any policy this client does not know: assume the worst.
+  return eviction_risk::any_key;
+}
+
+std::string eviction_warning_text(std::string_view node, std::string_view policy, std::string_view maxmemory) {
+  std::string m = std::string(node) + ": maxmemory-policy " + printable_line(policy);
+  if (eviction_risk_of(policy) == eviction_risk::keys_with_ttl) {
+    m += " may evict keys that have a TTL when memory runs out: held locks (every lock key has one), so a second "
+         "client can acquire a lock still held; fence counters (no TTL) are not evicted";
+  } else {
+    m += " may evict any key when memory runs out: held locks (a second client can acquire a lock still held) and "
+         "fence counters (fencing tokens can go backwards; fenced acquires do not count this node)";
+  }
+  if (maxmemory == "0") {
+    m += "; maxmemory is 0 now (no limit), but it can be set at run time";
+  } else if (!maxmemory.empty()) {
+    m += "; maxmemory " + printable_line(maxmemory) + " bytes";
+  }
+  m += ". Lock nodes need maxmemory-policy noeviction";
+  return m;
+}
+
 void set_resolver_override(resolver_override fn) noexcept { g_resolver_override.store(fn); }
 resolver_override current_resolver_override() noexcept { return g_resolver_override.load(); }
 
@@ -172,11 +213,32 @@ void connection::on_link_down(node_status status, std::string detail) {
 void connection::on_link_up() {
   state_ = state::handshake;
   handshake_steps_.clear();
-  if (address_.has_password) {
-    if (address_.username.empty()) {
-      append_resp(out_, {"AUTH", address_.password});
+  maxmemory_.clear();
+  maxmemory_policy_.clear();  // read again on every connection: CONFIG SET may have changed it
+  // The credentials for this attempt: the URI's, or the provider's (called once per
+  // attempt that reached the server, so a rotated secret is picked up by the next
+  // reconnect). A provider that throws fails this attempt like a refused connect: it
+  // is retried with backoff. Its exception text is not shown (it may hold secrets).
+  std::string username = address_.username;
+  std::string password = address_.password;
+  bool auth = address_.has_password;
+  if (const auto& provider = core_.options().credentials_provider) {
+    try {
+      credentials c = provider(address_.display);
+      username = std::move(c.username);
+      password = std::move(c.password);
+      auth = !password.empty();
+    } catch (...) {
+      return fail_connection(node_status::connection_error,
+                             "credentials_provider threw an exception (its text is not shown: it may hold secrets); "
+                             "retrying with backoff");
+    }
+  }
+  if (auth) {
+    if (username.empty()) {
+      append_resp(out_, {"AUTH", password});
     } else {
-      append_resp(out_, {"AUTH", address_.username, address_.password});
+      append_resp(out_, {"AUTH", username, password});
     }
     handshake_steps_.push_back('A');
   }
@@ -190,6 +252,15 @@ void connection::on_link_up() {
   if (core_.options().restart_quarantine.count() != 0) {
     append_resp(out_, {"INFO", "server"});
     handshake_steps_.push_back('I');
+  }
+  // The eviction policy, for on_warning and fenced acquires: whenever a guard is
+  // on (the defaults; also with the restart guard off, as on persistent nodes).
+  // With both guards off the handshake stays AUTH/SELECT/PING alone, for servers
+  // and proxies that speak only the lock's commands. A separate INFO, not
+  // "INFO server memory": servers before 7.0 take one section and refuse two.
+  if (core_.options().restart_quarantine.count() != 0 || core_.options().clock_jump_threshold.count() > 0) {
+    append_resp(out_, {"INFO", "memory"});
+    handshake_steps_.push_back('M');
   }
   if (core_.options().clock_jump_threshold.count() > 0) {
     append_resp(out_, {"TIME"});
@@ -244,8 +315,9 @@ void connection::on_handshake_reply(redisReply* r) {
   if (!handshake_steps_.empty()) handshake_steps_.pop_front();
   if (r->type == REDIS_REPLY_ERROR) {
     std::string err = first_line(r->str, r->len);
-    if (step == 'I' || step == 'T') {
-      // No permission for INFO or TIME: the guards cannot watch this node.
+    if (step == 'I' || step == 'M' || step == 'T') {
+      // No permission for INFO or TIME: the guards cannot watch this node (and its
+      // eviction policy stays unknown: no warning, no fencing exclusion).
     } else if (is_permission_error(err)) {
       // Authenticated, but the ACL forbids SELECT or PING: as permanent as a
       // refused password; the detail keeps the server's NOPERM text.
@@ -261,6 +333,8 @@ void connection::on_handshake_reply(redisReply* r) {
     return fail_connection(node_status::protocol_error, "unexpected reply to PING (not a Redis server?)");
   } else if (step == 'I' && r->type == REDIS_REPLY_STRING) {
     on_info(std::string_view(r->str, r->len));
+  } else if (step == 'M' && r->type == REDIS_REPLY_STRING) {
+    on_info_memory(std::string_view(r->str, r->len));
   } else if (step == 'T') {
     // Compared with the sample from before the reconnect (if any): a jump while
     // the connection was down is a jump too.
@@ -274,15 +348,8 @@ void connection::on_handshake_reply(redisReply* r) {
 }
 
 void connection::on_info(std::string_view info) {
-  auto field = [&](std::string_view name) -> std::string {
-    std::size_t at = info.find(name);
-    if (at == std::string_view::npos) return {};
-    at += name.size();
-    std::size_t end = info.find_first_of("\r\n", at);
-    return std::string(info.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at));
-  };
-  const std::string run_id = field("\nrun_id:");
-  const std::string uptime = field("\nuptime_in_seconds:");
+  const std::string run_id = info_field(info, "run_id");
+  const std::string uptime = info_field(info, "uptime_in_seconds");
   if (run_id.empty() || uptime.empty()) return;
   const auto now = core_.now();
   const auto started = now - std::chrono::seconds(std::atoll(uptime.c_str()));
@@ -302,6 +369,32 @@ void connection::on_info(std::string_view info) {
   // kept, so that a jump during a disconnection is never hidden.
   if (!first && run_id != run_id_) last_time_.reset();
   run_id_ = run_id;
+}
+
+void connection::on_info_memory(std::string_view info) {
+  // Kept printable: they reach reports, node_view and the CLI.
+  maxmemory_policy_ = printable_line(info_field(info, "maxmemory_policy"), 64);
+  maxmemory_ = printable_line(info_field(info, "maxmemory"), 32);
+  if (eviction_risk_of(maxmemory_policy_) == eviction_risk::none) return;
+  const auto& notify = core_.options().on_warning;
+  if (!notify) return;
+  warning w;
+  w.code = warning_code::eviction_policy;
+  w.node = address_.display;
+  w.message = eviction_warning_text(address_.display, maxmemory_policy_, maxmemory_);
+  // A throwing callback must not unwind through the loop: the warning is dropped.
+  try {
+    notify(w);
+  } catch (...) {
+  }
+}
+
+std::string connection::fencing_exclusion() const {
+  if (core_.options().allow_fencing_on_evicting_nodes) return {};
+  if (eviction_risk_of(maxmemory_policy_) != eviction_risk::any_key) return {};
+  return "maxmemory-policy " + printable_line(maxmemory_policy_) +
+         " may evict the fence counter (a key without TTL): no vote for fenced acquires "
+         "(set noeviction, or client_options::allow_fencing_on_evicting_nodes)";
 }
 
 std::string connection::acquire_exclusion(std::chrono::steady_clock::time_point now,

@@ -86,6 +86,20 @@ using resolver_override = std::vector<std::string> (*)(const std::string& host);
 void set_resolver_override(resolver_override fn) noexcept;
 resolver_override current_resolver_override() noexcept;
 
+// The value of field `name` in an INFO reply ("" if absent).
+std::string info_field(std::string_view info, std::string_view name);
+
+// What a node's maxmemory-policy may evict when memory runs out.
+enum class eviction_risk {
+  none,           // noeviction, or unknown (INFO not permitted / not read yet)
+  keys_with_ttl,  // volatile-*: keys with a TTL, i.e. every lock key; never a fence counter
+  any_key,        // allkeys-* (and policies this client does not know): lock keys and fence counters
+};
+eviction_risk eviction_risk_of(std::string_view policy);
+// The warning_code::eviction_policy message: node (redacted), policy, what it can
+// evict, maxmemory ("" if unknown). One line.
+std::string eviction_warning_text(std::string_view node, std::string_view policy, std::string_view maxmemory);
+
 // Appends a RESP array of bulk strings.
 void append_resp(std::string& out, std::initializer_list<std::string_view> argv);
 
@@ -146,6 +160,14 @@ class connection final : private link_events {
                            std::int64_t half_rtt_us);
   // The server's run_id from the last handshake INFO ("" if none was read).
   const std::string& run_id() const noexcept { return run_id_; }
+  // The server's maxmemory-policy, read by the handshake of the current (or last)
+  // connection; "" when unknown (INFO memory refused, or never connected).
+  const std::string& maxmemory_policy() const noexcept { return maxmemory_policy_; }
+  // Why this node must not vote on a fenced acquire: its policy may evict the fence
+  // counter (allkeys-*), and allow_fencing_on_evicting_nodes is off; "" when it may.
+  std::string fencing_exclusion() const;
+  // Its maxmemory in bytes, as INFO gave it ("" when unknown).
+  const std::string& maxmemory() const noexcept { return maxmemory_; }
 
  private:
   enum class state { idle, resolving, connecting, handshake, ready, backoff, closed };
@@ -175,6 +197,7 @@ class connection final : private link_events {
   void on_link_down(node_status status, std::string detail) override;
   void on_handshake_reply(redisReply* r);
   void on_info(std::string_view info);
+  void on_info_memory(std::string_view info);
   // Takes the reply (it is freed here or kept for the request's second reply).
   void on_request_reply(std::unique_ptr<redisReply, reply_deleter> r);
   void fail_connection(node_status status, std::string detail, bool permanent = false);
@@ -203,7 +226,9 @@ class connection final : private link_events {
   std::unique_ptr<redisReply, reply_deleter> first_of_two_;
   std::string out_;            // encoded, not yet written
   bool dirty_ = false;
-  std::deque<char> handshake_steps_;  // 'A'uth, 'S'elect, 'P'ing, 'I'nfo, 'T'ime
+  std::deque<char> handshake_steps_;  // 'A'uth, 'S'elect, 'P'ing, 'I'nfo server, 'M' INFO memory, 'T'ime
+  std::string maxmemory_policy_;      // from the handshake's INFO memory; "" = unknown
+  std::string maxmemory_;
   std::uint64_t connect_timer_ = 0;
   std::uint64_t connect_deadline_ms_ = 0;  // on now_ms(): end of the current connect attempt
   std::uint64_t backoff_timer_ = 0;

@@ -110,6 +110,9 @@ void round::on_reply(std::size_t node, std::uint32_t, const reply_event& ev) {
         const auto quarantine = core_.quarantine_for(milliseconds(0));
         std::string why = kind_ == op_kind::extend ? conn.clock_exclusion(now, quarantine)
                                                    : conn.acquire_exclusion(now, quarantine);
+        // A fenced grant from a node whose policy may evict the fence counter (a
+        // reconnect during the attempt may have shown a new policy).
+        if (why.empty() && script_ == script_id::acquire_fenced) why = conn.fencing_exclusion();
         if (!why.empty()) {
           v.status = node_status::excluded;
           granted_excluded[node] = true;
@@ -373,13 +376,15 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
     r->on_late = [self, at = current_](round& rd, std::size_t node) { self->on_late(rd, node, *at); };
     command cmd = lock_command(sid, key_, token_, std::to_string(o_.ttl.count()));
     if (o_.fencing) cmd.key2 = fence_key_;
-    // Nodes that the restart or clock-jump guard quarantines get no vote.
+    // Nodes that the restart or clock-jump guard quarantines get no vote, nor, for
+    // a fenced acquire, nodes that may evict the fence counter.
     const auto quarantine = c_.quarantine_for(o_.ttl);
     const auto now = c_.now();
     std::vector<std::string> skip(c_.size());
     bool any = false;
     for (std::size_t i = 0; i < skip.size(); ++i) {
       skip[i] = c_.conn(i).acquire_exclusion(now, quarantine);
+      if (skip[i].empty() && o_.fencing) skip[i] = c_.conn(i).fencing_exclusion();
       any = any || !skip[i].empty();
     }
     r->send(cmd, any ? skip : std::vector<std::string>{});
@@ -721,6 +726,18 @@ void core::inspect(std::string resource, std::function<void(inspect_result)> don
       ++answered;
       res.nodes[i].token = rd.values[i];
       res.nodes[i].pttl = milliseconds(rd.pttls[i]);
+    }
+    // What each connection's handshake read, answered or not.
+    for (std::size_t i = 0; i < res.nodes.size(); ++i) {
+      connection& conn = cp->conn(i);
+      res.nodes[i].maxmemory_policy = conn.maxmemory_policy();
+      if (eviction_risk_of(conn.maxmemory_policy()) != eviction_risk::none) {
+        warning w;
+        w.code = warning_code::eviction_policy;
+        w.node = conn.name();
+        w.message = eviction_warning_text(conn.name(), conn.maxmemory_policy(), conn.maxmemory());
+        res.nodes[i].warnings.push_back(std::move(w));
+      }
     }
     if (answered < q) {
       res.report.error = failure_reason(op_kind::inspect, rd.votes);

@@ -147,6 +147,15 @@ struct acquire_result {
 struct node_view {
   std::optional<std::string> token;  // value of the key, if it exists and is a string
   std::chrono::milliseconds pttl{-2};  // PTTL: -2 absent, -1 no expiry
+  // Filled for every node, whether it answered the inspect or not: what the
+  // handshake of the node's current (or last) connection read. The node's
+  // maxmemory-policy ("noeviction", "allkeys-lru", ...); "" when unknown (never
+  // connected, or INFO not permitted to the user).
+  std::string maxmemory_policy;
+  // The warnings that hold for the node now, as client_options::on_warning got
+  // them (warning_code::eviction_policy when the policy may evict keys). Empty
+  // when none.
+  std::vector<warning> warnings;
 };
 
 struct inspect_result {

@@ -119,8 +119,14 @@ struct credentials {
 // Something an operator should know that is not an error of any one call: a
 // node's configuration that weakens the lock, for instance. See on_warning.
 enum class warning_code : std::uint8_t {
-  // The node's maxmemory-policy (allkeys-* or volatile-*) may evict held locks
-  // and fence counters; the lock needs `noeviction`.
+  // The node's maxmemory-policy is not `noeviction`: when memory runs out it may
+  // evict keys. volatile-* evicts keys that have a TTL: every lock key (so a second
+  // client can acquire a lock that is still held), never a fence counter (it has
+  // no TTL). allkeys-* (and any policy this client does not know) evicts any key:
+  // lock keys and fence counters (fencing tokens can go backwards). Lock nodes
+  // need `noeviction` (docs/operations.md). Read from the INFO memory that every
+  // connect's handshake sends; a node whose user may not run INFO is never warned
+  // about.
   eviction_policy,
 };
 
@@ -149,7 +155,8 @@ struct client_options {
   std::vector<std::string> nodes;
   // Prepended to every resource name to form the key ("" = the resource as given).
   std::string key_prefix;
-  // Bound on TCP/unix connect plus the AUTH/SELECT/PING handshake, per attempt.
+  // Bound on TCP/unix connect plus the handshake (AUTH, SELECT, PING, and the
+  // guards' INFO server, INFO memory and TIME, pipelined), per attempt.
   std::chrono::milliseconds connect_timeout{200};
   // Bound on each command's round trip. A paused or black-holed node costs at most
   // this much per operation. Keep it far below the TTL.
@@ -240,19 +247,33 @@ struct client_options {
   tls_options tls;
   // Called on the loop thread before every connect attempt's AUTH (the first and
   // every reconnect) with the node's redacted URI; what it returns replaces the
-  // URI's user and password for that attempt. For rotating secrets (short-lived
-  // tokens, a secret store): return the current value from a cache the
-  // application refreshes; it must not block (it runs inside connect_timeout and
-  // delays every node of the client). Unset = the URI's credentials.
+  // URI's user and password for that attempt (an empty password: no AUTH). Called
+  // once per attempt that reached the server (an attempt whose TCP or TLS connect
+  // failed does not call it). For rotating secrets (short-lived tokens, a secret
+  // store): return the current value from a cache the application refreshes; it
+  // must not block (it runs inside connect_timeout and delays every node of the
+  // client). A refused password is node_status::auth_error as with URI
+  // credentials. If it throws, the attempt fails (node_status::connection_error,
+  // "credentials_provider threw ...", the exception's text not shown) and is
+  // retried with the reconnect backoff; nothing propagates through the loop.
+  // Unset = the URI's credentials.
   std::function<credentials(const std::string& node)> credentials_provider;
   // Warnings about the nodes (see warning_code), each reported once per
-  // connection on which it is seen. Runs on the loop thread; must not block.
-  // Unset = not reported.
+  // connection on which it is seen (at the handshake: a reconnect reports it again
+  // if it still holds, and a policy changed by CONFIG SET is seen at the next
+  // reconnect). Runs on the loop thread; must not block; an exception it throws is
+  // swallowed. Unset = not reported. The warnings that hold now are also in
+  // client::inspect's node_view::warnings (what `redlock status` prints).
   std::function<void(const warning&)> on_warning;
   // Fenced acquires (acquire_options::fencing) refuse a node whose
-  // maxmemory-policy may evict keys (warning_code::eviction_policy): its fence
-  // counter could be evicted and tokens go backwards. The node gets no vote
-  // (node_status::excluded, the detail naming the policy). True = count it anyway.
+  // maxmemory-policy may evict the fence counter: allkeys-* (and any policy other
+  // than noeviction and volatile-*). Evicted, the counter restarts from 0 on that
+  // node and tokens can go backwards. The node gets no vote (node_status::excluded,
+  // the detail naming the policy). volatile-* nodes are counted: they evict only
+  // keys with a TTL, and the counter has none (their lock keys can still be
+  // evicted: warning_code::eviction_policy says so, and the fence is what protects
+  // the resource then). A node whose policy is unknown (INFO not permitted) is
+  // counted. True = count allkeys-* nodes too.
   bool allow_fencing_on_evicting_nodes = false;
 };
 

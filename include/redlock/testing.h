@@ -61,6 +61,10 @@ struct world_options {
   bool persistent = false;
   // Per node, overriding `persistent`: empty, or one entry per node.
   std::vector<bool> persistent_nodes;
+  // Per node, the maxmemory-policy its INFO memory reports ("allkeys-lru", ...):
+  // empty = "noeviction" on every node, or one entry per node. The nodes never
+  // evict; the policy is what the client's eviction check reads.
+  std::vector<std::string> maxmemory_policies;
 };
 
 // What a node holds under a key.

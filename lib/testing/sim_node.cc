@@ -961,15 +961,18 @@ void node::exec::auth(const std::string_view* a, std::size_t argc) {
 
 void node::exec::info(const std::string_view* a, std::size_t argc) {
   bool server = argc == 1;
+  bool memory = argc == 1;
   bool keyspace = argc == 1;
   for (std::size_t j = 1; j < argc; ++j) {
     if (equals_lower(a[j], "server")) {
       server = true;
+    } else if (equals_lower(a[j], "memory")) {
+      memory = true;
     } else if (equals_lower(a[j], "keyspace")) {
       keyspace = true;
     } else if (equals_lower(a[j], "default") || equals_lower(a[j], "all") ||
                equals_lower(a[j], "everything")) {
-      server = keyspace = true;
+      server = memory = keyspace = true;
     }
   }
   std::string text;
@@ -997,8 +1000,16 @@ void node::exec::info(const std::string_view* a, std::size_t argc) {
     text += std::to_string((now_ms / 1000) & ((1 << 24) - 1));
     text += "\r\nexecutable:/usr/bin/redis-server\r\nconfig_file:\r\nio_threads_active:0\r\n";
   }
-  if (keyspace) {
+  if (memory) {
+    // Only the fields the library reads, in the real section's order (Redis
+    // orders sections itself, whatever the order asked in).
     if (server) text += "\r\n";
+    text += "# Memory\r\nmaxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:";
+    text += n.cfg_.maxmemory_policy;
+    text += "\r\n";
+  }
+  if (keyspace) {
+    if (server || memory) text += "\r\n";
     text += "# Keyspace\r\n";
     for (std::size_t i = 0; i < n.dbs_.size(); ++i) {
       const database& d = n.dbs_[i];

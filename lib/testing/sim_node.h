@@ -5,7 +5,7 @@
 // What it serves, byte for byte as Debian 12's redis-server 7.0 does (pinned by
 // tests/sim/sim_node_diff_test.cc against a real server):
 //   - the commands the library sends: AUTH [user] pass, SELECT, PING, INFO server
-//     (run_id, uptime_in_seconds), TIME, SET key token NX PX ttl GET, EVAL/EVALSHA
+//     (run_id, uptime_in_seconds), INFO memory (maxmemory, maxmemory_policy), TIME, SET key token NX PX ttl GET, EVAL/EVALSHA
 //     of every script in lib/scripts.h and include/redlock/fencing.h;
 //   - for tests: GET, SET (NX XX GET KEEPTTL EX PX EXAT PXAT), DEL, EXISTS, TYPE,
 //     PTTL, PEXPIRE (NX XX GT LT), INCR, KEYS, DBSIZE, FLUSHALL, FLUSHDB, ECHO,
@@ -26,9 +26,11 @@
 //     expire_all()): DBSIZE and INFO keyspace count expired keys not touched yet,
 //     as a real server does between two active-expiry cycles;
 //   - KEYS returns keys in byte order, a real server in hash order;
-//   - INFO has the server and keyspace sections only; its values other than
-//     run_id, uptime_in_seconds, uptime_in_days, server_time_usec, tcp_port and
-//     lru_clock are plausible constants;
+//   - INFO has the server, memory and keyspace sections only; the memory section
+//     has maxmemory (always 0) and maxmemory_policy (node_config) alone, and the
+//     node never evicts; the server section's values other than run_id,
+//     uptime_in_seconds, uptime_in_days, server_time_usec, tcp_port and lru_clock
+//     are plausible constants;
 //   - a command Redis has but the simulator lacks (SCRIPT HELP, HELLO, ...) is an
 //     unknown command; there is no MULTI, no QUIT, no RESP3;
 //   - at most one ACL user besides the default one (node_config), with every
@@ -72,6 +74,9 @@ struct node_config {
   std::string username;
   // What INFO reports as tcp_port.
   int tcp_port = 6379;
+  // What INFO memory reports as maxmemory_policy (the node never evicts: it only
+  // reports the policy, which the client's eviction check reads).
+  std::string maxmemory_policy = "noeviction";
 };
 
 // One simulated server process.

@@ -196,11 +196,16 @@ world::impl::impl(world_options o) : options(o), rng(o.seed) {
   if (!options.persistent_nodes.empty() && options.persistent_nodes.size() != options.nodes) {
     throw std::invalid_argument("redlock::testing::world: persistent_nodes must be empty or have one entry per node");
   }
+  if (!options.maxmemory_policies.empty() && options.maxmemory_policies.size() != options.nodes) {
+    throw std::invalid_argument(
+        "redlock::testing::world: maxmemory_policies must be empty or have one entry per node");
+  }
   nodes.resize(options.nodes);
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const bool keeps = options.persistent_nodes.empty() ? options.persistent : options.persistent_nodes[i];
     sim::node_config cfg;
     cfg.persist = keeps ? sim::persistence::aof_always : sim::persistence::none;
+    if (!options.maxmemory_policies.empty()) cfg.maxmemory_policy = options.maxmemory_policies[i];
     nodes[i].node = std::make_unique<sim::node>(cfg, rng.next(), kWallOrigin_us);
     nodes[i].min_latency_us = options.min_latency_us;
     nodes[i].max_latency_us = options.max_latency_us;

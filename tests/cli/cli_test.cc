@@ -618,8 +618,25 @@ TEST_F(Cli, status_of_a_free_resource_exits_0) {
   EXPECT_EQ(json.out.rfind(R"({"resource":"cli-status-free","holder":null,"quorum":false,"nodes":[)", 0), 0u)
       << json.out;
   const std::string node0 =
-      R"({"node":")" + cluster()[0].uri() + R"(","reachable":true,"token":null,"pttl_ms":null,"error":null})";
+      R"({"node":")" + cluster()[0].uri() + R"(","reachable":true,"token":null,"pttl_ms":null,"error":null,)"
+      R"("maxmemory_policy":"noeviction","warnings":[]})";
   EXPECT_NE(json.out.find(node0), std::string::npos) << json.out;
+}
+
+TEST_F(Cli, status_prints_a_warning_for_a_node_that_may_evict_locks) {
+  redis_node& n = cluster()[1];
+  ASSERT_EQ(n.command({"CONFIG", "SET", "maxmemory-policy", "volatile-lru"}), "OK");
+  const cli_result text = run_cli(with_nodes({"status", "cli-status-evict"}));
+  const cli_result json = run_cli(with_nodes({"status", "cli-status-evict", "--json"}));
+  ASSERT_EQ(n.command({"CONFIG", "SET", "maxmemory-policy", "noeviction"}), "OK");
+  ASSERT_EQ(text.code, 0) << text.err;
+  const std::string line = "\nwarning   " + n.uri() + ": maxmemory-policy volatile-lru may evict keys that have a TTL";
+  EXPECT_NE(text.out.find(line), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("warning   " + cluster()[0].uri()), std::string::npos) << text.out;
+  ASSERT_EQ(json.code, 0) << json.err;
+  EXPECT_NE(json.out.find(R"("maxmemory_policy":"volatile-lru","warnings":[")" + n.uri() + ": maxmemory-policy"),
+            std::string::npos)
+      << json.out;
 }
 
 TEST_F(Cli, status_shows_the_holder_a_quorum_agrees_on) {

@@ -559,7 +559,7 @@ vector<string> request(gen& g, std::int64_t now_us) {
     case 79:
       return {"INFO", g.pick(vector<string>{"server", "SERVER"})};
     case 80:
-      return {"INFO", g.pick(vector<string>{"keyspace", "nosuch"})};
+      return {"INFO", g.pick(vector<string>{"keyspace", "nosuch", "memory", "MEMORY"})};
     case 81:
     case 82:
     case 83:
@@ -744,14 +744,29 @@ class differ {
       real_out = sorted_keys(real_out);
       sim_cmp = sorted_keys(sim_out);
     }
-    if (sim_out.find("\r\n# Server\r\n") != string::npos) {  // INFO, any case
-      // The server section by its shape; a keyspace section after it exactly.
+    const bool has_server = sim_out.find("\r\n# Server\r\n") != string::npos;
+    const bool has_memory = sim_out.find("# Memory\r\n") != string::npos;
+    if (has_server || has_memory) {  // INFO, any case
+      // The server section by its shape, the memory section by the fields the
+      // library reads; a keyspace section after them exactly.
       auto keyspace = [](const string& r) {
         const std::size_t at = r.find("# Keyspace\r\n");
         return at == string::npos ? string() : r.substr(at);
       };
-      if (!info_server_shaped(real_out) || !info_server_shaped(sim_out) ||
-          keyspace(real_out) != keyspace(sim_out)) {
+      auto memory_fields = [](const string& r) {
+        const std::size_t at = r.find("# Memory\r\n");
+        if (at == string::npos) return string("(no memory section)");
+        string out;
+        for (const char* f : {"\r\nmaxmemory:", "\r\nmaxmemory_policy:"}) {
+          const std::size_t p = r.find(f, at);
+          out += p == string::npos ? string("(missing)") : r.substr(p + 2, r.find("\r\n", p + 2) - p - 2);
+          out += ";";
+        }
+        return out;
+      };
+      if ((has_server && (!info_server_shaped(real_out) || !info_server_shaped(sim_out))) ||
+          (!has_server && real_out.find("# Server\r\n") != string::npos) ||
+          memory_fields(real_out) != memory_fields(sim_out) || keyspace(real_out) != keyspace(sim_out)) {
         return report(label, real_out, sim_out);
       }
       ++compared_;
@@ -1254,6 +1269,8 @@ TEST_F(SimNodeDiff, errors_for_unknown_commands_and_bad_arguments) {
                    {"AUTH", "a", "b", "c"},
                    {"PING", "a", "b"},
                    {"INFO", "server", "keyspace"},
+                   {"INFO", "memory"},
+                   {"INFO", "keyspace", "memory", "server"},
                    {"SET", "k", "v", "PX", "100"},
                    {"info", "KEYSPACE", "server"},
                    // Inline requests (sdssplitargs) and malformed ones.

@@ -96,6 +96,32 @@ trace sequence(std::uint64_t seed) {
   return t;
 }
 
+// The nodes report their maxmemory-policy: the client warns about an evicting
+// one, and a fenced acquire gives a node that may evict fence counters no vote.
+TEST(World, nodes_report_their_eviction_policy_to_the_client) {
+  world_options wo;
+  wo.maxmemory_policies = {"allkeys-lru", "noeviction", "volatile-ttl"};
+  world w(wo);
+  std::vector<warning> seen;
+  client_options co;
+  co.on_warning = [&seen](const warning& x) { seen.push_back(x); };
+  auto c = w.make_client(co);
+  connected(*c);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].code, warning_code::eviction_policy);
+  const inspect_result ir = c->inspect("evict");
+  EXPECT_EQ(ir.nodes[0].maxmemory_policy, "allkeys-lru");
+  EXPECT_EQ(ir.nodes[1].maxmemory_policy, "noeviction");
+  EXPECT_EQ(ir.nodes[2].warnings.size(), 1u);
+  acquire_options fenced = ttl_of(10s);
+  fenced.fencing = true;
+  auto r = c->acquire("evict", fenced);
+  ASSERT_TRUE(r) << r.report.message();
+  EXPECT_EQ(r.report.nodes[0].status, node_status::excluded);
+  EXPECT_NE(r.report.nodes[0].detail.find("allkeys-lru"), std::string::npos) << r.report.nodes[0].detail;
+  EXPECT_FALSE(w.key_at(0, "evict").has_value());
+}
+
 TEST(World, the_same_seed_gives_the_same_tokens_and_the_same_run) {
   const trace one = sequence(7), two = sequence(7), other = sequence(8);
   EXPECT_EQ(one.tokens, two.tokens);

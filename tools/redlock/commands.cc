@@ -137,6 +137,8 @@ int status_command(const invocation& inv) {
     std::optional<std::string> token;
     std::optional<std::int64_t> pttl_ms;  // absent key: none; no expiry: -1
     std::string error;                    // why it is unreachable
+    std::string maxmemory_policy;         // "" = unknown
+    std::vector<std::string> warnings;    // node_view::warnings' messages
   };
   std::vector<row> rows;
   for (std::size_t i = 0; i < names.size(); ++i) {
@@ -144,6 +146,10 @@ int status_command(const invocation& inv) {
     rw.node = names[i];
     const redlock::node_result* nr = i < ir.report.nodes.size() ? &ir.report.nodes[i] : nullptr;
     rw.reachable = nr != nullptr && nr->status == node_status::ok;
+    if (i < ir.nodes.size()) {
+      rw.maxmemory_policy = ir.nodes[i].maxmemory_policy;
+      for (const redlock::warning& w : ir.nodes[i].warnings) rw.warnings.push_back(w.message);
+    }
     if (rw.reachable && i < ir.nodes.size()) {
       rw.token = ir.nodes[i].token;
       const auto pttl = ir.nodes[i].pttl.count();
@@ -177,6 +183,15 @@ int status_command(const invocation& inv) {
       } else {
         j.string(rw.error);
       }
+      j.key("maxmemory_policy");
+      if (rw.maxmemory_policy.empty()) {
+        j.null();
+      } else {
+        j.string(rw.maxmemory_policy);
+      }
+      j.key("warnings").begin_array();
+      for (const std::string& w : rw.warnings) j.string(w);
+      j.end_array();
       j.end_object();
     }
     out = j.end_array().end_object().str() + "\n";
@@ -201,6 +216,9 @@ int status_command(const invocation& inv) {
       if (rw.pttl_ms) ttl = *rw.pttl_ms < 0 ? std::string("no expiry") : std::to_string(*rw.pttl_ms) + "ms";
       out += pad(rw.node, width + 2) + pad(rw.reachable ? "yes" : "no", 11) +
              pad(rw.token.value_or("-"), 34) + (rw.reachable ? ttl : "-  (" + rw.error + ")") + "\n";
+    }
+    for (const row& rw : rows) {
+      for (const std::string& w : rw.warnings) out += "warning   " + printable(w) + "\n";
     }
   }
   write_stdout(out);

@@ -1,0 +1,54 @@
+// The eviction-policy helpers of lib/connection.h: reading INFO fields, what a
+// policy may evict, and the warning's text.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "connection.h"
+
+namespace redlock::detail {
+namespace {
+
+const char kInfo[] =
+    "# Memory\r\nused_memory:916336\r\nmaxmemory:3145728\r\nmaxmemory_human:3.00M\r\n"
+    "maxmemory_policy:volatile-ttl\r\nmem_allocator:jemalloc-5.3.0\r\n";
+
+TEST(InfoField, reads_a_whole_field_name_at_a_line_start) {
+  EXPECT_EQ(info_field(kInfo, "maxmemory"), "3145728");  // not maxmemory_human nor used_memory
+  EXPECT_EQ(info_field(kInfo, "maxmemory_policy"), "volatile-ttl");
+  EXPECT_EQ(info_field(kInfo, "memory"), "");  // only inside other names
+  EXPECT_EQ(info_field(kInfo, "mem_allocator"), "jemalloc-5.3.0");
+  EXPECT_EQ(info_field(kInfo, "absent"), "");
+  EXPECT_EQ(info_field("# Memory\nmaxmemory_policy:noeviction", "maxmemory_policy"), "noeviction");
+  EXPECT_EQ(info_field("", "maxmemory"), "");
+}
+
+TEST(EvictionRisk, noeviction_and_unknown_are_safe_volatile_evicts_locks_allkeys_everything) {
+  EXPECT_EQ(eviction_risk_of("noeviction"), eviction_risk::none);
+  EXPECT_EQ(eviction_risk_of(""), eviction_risk::none);  // INFO not permitted
+  for (const char* p : {"volatile-lru", "volatile-lfu", "volatile-random", "volatile-ttl"}) {
+    EXPECT_EQ(eviction_risk_of(p), eviction_risk::keys_with_ttl) << p;
+  }
+  for (const char* p : {"allkeys-lru", "allkeys-lfu", "allkeys-random", "some-future-policy"}) {
+    EXPECT_EQ(eviction_risk_of(p), eviction_risk::any_key) << p;
+  }
+}
+
+TEST(EvictionWarning, names_the_node_the_policy_what_it_evicts_and_the_fix) {
+  const std::string v = eviction_warning_text("redis://u:***@h:1", "volatile-ttl", "3145728");
+  EXPECT_EQ(v,
+            "redis://u:***@h:1: maxmemory-policy volatile-ttl may evict keys that have a TTL when memory runs out: "
+            "held locks (every lock key has one), so a second client can acquire a lock still held; fence "
+            "counters (no TTL) are not evicted; maxmemory 3145728 bytes. Lock nodes need maxmemory-policy "
+            "noeviction");
+  const std::string a = eviction_warning_text("redis://h:1", "allkeys-lru", "0");
+  EXPECT_NE(a.find("may evict any key"), std::string::npos) << a;
+  EXPECT_NE(a.find("fencing tokens can go backwards"), std::string::npos) << a;
+  EXPECT_NE(a.find("maxmemory is 0 now (no limit)"), std::string::npos) << a;
+  // A hostile server's policy text stays one printable line.
+  const std::string h = eviction_warning_text("redis://h:1", "allkeys-\r\nx\x01", "");
+  EXPECT_EQ(h.find_first_of("\r\n\x01"), std::string::npos) << h;
+}
+
+}  // namespace
+}  // namespace redlock::detail
