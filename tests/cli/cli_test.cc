@@ -1142,6 +1142,16 @@ TEST_F(CliTls, a_plaintext_server_behind_rediss_exits_69_within_the_connect_time
   EXPECT_EQ(plain.count_key("cli-tls-to-plain"), 0);
 }
 
+TEST_F(CliTls, a_tls_server_behind_redis_exits_69_hinting_at_rediss) {
+  std::vector<std::string> plain;
+  for (std::size_t i = 0; i < cluster().size(); ++i) plain.push_back("redis://127.0.0.1:" + std::to_string(cluster()[i].port()));
+  const cli_result r = acquire("cli-plain-to-tls", join(plain, ","), {"--tls-ca", certs().ca_file});
+  EXPECT_EQ(r.code, 69) << r.err;
+  expect_one_error_line(r);
+  EXPECT_NE(r.err.find("if the node only speaks TLS, use rediss://"), std::string::npos) << r.err;
+  EXPECT_LT(r.elapsed, 5s);
+}
+
 TEST_F(CliTls, bad_tls_files_exit_78_naming_the_file) {
   const std::string nodes = tls_uris(cluster());
   const cli_result missing = acquire("cli-tls-missing-ca", nodes, {"--tls-ca", "/nonexistent/redlock-ca.pem"});

@@ -208,6 +208,39 @@ TEST_F(TlsNodes, plain_redis_uri_to_a_tls_server_fails_within_connect_timeout) {
   EXPECT_LT(took, o.connect_timeout + o.command_timeout + 1500ms) << r.report.message();
 }
 
+TEST_F(TlsNodes, plain_redis_uri_to_a_tls_server_hints_at_rediss_every_time) {
+  std::vector<std::string> uris;
+  for (std::size_t i = 0; i < nodes().size(); ++i)
+    uris.push_back("redis://127.0.0.1:" + std::to_string(nodes()[i].port()));
+  for (int i = 0; i < 10; ++i) {
+    SCOPED_TRACE(::testing::Message() << "round " << i);
+    client c(tls_options_for(uris));
+    auto r = c.acquire(unique("plain-to-tls-hint"), once());
+    ASSERT_FALSE(r);
+    for (const node_result& nr : r.report.nodes) {
+      if (nr.status == node_status::pending) continue;
+      EXPECT_EQ(nr.status, node_status::connection_error) << nr.detail;
+      EXPECT_TRUE(contains(nr.detail, "before any reply (if the node only speaks TLS, use rediss://)"));
+    }
+  }
+}
+
+TEST(TlsTransport, a_plain_peer_that_answers_garbage_or_nothing_gets_no_rediss_hint) {
+  // (A peer that accepts and closes at once may reset the stream like a TLS node
+  // does, and gets the hint: it is worded as a condition.)
+  fake_listener garbage(fake_listener::mode::garbage);
+  fake_listener silent(fake_listener::mode::silent);
+  client_options o = options_for({garbage.uri(), silent.uri()});
+  o.connect_timeout = 300ms;
+  client c(o);
+  auto r = c.acquire(unique("plain-peers"), once());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.report.nodes[0].status, node_status::protocol_error) << r.report.message();
+  EXPECT_FALSE(contains(r.report.nodes[0].detail, "rediss://"));
+  EXPECT_NE(r.report.nodes[1].status, node_status::ok) << r.report.message();
+  EXPECT_FALSE(contains(r.report.nodes[1].detail, "rediss://"));
+}
+
 // --- verification failures: every node tls_error, errc::tls_failed ---
 
 TEST(TlsVerify, unknown_ca_is_a_tls_error) {
