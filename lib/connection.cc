@@ -207,6 +207,15 @@ void connection::on_link_down(node_status status, std::string detail) {
   // go on in the background (a certificate may be fixed server-side), at the
   // longest backoff.
   const bool permanent = status == node_status::tls_error;
+  // A redis:// stream that came up and was reset before the first reply of the
+  // handshake: what a TLS-only node does with our plaintext (it stops reading at
+  // the first record header, closes with the rest unread, and its alert is lost
+  // to the reset). Only a hint: a Redis node answers, even to refuse, and one
+  // that merely closes (end of stream) gets none.
+  if (status == node_status::connection_error && !address_.tls && state_ == state::handshake &&
+      last_reply_ms_ == 0 && detail.find("connection reset") != std::string::npos) {
+    detail += " before any reply (if the node only speaks TLS, use rediss://)";
+  }
   fail_connection(status, std::move(detail), permanent);
 }
 

@@ -42,8 +42,10 @@ std::string unreadable_file(const std::string& path) {
 }
 
 const char* const kClientCertRequired =
-    "the server requires a client certificate (mutual TLS) but none is configured "
-    "(tls_options::cert_file and key_file)";
+    "the server requires a client certificate (mutual TLS) but none is configured";
+const char* const kClientCertRejected =
+    "the server rejected the client certificate (it ended the session before any reply); give one "
+    "signed by a CA the server trusts";
 
 }  // namespace
 
@@ -62,7 +64,8 @@ class tls_link final : public link, public link_events {
  public:
   tls_link(SSL* ssl, link_events& up, std::string name, bool has_cert, bool verify)
       : ssl_(ssl), up_(up), name_(std::move(name)), has_cert_(has_cert), verify_(verify) {
-    SSL_set_app_data(ssl_, this);
+    SSL_set_msg_callback(ssl_, on_message);
+    SSL_set_msg_callback_arg(ssl_, this);
   }
   ~tls_link() override {
     inner_.reset();  // first: no more events from it
@@ -70,11 +73,6 @@ class tls_link final : public link, public link_events {
   }
 
   void attach(std::unique_ptr<link> inner) { inner_ = std::move(inner); }
-  // The server sent a CertificateRequest and no certificate is configured: a
-  // failure before the first byte of data is then that refusal (under TLS 1.3 the
-  // server's alert comes after the client's side of the handshake is done, and
-  // may even be lost to a reset), reported as such every time.
-  void note_certificate_request() { cert_requested_ = true; }
 
   std::string write(std::string& bytes) override {
     if (!established_ || done_) {
@@ -94,8 +92,8 @@ class tls_link final : public link, public link_events {
     bytes.clear();
     std::string records = drain();
     std::string error = inner_->write(records);
-    if (!error.empty() && cert_requested_ && !got_data_) {
-      // The server refused the session for want of a client certificate and reset
+    if (!error.empty() && client_cert_refused()) {
+      // The server refused our (missing or untrusted) client certificate and reset
       // the stream as our first request arrived. Reported as that refusal: the
       // read side's end of stream (or reset) follows, and on_link_down says why.
       return {};
@@ -121,12 +119,37 @@ class tls_link final : public link, public link_events {
 
   void on_link_down(node_status status, std::string detail) override {
     if (done_) return;
-    if (cert_requested_ && !got_data_) return fail(node_status::tls_error, kClientCertRequired);
+    if (client_cert_refused()) return fail(node_status::tls_error, refusal());
     if (!established_) return fail(status, "during the TLS handshake: " + detail);
     fail(status, std::move(detail));
   }
 
  private:
+  // Handshake messages from the server: a CertificateRequest, and a TLS 1.3
+  // NewSessionTicket (sent only once the server has checked our certificate and
+  // Finished, so: it accepted them).
+  static void on_message(int write_p, int, int content_type, const void* buf, std::size_t len, SSL*,
+                         void* arg) {
+    if (write_p != 0 || content_type != SSL3_RT_HANDSHAKE || len == 0 || arg == nullptr) return;
+    auto* self = static_cast<tls_link*>(arg);
+    const int type = static_cast<const unsigned char*>(buf)[0];
+    if (type == SSL3_MT_CERTIFICATE_REQUEST) self->cert_requested_ = true;
+    if (type == SSL3_MT_NEWSESSION_TICKET) self->ticket_ = true;
+  }
+
+  // Whether a failure now is the server refusing our client certificate (none
+  // configured, or one it does not trust): it asked for one and has not shown
+  // that it accepted the session — no reply yet, no TLS 1.2 Finished, no TLS 1.3
+  // session ticket. Under TLS 1.3 the client's side of the handshake is done
+  // before the server has looked at the certificate: its alert comes after our
+  // first request and may be lost to a reset, so the refusal is reported as such
+  // whatever the socket said.
+  bool client_cert_refused() const {
+    if (!cert_requested_ || got_data_ || ticket_) return false;
+    return !established_ || SSL_version(ssl_) >= TLS1_3_VERSION;
+  }
+  const char* refusal() const { return has_cert_ ? kClientCertRejected : kClientCertRequired; }
+
   // What the session wrote for the peer (handshake messages, records, alerts).
   std::string drain() {
     BIO* w = SSL_get_wbio(ssl_);
@@ -191,7 +214,7 @@ class tls_link final : public link, public link_events {
         return;
       }
       if (e == SSL_ERROR_ZERO_RETURN) {
-        if (cert_requested_ && !got_data_) return fail(node_status::tls_error, kClientCertRequired);
+        if (client_cert_refused()) return fail(node_status::tls_error, refusal());
         return fail(node_status::connection_error, "connection closed by server (TLS close_notify)");
       }
       auto [status, detail] = classify("TLS: ");
@@ -207,7 +230,6 @@ class tls_link final : public link, public link_events {
     const std::string text = openssl_reason();
     const long verify = SSL_get_verify_result(ssl_);
     if (verify_ && verify != X509_V_OK) return {node_status::tls_error, verify_failure(verify)};
-    if (cert_requested_ && !got_data_) return {node_status::tls_error, kClientCertRequired};
     if (reason == SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED)
       return {node_status::tls_error, kClientCertRequired};
     if (has_cert_ &&
@@ -217,6 +239,7 @@ class tls_link final : public link, public link_events {
          reason == SSL_R_SSLV3_ALERT_CERTIFICATE_REVOKED || reason == SSL_R_TLSV1_ALERT_ACCESS_DENIED)) {
       return {node_status::tls_error, "the server rejected the client certificate (" + text + ")"};
     }
+    if (client_cert_refused()) return {node_status::tls_error, refusal()};
     std::string detail = prefix + (text.empty() ? std::string("protocol error") : text);
     if (!established_ && (reason == SSL_R_WRONG_VERSION_NUMBER || reason == SSL_R_PACKET_LENGTH_TOO_LONG ||
                           reason == SSL_R_RECORD_LENGTH_MISMATCH || reason == SSL_R_HTTP_REQUEST)) {
@@ -235,11 +258,11 @@ class tls_link final : public link, public link_events {
       case X509_V_ERR_UNABLE_TO_VERIFY_LEAF_SIGNATURE:
       case X509_V_ERR_CERT_UNTRUSTED:
         return "the node's certificate is not trusted: self-signed or signed by an unknown CA (" + why +
-               "); check tls_options::ca_file / ca_dir";
+               "); give the CA that signed it";
       case X509_V_ERR_HOSTNAME_MISMATCH:
       case X509_V_ERR_IP_ADDRESS_MISMATCH:
         return "the node's certificate does not match the name '" + name_ + "' (" + why +
-               "); connect by a name the certificate has, or set tls_options::server_name";
+               "); connect by a name the certificate has, or give that name as the server name";
       case X509_V_ERR_CERT_HAS_EXPIRED:
         return "the node's certificate has expired (" + why + ")";
       case X509_V_ERR_CERT_NOT_YET_VALID:
@@ -266,14 +289,10 @@ class tls_link final : public link, public link_events {
   bool done_ = false;
   bool got_data_ = false;
   bool cert_requested_ = false;
+  bool ticket_ = false;
   std::unique_ptr<char[]> plain_{new char[kPlainChunk]};
   std::shared_ptr<int> life_ = std::make_shared<int>(0);
 };
-
-int on_certificate_request(SSL* ssl, X509**, EVP_PKEY**) {
-  if (auto* l = static_cast<tls_link*>(SSL_get_app_data(ssl))) l->note_certificate_request();
-  return 0;  // no certificate: the handshake goes on without one
-}
 
 }  // namespace
 
@@ -355,8 +374,6 @@ std::shared_ptr<tls_context> tls_context::make(const tls_options& o, std::string
       return nullptr;
     }
     p->has_cert = true;
-  } else {
-    SSL_CTX_set_client_cert_cb(ctx, on_certificate_request);
   }
   return std::shared_ptr<tls_context>(new tls_context(std::move(p)));
 }

@@ -25,6 +25,7 @@
 
 #include "fake_listener.h"
 #include "redis_node.h"
+#include "tls_certs.h"
 
 extern char** environ;
 
@@ -972,6 +973,263 @@ TEST_F(CliSecrets, run_passes_no_password_to_the_command_nor_shows_it_in_its_arg
   EXPECT_NE(argv.out.find("--nodes redis://:" + std::string(std::strlen(password), '*') + "@"), std::string::npos)
       << argv.out;
   EXPECT_NE(argv.err.find("redlock: warning: "), std::string::npos) << argv.err;
+}
+
+// --- TLS (rediss://) ---
+
+node_config tls_node(const std::string& cert, const std::string& key, const std::string& auth_clients = "no") {
+  const tls_certs& c = tls_certs::get();
+  node_config cfg;
+  cfg.tls = true;
+  cfg.tls_cert_file = cert;
+  cfg.tls_key_file = key;
+  cfg.tls_ca_file = c.ca_file;
+  cfg.tls_auth_clients = auth_clients;
+  return cfg;
+}
+
+// rediss:// URIs (without a password) for a cluster's nodes, on `host`.
+std::string tls_uris(const redis_cluster& cl, const std::string& host = "127.0.0.1") {
+  std::vector<std::string> uris;
+  for (std::size_t i = 0; i < cl.size(); ++i) uris.push_back("rediss://" + host + ":" + std::to_string(cl[i].port()));
+  return join(uris, ",");
+}
+
+// Three TLS nodes with a good certificate (SAN localhost, 127.0.0.1); the tests of
+// failures start their own nodes.
+class CliTls : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    cluster_ = std::make_unique<redis_cluster>(3, tls_node(certs().server_cert, certs().server_key));
+  }
+  static void TearDownTestSuite() { cluster_.reset(); }
+  static const tls_certs& certs() { return tls_certs::get(); }
+  static redis_cluster& cluster() { return *cluster_; }
+  // args + timeouts that hold on a loaded test machine, before any "--".
+  static std::vector<std::string> args(std::vector<std::string> a) {
+    a.insert(std::find(a.begin(), a.end(), "--"), {"--node-timeout=200ms", "--connect-timeout=1s"});
+    return a;
+  }
+  // An acquire of `resource` against `nodes` with `extra` options and `env`.
+  static cli_result acquire(const std::string& resource, const std::string& nodes,
+                            std::vector<std::string> extra = {}, const std::vector<std::string>& env = {}) {
+    std::vector<std::string> a = {"acquire", resource, "--ttl", "5s", "--nodes", nodes};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run_cli(args(a), env);
+  }
+  // The failure contract: 77, one "redlock: " line naming `cause` (and nothing on
+  // stdout but status's per-node view).
+  static void expect_refused(const cli_result& r, const std::string& cause, bool quiet_stdout = true) {
+    EXPECT_EQ(r.code, 77) << r.err;
+    expect_one_error_line(r);
+    EXPECT_NE(r.err.find(cause), std::string::npos) << "names the cause '" << cause << "': " << r.err;
+    if (quiet_stdout) {
+      EXPECT_EQ(r.out, "");
+    }
+    EXPECT_LT(r.elapsed, 5s);
+  }
+  static std::unique_ptr<redis_cluster> cluster_;
+};
+
+std::unique_ptr<redis_cluster> CliTls::cluster_;
+
+TEST_F(CliTls, acquire_status_release_and_run_over_verified_tls_with_tls_ca) {
+  const std::string nodes = tls_uris(cluster());
+  const std::string ca = "--tls-ca=" + certs().ca_file;
+  const cli_result a = acquire("cli-tls-basic", nodes, {ca});
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(a.err, "");
+  const std::string token = trim(a.out);
+  ASSERT_TRUE(is_token(token)) << a.out;
+  EXPECT_EQ(cluster().count_value("cli-tls-basic", token), 3);
+
+  const cli_result s = run_cli(args({"status", "cli-tls-basic", "--json", "--nodes", nodes, ca}));
+  EXPECT_EQ(s.code, 0) << s.err;
+  EXPECT_NE(s.out.find(token), std::string::npos) << s.out;
+
+  const cli_result rel = run_cli(args({"release", "cli-tls-basic", token, "--nodes", nodes, ca}));
+  EXPECT_EQ(rel.code, 0) << rel.err;
+  EXPECT_EQ(cluster().count_key("cli-tls-basic"), 0);
+
+  const cli_result run =
+      run_cli(args({"run", "cli-tls-run", "--ttl", "5s", "--nodes", nodes, ca, "--", "sh", "-c", "echo $REDLOCK_TOKEN"}));
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_TRUE(is_token(trim(run.out))) << run.out;
+  EXPECT_EQ(cluster().count_key("cli-tls-run"), 0) << "released after the command";
+}
+
+TEST_F(CliTls, REDLOCK_TLS_CA_and_REDLOCK_NODES_configure_tls) {
+  const cli_result a = run_cli(args({"acquire", "cli-tls-env", "--ttl", "5s"}),
+                               {"REDLOCK_NODES=" + tls_uris(cluster()), "REDLOCK_TLS_CA=" + certs().ca_file});
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(a.err, "");
+  EXPECT_EQ(cluster().count_value("cli-tls-env", trim(a.out)), 3);
+}
+
+TEST_F(CliTls, a_tls_option_wins_over_its_variable) {
+  // A missing file in the variable, the right one on the command line: 0.
+  const cli_result good = acquire("cli-tls-override", tls_uris(cluster()), {"--tls-ca", certs().ca_file},
+                                  {"REDLOCK_TLS_CA=/nonexistent/ca.pem"});
+  EXPECT_EQ(good.code, 0) << good.err;
+  // The right CA in the variable, another on the command line: not trusted, 77.
+  const cli_result other = acquire("cli-tls-override2", tls_uris(cluster()), {"--tls-ca", certs().other_ca_file},
+                                   {"REDLOCK_TLS_CA=" + certs().ca_file});
+  expect_refused(other, "not trusted");
+  // The server name too: the variable's wrong name loses to --tls-server-name.
+  const cli_result name = acquire("cli-tls-override3", tls_uris(cluster()),
+                                  {"--tls-ca", certs().ca_file, "--tls-server-name", "localhost"},
+                                  {"REDLOCK_TLS_SERVER_NAME=wrong.example"});
+  EXPECT_EQ(name.code, 0) << name.err;
+}
+
+TEST_F(CliTls, an_unknown_ca_exits_77_naming_the_cause) {
+  redis_cluster cl(3, tls_node(certs().unknown_ca_cert, certs().unknown_ca_key));
+  const cli_result r = acquire("cli-tls-unknown-ca", tls_uris(cl), {"--tls-ca", certs().ca_file});
+  expect_refused(r, "not trusted: self-signed or signed by an unknown CA");
+  EXPECT_NE(r.err.find("give the CA that signed it"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("tls_options"), std::string::npos) << "no library field names in the CLI: " << r.err;
+  const cli_result s = run_cli(args({"status", "r", "--nodes", tls_uris(cl), "--tls-ca", certs().ca_file}));
+  expect_refused(s, "signed by an unknown CA", false);
+  EXPECT_NE(s.out.find("TLS error: the node's certificate is not trusted"), std::string::npos) << s.out;
+}
+
+TEST_F(CliTls, a_hostname_mismatch_exits_77_naming_the_name) {
+  redis_cluster cl(3, tls_node(certs().wrong_name_cert, certs().wrong_name_key));
+  const cli_result r = acquire("cli-tls-mismatch", tls_uris(cl), {"--tls-ca", certs().ca_file});
+  expect_refused(r, "does not match the name '127.0.0.1'");
+  const cli_result by_name = acquire("cli-tls-mismatch", tls_uris(cl, "localhost"), {"--tls-ca", certs().ca_file});
+  expect_refused(by_name, "does not match the name 'localhost'");
+}
+
+TEST_F(CliTls, tls_server_name_verifies_a_dns_only_certificate_reached_by_ip) {
+  redis_cluster cl(3, tls_node(certs().dns_only_cert, certs().dns_only_key));
+  const cli_result by_ip = acquire("cli-tls-dns-only", tls_uris(cl), {"--tls-ca", certs().ca_file});
+  expect_refused(by_ip, "does not match the name '127.0.0.1'");
+  const cli_result named = acquire("cli-tls-dns-only", tls_uris(cl),
+                                   {"--tls-ca", certs().ca_file, "--tls-server-name", "localhost"});
+  ASSERT_EQ(named.code, 0) << named.err;
+  EXPECT_EQ(named.err, "");
+  EXPECT_EQ(cl.count_value("cli-tls-dns-only", trim(named.out)), 3);
+}
+
+TEST_F(CliTls, mutual_tls_works_with_a_client_certificate_and_exits_77_without_one) {
+  redis_cluster cl(3, tls_node(certs().server_cert, certs().server_key, "yes"));
+  const cli_result with = acquire("cli-tls-mtls", tls_uris(cl),
+                                  {"--tls-ca", certs().ca_file, "--tls-cert", certs().client_cert, "--tls-key",
+                                   certs().client_key});
+  ASSERT_EQ(with.code, 0) << with.err;
+  EXPECT_EQ(with.err, "");
+  EXPECT_EQ(cl.count_value("cli-tls-mtls", trim(with.out)), 3);
+
+  const cli_result from_env = acquire("cli-tls-mtls-env", tls_uris(cl), {},
+                                      {"REDLOCK_TLS_CA=" + certs().ca_file, "REDLOCK_TLS_CERT=" + certs().client_cert,
+                                       "REDLOCK_TLS_KEY=" + certs().client_key});
+  EXPECT_EQ(from_env.code, 0) << from_env.err;
+
+  const cli_result without = acquire("cli-tls-mtls-none", tls_uris(cl), {"--tls-ca", certs().ca_file});
+  expect_refused(without, "requires a client certificate (mutual TLS) but none is configured");
+
+  const cli_result untrusted = acquire("cli-tls-mtls-other", tls_uris(cl),
+                                       {"--tls-ca", certs().ca_file, "--tls-cert", certs().other_client_cert,
+                                        "--tls-key", certs().other_client_key});
+  expect_refused(untrusted, "the server rejected the client certificate");
+}
+
+TEST_F(CliTls, tls_insecure_accepts_an_unknown_ca_with_one_warning_line) {
+  redis_cluster cl(3, tls_node(certs().unknown_ca_cert, certs().unknown_ca_key));
+  const cli_result r = acquire("cli-tls-insecure", tls_uris(cl), {"--tls-insecure"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err.rfind("redlock: warning: ", 0), 0u) << r.err;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "exactly one line: " << r.err;
+  EXPECT_EQ(cl.count_value("cli-tls-insecure", trim(r.out)), 3);
+
+  const cli_result env = acquire("cli-tls-insecure-env", tls_uris(cl), {}, {"REDLOCK_TLS_INSECURE=1"});
+  ASSERT_EQ(env.code, 0) << env.err;
+  EXPECT_EQ(env.err.rfind("redlock: warning: ", 0), 0u) << env.err;
+  EXPECT_EQ(env.err.find('\n'), env.err.size() - 1) << "exactly one line: " << env.err;
+}
+
+TEST_F(CliTls, a_plaintext_server_behind_rediss_exits_69_within_the_connect_timeout) {
+  redis_cluster plain(3);
+  const cli_result r = acquire("cli-tls-to-plain", tls_uris(plain), {"--tls-ca", certs().ca_file});
+  EXPECT_EQ(r.code, 69) << r.err;
+  expect_one_error_line(r);
+  // --connect-timeout=1s plus a node timeout, with generous slack for a loaded machine.
+  EXPECT_LT(r.elapsed, 5s) << r.err;
+  EXPECT_EQ(plain.count_key("cli-tls-to-plain"), 0);
+}
+
+TEST_F(CliTls, a_tls_server_behind_redis_exits_69_hinting_at_rediss) {
+  std::vector<std::string> plain;
+  for (std::size_t i = 0; i < cluster().size(); ++i) plain.push_back("redis://127.0.0.1:" + std::to_string(cluster()[i].port()));
+  const cli_result r = acquire("cli-plain-to-tls", join(plain, ","), {"--tls-ca", certs().ca_file});
+  EXPECT_EQ(r.code, 69) << r.err;
+  expect_one_error_line(r);
+  EXPECT_NE(r.err.find("if the node only speaks TLS, use rediss://"), std::string::npos) << r.err;
+  EXPECT_LT(r.elapsed, 5s);
+}
+
+TEST_F(CliTls, bad_tls_files_exit_78_naming_the_file) {
+  const std::string nodes = tls_uris(cluster());
+  const cli_result missing = acquire("cli-tls-missing-ca", nodes, {"--tls-ca", "/nonexistent/redlock-ca.pem"});
+  EXPECT_EQ(missing.code, 78) << missing.err;
+  expect_one_error_line(missing);
+  EXPECT_NE(missing.err.find("/nonexistent/redlock-ca.pem"), std::string::npos) << missing.err;
+
+  const cli_result no_key = acquire("cli-tls-no-key", nodes, {"--tls-ca", certs().ca_file, "--tls-cert", certs().client_cert});
+  EXPECT_EQ(no_key.code, 78) << no_key.err;
+  expect_one_error_line(no_key);
+  EXPECT_NE(no_key.err.find("--tls-key"), std::string::npos) << no_key.err;
+
+  const cli_result missing_dir = acquire("cli-tls-missing-dir", nodes, {}, {"REDLOCK_TLS_CA_DIR=/nonexistent/certs"});
+  EXPECT_EQ(missing_dir.code, 78) << missing_dir.err;
+  expect_one_error_line(missing_dir);
+  EXPECT_NE(missing_dir.err.find("/nonexistent/certs"), std::string::npos) << missing_dir.err;
+
+  // A key that is not the certificate's, from the environment.
+  const cli_result mismatch = acquire("cli-tls-mismatch-key", nodes, {"--tls-ca", certs().ca_file},
+                                      {"REDLOCK_TLS_CERT=" + certs().client_cert, "REDLOCK_TLS_KEY=" + certs().server_key});
+  EXPECT_EQ(mismatch.code, 78) << mismatch.err;
+  expect_one_error_line(mismatch);
+  EXPECT_NE(mismatch.err.find(certs().server_key), std::string::npos) << mismatch.err;
+  EXPECT_EQ(cluster().count_key("cli-tls-missing-ca") + cluster().count_key("cli-tls-no-key"), 0);
+}
+
+TEST_F(CliTls, a_tls_ca_dir_alone_verifies_the_nodes) {
+  const cli_result r = acquire("cli-tls-ca-dir", tls_uris(cluster()), {"--tls-ca-dir", certs().ca_dir});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(cluster().count_value("cli-tls-ca-dir", trim(r.out)), 3);
+}
+
+TEST_F(CliTls, no_password_nor_key_shows_in_any_output) {
+  constexpr const char* password = "tls-Pa55-secret";
+  node_config cfg = tls_node(certs().server_cert, certs().server_key, "yes");
+  cfg.password = password;
+  redis_cluster cl(3, cfg);
+  const std::string key_pem = read_file(certs().client_key).value_or("");
+  ASSERT_FALSE(key_pem.empty());
+  const std::string key_line = key_pem.substr(key_pem.find('\n') + 1, 40);  // a line of the key's base64
+  const std::vector<std::string> env = {std::string("REDLOCK_PASSWORD=") + password};
+  const std::vector<std::string> mtls = {"--tls-ca", certs().ca_file, "--tls-cert", certs().client_cert, "--tls-key",
+                                         certs().client_key};
+  std::vector<cli_result> results;
+  results.push_back(acquire("cli-tls-secret", tls_uris(cl), mtls, env));
+  EXPECT_EQ(results.back().code, 0) << results.back().err;
+  results.push_back(acquire("cli-tls-secret2", tls_uris(cl), {"--tls-ca", certs().ca_file}, env));  // no cert
+  EXPECT_EQ(results.back().code, 77) << results.back().err;
+  results.push_back(acquire("cli-tls-secret3", tls_uris(cl), mtls, {"REDLOCK_PASSWORD=wrong-" + std::string(password)}));
+  EXPECT_EQ(results.back().code, 77) << results.back().err;
+  std::vector<std::string> a = {"run", "cli-tls-secret4", "--ttl", "5s", "--nodes", tls_uris(cl)};
+  a.insert(a.end(), mtls.begin(), mtls.end());
+  a.insert(a.end(), {"--", "sh", "-c", "env"});
+  results.push_back(run_cli(args(a), env));
+  EXPECT_EQ(results.back().code, 0) << results.back().err;
+  for (const cli_result& r : results) {
+    EXPECT_EQ(r.out.find(password), std::string::npos) << r.out;
+    EXPECT_EQ(r.err.find(password), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find(key_line), std::string::npos) << r.out;
+    EXPECT_EQ(r.err.find(key_line), std::string::npos) << r.err;
+  }
 }
 
 // --- tokens off the command line ---

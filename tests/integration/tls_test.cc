@@ -208,6 +208,39 @@ TEST_F(TlsNodes, plain_redis_uri_to_a_tls_server_fails_within_connect_timeout) {
   EXPECT_LT(took, o.connect_timeout + o.command_timeout + 1500ms) << r.report.message();
 }
 
+TEST_F(TlsNodes, plain_redis_uri_to_a_tls_server_hints_at_rediss_every_time) {
+  std::vector<std::string> uris;
+  for (std::size_t i = 0; i < nodes().size(); ++i)
+    uris.push_back("redis://127.0.0.1:" + std::to_string(nodes()[i].port()));
+  for (int i = 0; i < 10; ++i) {
+    SCOPED_TRACE(::testing::Message() << "round " << i);
+    client c(tls_options_for(uris));
+    auto r = c.acquire(unique("plain-to-tls-hint"), once());
+    ASSERT_FALSE(r);
+    for (const node_result& nr : r.report.nodes) {
+      if (nr.status == node_status::pending) continue;
+      EXPECT_EQ(nr.status, node_status::connection_error) << nr.detail;
+      EXPECT_TRUE(contains(nr.detail, "before any reply (if the node only speaks TLS, use rediss://)"));
+    }
+  }
+}
+
+TEST(TlsTransport, a_plain_peer_that_answers_garbage_or_nothing_gets_no_rediss_hint) {
+  // (A peer that accepts and closes at once may reset the stream like a TLS node
+  // does, and gets the hint: it is worded as a condition.)
+  fake_listener garbage(fake_listener::mode::garbage);
+  fake_listener silent(fake_listener::mode::silent);
+  client_options o = options_for({garbage.uri(), silent.uri()});
+  o.connect_timeout = 300ms;
+  client c(o);
+  auto r = c.acquire(unique("plain-peers"), once());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.report.nodes[0].status, node_status::protocol_error) << r.report.message();
+  EXPECT_FALSE(contains(r.report.nodes[0].detail, "rediss://"));
+  EXPECT_NE(r.report.nodes[1].status, node_status::ok) << r.report.message();
+  EXPECT_FALSE(contains(r.report.nodes[1].detail, "rediss://"));
+}
+
 // --- verification failures: every node tls_error, errc::tls_failed ---
 
 TEST(TlsVerify, unknown_ca_is_a_tls_error) {
@@ -243,6 +276,21 @@ TEST(TlsVerify, ip_address_without_an_ip_san_fails_and_server_name_overrides_it)
   client c(o);
   auto r = c.acquire(unique("server-name"), once());
   ASSERT_TRUE(r) << r.report.message();
+}
+
+TEST(TlsVerify, a_hashed_ca_dir_alone_verifies_the_node) {
+  redis_cluster cl(3, tls_config(certs().server_cert, certs().server_key));
+  client_options o = options_for(cl.uris());
+  o.tls.ca_dir = certs().ca_dir;
+  client c(o);
+  auto r = c.acquire(unique("ca-dir"), once());
+  ASSERT_TRUE(r) << r.report.message();
+  EXPECT_TRUE(r.lock.release());
+  // The same directory does not vouch for another CA's certificate.
+  redis_cluster other(3, tls_config(certs().unknown_ca_cert, certs().unknown_ca_key));
+  client_options u = options_for(other.uris());
+  u.tls.ca_dir = certs().ca_dir;
+  expect_tls_failure(u, "signed by an unknown CA");
 }
 
 TEST(TlsVerify, insecure_mode_accepts_an_unknown_ca) {
@@ -299,6 +347,34 @@ TEST(TlsMutual, client_certificate_is_accepted) {
   ASSERT_TRUE(r) << r.report.message();
   EXPECT_TRUE(eventually([&] { return cl.count_key(res) == 3; }));
   EXPECT_TRUE(r.lock.release());
+}
+
+// The server does not trust our client certificate's CA. Under TLS 1.3 the client's
+// side of the handshake is done before the server has looked at the certificate:
+// its alert may come after our first request, or be lost to a reset.
+void expect_client_certificate_rejected(const std::string& protocols, int rounds) {
+  node_config cfg = tls_config(certs().server_cert, certs().server_key, "yes");
+  cfg.tls_protocols = protocols;
+  redis_cluster cl(3, cfg);
+  client_options o = tls_options_for(cl.uris());
+  o.tls.cert_file = certs().other_client_cert;
+  o.tls.key_file = certs().other_client_key;
+  for (int i = 0; i < rounds; ++i) {
+    SCOPED_TRACE(::testing::Message() << "round " << i);
+    expect_tls_failure(o, "the server rejected the client certificate");
+  }
+}
+
+TEST(TlsMutual, rejected_client_certificate_is_reported_as_such_every_time) {
+  expect_client_certificate_rejected("", 10);
+}
+
+TEST(TlsMutual, rejected_client_certificate_over_tls12_is_reported_as_such_every_time) {
+  expect_client_certificate_rejected("TLSv1.2", 10);
+}
+
+TEST(TlsMutual, rejected_client_certificate_over_tls13_is_reported_as_such_every_time) {
+  expect_client_certificate_rejected("TLSv1.3", 10);
 }
 
 TEST(TlsMutual, optional_client_certificate_works_without_one) {

@@ -34,6 +34,8 @@ key dns_only localhost && sign dns_only ca "DNS:localhost" serverAuth
 key wrong_name wrong.example && sign wrong_name ca "DNS:wrong.example" serverAuth
 key unknown_ca localhost && sign unknown_ca other_ca "DNS:localhost,IP:127.0.0.1" serverAuth
 key client redlock-client && sign client ca "DNS:redlock-client" clientAuth
+key other_client redlock-client && sign other_client other_ca "DNS:redlock-client" clientAuth
+mkdir ca_dir && cp ca.pem ca_dir/ && openssl rehash ca_dir
 D=$(pwd)
 mkdir -p newcerts && : > index.txt && echo 01 > serial
 cat > ca.cnf <<EOC
@@ -89,6 +91,9 @@ struct holder {
     certs.unknown_ca_key = at("unknown_ca.key");
     certs.client_cert = at("client.pem");
     certs.client_key = at("client.key");
+    certs.other_client_cert = at("other_client.pem");
+    certs.other_client_key = at("other_client.key");
+    certs.ca_dir = at("ca_dir");
   }
   ~holder() {
     std::error_code ec;

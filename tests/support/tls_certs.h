@@ -26,6 +26,10 @@ struct tls_certs {
   std::string unknown_ca_cert, unknown_ca_key;
   // A client certificate (extendedKeyUsage clientAuth) signed by the CA.
   std::string client_cert, client_key;
+  // A client certificate signed by the unknown CA (a server trusting the CA rejects it).
+  std::string other_client_cert, other_client_key;
+  // A hashed CA directory (`openssl rehash`: <subject hash>.0 links) holding only the CA.
+  std::string ca_dir;
 
   // Generates them on the first call. Throws std::runtime_error with the tool's
   // output when openssl fails.
