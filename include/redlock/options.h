@@ -15,6 +15,7 @@ namespace redlock {
 
 struct lease;
 struct report;
+class observer;
 
 // The monotonic clock the client measures validity with. Inject one to control
 // time in tests; the default is std::chrono::steady_clock. Called on the loop thread
@@ -128,6 +129,11 @@ enum class warning_code : std::uint8_t {
   // connect's handshake sends; a node whose user may not run INFO is never warned
   // about.
   eviction_policy,
+  // An even number of nodes: a quorum of N/2+1 tolerates no more failures than
+  // N-1 nodes would (4 nodes survive 1 failure, like 3).
+  even_node_count,
+  // One node: no fault tolerance at all; the lock is as safe as that one server.
+  single_node,
 };
 
 struct warning {
@@ -275,6 +281,12 @@ struct client_options {
   // the resource then). A node whose policy is unknown (INFO not permitted) is
   // counted. True = count allkeys-* nodes too.
   bool allow_fencing_on_evicting_nodes = false;
+  // Receive the client's events (redlock/observer.h): operations, locks, nodes,
+  // guards, warnings. Called on the loop thread, in list order; must not block.
+  // Empty = no events (one branch per event site).
+  std::vector<std::shared_ptr<observer>> observers;
+  // A node's reply slower than this is an observer::on_node_slow event. 0 = never.
+  std::chrono::milliseconds slow_node_threshold{0};
 };
 
 }  // namespace redlock

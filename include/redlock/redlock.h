@@ -5,6 +5,7 @@
 #include "redlock/error.h"
 #include "redlock/fencing.h"
 #include "redlock/mutex.h"
+#include "redlock/observer.h"
 #include "redlock/options.h"
 #include "redlock/report.h"
 #include "redlock/version.h"
