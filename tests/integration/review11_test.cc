@@ -12,11 +12,14 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
+#include "fault_proxy.h"
 #include "test_util.h"
 #include "tls_certs.h"
 
@@ -54,7 +57,11 @@ std::string unique(const std::string& base) {
 // connections are relayed both ways untouched. Every wait is bounded (poll 20 ms).
 class handshake_cutter {
  public:
-  handshake_cutter(int target_port, int cut) : target_(target_port), cut_(cut) {
+  // trickle > 0: instead, every connection gets the server's bytes one at a time,
+  // one every `trickle` (a server, or a path, that keeps the handshake alive but
+  // never finishes it within any reasonable time).
+  handshake_cutter(int target_port, int cut, milliseconds trickle = milliseconds(0))
+      : target_(target_port), cut_(cut), trickle_(trickle) {
     listen_ = ::socket(AF_INET, SOCK_STREAM, 0);
     int one = 1;
     ::setsockopt(listen_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -114,9 +121,16 @@ class handshake_cutter {
   void relay(int c, int u, bool cut) {
     int client_reads = 0;
     char buf[65536];
+    std::string held;  // trickle: server bytes not yet passed on
+    auto next = clk::now();
     while (!stop_) {
+      if (trickle_.count() > 0 && !held.empty() && clk::now() >= next) {
+        if (::write(c, held.data(), 1) != 1) break;
+        held.erase(0, 1);
+        next = clk::now() + trickle_;
+      }
       pollfd p[2] = {{c, POLLIN, 0}, {u, POLLIN, 0}};
-      if (::poll(p, 2, 20) <= 0) continue;
+      if (::poll(p, 2, 5) <= 0) continue;
       if (p[0].revents != 0) {
         const ssize_t k = ::read(c, buf, sizeof buf);
         if (k <= 0) break;
@@ -131,7 +145,11 @@ class handshake_cutter {
       if (p[1].revents != 0) {
         const ssize_t k = ::read(u, buf, sizeof buf);
         if (k <= 0) break;
-        if (::write(c, buf, static_cast<size_t>(k)) != k) break;
+        if (trickle_.count() > 0) {
+          held.append(buf, static_cast<size_t>(k));
+        } else if (::write(c, buf, static_cast<size_t>(k)) != k) {
+          break;
+        }
       }
     }
     ::close(c);
@@ -140,6 +158,7 @@ class handshake_cutter {
 
   int target_;
   int cut_;
+  milliseconds trickle_;
   int listen_ = -1;
   int port_ = 0;
   std::atomic<bool> stop_{false};
@@ -200,6 +219,107 @@ TEST(Review11Tls, a_reset_mid_handshake_with_a_valid_client_certificate_is_not_a
   EXPECT_NE(r.report.error, errc::tls_failed) << r.report.message();
   EXPECT_EQ(r.report.message().find("rejected the client certificate"), std::string::npos) << r.report.message();
   EXPECT_TRUE(r) << r.report.message();
+}
+
+// Guarantee: connect_timeout covers connect + TLS handshake + AUTH/INFO. Attack: the
+// server's handshake bytes arrive one every 100 ms (the session never stalls for
+// long, so no idle timer would fire). The acquire must be decided within about
+// connect_timeout + command_timeout, and the client must close promptly with the
+// handshake in flight (ASan: no use of the freed TLS session).
+TEST(Review11Tls, a_trickled_handshake_is_bounded_by_connect_timeout_and_close_is_prompt) {
+  redis_node node(tls_config("no"));
+  handshake_cutter relay(node.port(), 0, 100ms);
+  client_options o = options_for({"rediss://127.0.0.1:" + std::to_string(relay.port())});
+  o.tls.ca_file = certs().ca_file;
+  o.connect_timeout = 400ms;
+  o.command_timeout = 150ms;
+  {
+    auto c = std::make_unique<client>(o);
+    const auto t0 = clk::now();
+    const auto r = c->acquire(unique("trickle"), once());
+    const auto took = std::chrono::duration_cast<milliseconds>(clk::now() - t0);
+    EXPECT_FALSE(r);
+    EXPECT_LE(took.count(), 400 + 150 + 300) << r.report.message();
+    EXPECT_NE(r.report.error, errc::tls_failed) << r.report.message();
+    // Let a second attempt's handshake get under way, then close with it in flight.
+    std::this_thread::sleep_for(250ms);
+    const auto t1 = clk::now();
+    c.reset();
+    EXPECT_LE(std::chrono::duration_cast<milliseconds>(clk::now() - t1).count(), 1000);
+  }
+  EXPECT_GE(relay.accepted(), 1);
+}
+
+// Guarantee: a credentials_provider that throws fails that attempt only; it is
+// retried with backoff; it runs on the loop thread; the lock is then taken. Over
+// TLS the provider runs inside the TLS link's read callback (step_handshake ->
+// on_link_up), and its failure destroys that link from inside its own callback
+// (ASan). A provider returning a different user on each call is honoured.
+TEST(Review11Tls, a_throwing_credentials_provider_over_tls_fails_only_that_attempt) {
+  node_config cfg = tls_config("no");
+  cfg.acl_users = {"user alice on >alicepw ~* +@all", "user bob on >bobpw ~* +@all"};
+  redis_node node(cfg);
+  client_options o = options_for({"rediss://127.0.0.1:" + std::to_string(node.port())});
+  o.tls.ca_file = certs().ca_file;
+  std::atomic<int> calls{0};
+  std::mutex mu;
+  std::vector<std::thread::id> threads;
+  o.credentials_provider = [&](const std::string& n) -> credentials {
+    EXPECT_EQ(n.find("pw"), std::string::npos) << n;
+    {
+      std::lock_guard<std::mutex> g(mu);
+      threads.push_back(std::this_thread::get_id());
+    }
+    const int k = ++calls;
+    if (k <= 3) throw std::runtime_error("vault says: alicepw");
+    if (k % 2 == 0) return {"alice", "alicepw"};
+    return {"bob", "bobpw"};
+  };
+  client c(o);
+  acquire_options a;
+  a.ttl = 10000ms;
+  a.retry.max_attempts = 50;
+  a.retry.base_delay = 20ms;
+  a.retry.deadline = 3000ms;
+  const auto r = c.acquire(unique("provider"), a);
+  ASSERT_TRUE(r) << r.report.message();
+  EXPECT_GE(calls.load(), 4);
+  std::lock_guard<std::mutex> g(mu);
+  for (const auto& t : threads) EXPECT_NE(t, std::this_thread::get_id());
+}
+
+// Guarantee: every deadline respected and partial acquisitions rolled back over
+// TLS. Attack: two of three TLS nodes behind a proxy that delays every chunk past
+// command_timeout (the replies arrive late, after the decision), then pass again.
+// The acquire is decided within command_timeout (+ slack); the late grants are
+// rolled back (no key left anywhere once the replies land), and a second client
+// can then take the lock.
+TEST(Review11Tls, late_tls_replies_after_the_command_timeout_are_rolled_back) {
+  redis_cluster nodes(3, tls_config("no"));
+  fault_proxy p1(nodes[1].port()), p2(nodes[2].port());
+  const std::vector<std::string> uris = {nodes.uris()[0], "rediss://127.0.0.1:" + std::to_string(p1.port()),
+                                         "rediss://127.0.0.1:" + std::to_string(p2.port())};
+  client_options o = options_for(uris);
+  o.tls.ca_file = certs().ca_file;
+  o.command_timeout = 150ms;
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  const std::string res = unique("late");
+  p1.latency(400ms);
+  p2.latency(400ms);
+  const auto t0 = clk::now();
+  const auto r = c.acquire(res, once());
+  const auto took = std::chrono::duration_cast<milliseconds>(clk::now() - t0);
+  EXPECT_FALSE(r) << r.report.message();
+  EXPECT_LE(took.count(), 150 + 250) << r.report.message();
+  p1.pass();
+  p2.pass();
+  EXPECT_TRUE(eventually([&] { return nodes.count_key(res) == 0; }, 5000ms))
+      << "a late grant over TLS was not rolled back: " << nodes.count_key(res) << " keys left";
+  client other(o);
+  ASSERT_TRUE(wait_connected(other));
+  const auto r2 = other.acquire(res, once());
+  EXPECT_TRUE(r2) << r2.report.message();
 }
 
 }  // namespace
