@@ -536,6 +536,20 @@ TEST(Secrets, APasswordInNodesOnTheCommandLineWarnsAndMarksTheArgumentForScrubbi
   EXPECT_TRUE(parse({"status", "r", "--nodes", "redis://alice@a:1"}).warnings.empty());
 }
 
+// Review 11: --nodes given twice (a retyped command line, a wrapper adding its own
+// default). Only the last value was marked for scrubbing, so the first one's
+// password stayed in /proc/PID/cmdline for the whole run; and when the last value
+// had no password, nothing was scrubbed at all.
+TEST(Secrets, EveryNodesArgumentWithAPasswordIsScrubbedNotOnlyTheLast) {
+  const parse_result both = parse({"status", "r", "--nodes", "redis://:one@a:1", "--nodes=redis://:two@b:2"});
+  ASSERT_EQ(both.what, kind::ok) << both.error;
+  EXPECT_EQ(both.secret_args, (std::vector<std::size_t>{3, 4}));
+  const parse_result first_only = parse({"status", "--nodes", "redis://:one@a:1", "r", "--nodes", "redis://b:2"});
+  ASSERT_EQ(first_only.what, kind::ok) << first_only.error;
+  EXPECT_EQ(first_only.secret_args, std::vector<std::size_t>{2});
+  EXPECT_TRUE(has_warning(first_only, "visible to other users"));
+}
+
 TEST(Secrets, TokenFromArgumentOptionStdinOrEnvironment) {
   const parse_result arg = parse_command_line({"release", "r", "tok"}, env_with(nullptr, "envtok"));
   ASSERT_EQ(arg.what, kind::ok) << arg.error;

@@ -28,7 +28,7 @@ struct seen {
   bool double_dash = false;
   bool token_option = false;
   bool password_file = false;
-  bool argv_password = false;  // the last --nodes had a URI with a password
+  bool argv_password = false;  // the --nodes just applied had a URI with a password
   // TLS options given on the command line (they win over the environment).
   bool tls_ca = false, tls_ca_dir = false, tls_cert = false, tls_key = false, tls_server_name = false;
 };
@@ -458,7 +458,9 @@ parse_result parse_command_line(const std::vector<std::string>& args, const envi
 
   seen s;
   std::vector<std::string> positional;
-  std::size_t nodes_arg = 0;  // the index of the argument holding the last --nodes value
+  // The arguments holding a --nodes value with a password: every one, not only the
+  // last (an earlier --nodes stays in argv, so in /proc/PID/cmdline, too).
+  std::vector<std::size_t> password_args;
   for (std::size_t i = 1; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "--") {
@@ -498,10 +500,10 @@ parse_result parse_command_line(const std::vector<std::string>& args, const envi
       if (spec->doc.name == std::string_view("--nodes")) return config_fail(error);
       return fail(error);
     }
-    if (spec->doc.name == std::string_view("--nodes")) nodes_arg = value_index;
+    if (spec->doc.name == std::string_view("--nodes") && s.argv_password) password_args.push_back(value_index);
   }
-  if (s.argv_password) {
-    result.secret_args.push_back(nodes_arg);
+  if (!password_args.empty()) {
+    result.secret_args = password_args;
     result.warnings.push_back(
         "a password in --nodes is visible to other users of this machine (ps, /proc); use "
         "--password-file FILE or REDLOCK_PASSWORD instead");
