@@ -9,6 +9,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <unordered_map>
 #include <utility>
 
 namespace redlock::detail {
@@ -53,6 +55,10 @@ struct tls_context::impl {
   SSL_CTX* ctx = nullptr;
   tls_options options;
   bool has_cert = false;
+  // Per node (host:port): how many attempts in a row ended the way a refused client
+  // certificate ends when the server's alert is lost (see tls_link::refusal_seen).
+  // Loop thread only; shared with the links, which may outlive a lookup.
+  std::unordered_map<std::string, std::shared_ptr<int>> silent_refusals;
   ~impl() { SSL_CTX_free(ctx); }
 };
 
@@ -62,8 +68,14 @@ namespace {
 // it owns the inner link. Upper events may destroy it: after each, `life_` tells.
 class tls_link final : public link, public link_events {
  public:
-  tls_link(SSL* ssl, link_events& up, std::string name, bool has_cert, bool verify)
-      : ssl_(ssl), up_(up), name_(std::move(name)), has_cert_(has_cert), verify_(verify) {
+  tls_link(SSL* ssl, link_events& up, std::string name, bool has_cert, bool verify,
+           std::shared_ptr<int> silent_refusals)
+      : ssl_(ssl),
+        up_(up),
+        name_(std::move(name)),
+        has_cert_(has_cert),
+        verify_(verify),
+        silent_refusals_(std::move(silent_refusals)) {
     SSL_set_msg_callback(ssl_, on_message);
     SSL_set_msg_callback_arg(ssl_, this);
   }
@@ -119,7 +131,7 @@ class tls_link final : public link, public link_events {
 
   void on_link_down(node_status status, std::string detail) override {
     if (done_) return;
-    if (client_cert_refused()) return fail(node_status::tls_error, refusal());
+    if (client_cert_refused()) return fail_refused();
     if (!established_) return fail(status, "during the TLS handshake: " + detail);
     fail(status, std::move(detail));
   }
@@ -134,7 +146,10 @@ class tls_link final : public link, public link_events {
     auto* self = static_cast<tls_link*>(arg);
     const int type = static_cast<const unsigned char*>(buf)[0];
     if (type == SSL3_MT_CERTIFICATE_REQUEST) self->cert_requested_ = true;
-    if (type == SSL3_MT_NEWSESSION_TICKET) self->ticket_ = true;
+    if (type == SSL3_MT_NEWSESSION_TICKET) {
+      self->ticket_ = true;
+      *self->silent_refusals_ = 0;  // the server accepted this session
+    }
   }
 
   // Whether a failure now is the server refusing our client certificate (none
@@ -149,6 +164,23 @@ class tls_link final : public link, public link_events {
     return !established_ || SSL_version(ssl_) >= TLS1_3_VERSION;
   }
   const char* refusal() const { return has_cert_ ? kClientCertRejected : kClientCertRequired; }
+
+  // A session that ended as a refused client certificate ends when the server's
+  // alert is lost (client_cert_refused()) — which is also how a network reset
+  // right after the server's CertificateRequest looks. One such attempt cannot
+  // tell the two apart, and tls_error is permanent (not retried): only the second
+  // in a row to this node is the refusal; the first is a connection error, retried.
+  std::pair<node_status, std::string> refused_outcome() {
+    if (++*silent_refusals_ >= 2) return {node_status::tls_error, refusal()};
+    return {node_status::connection_error,
+            "connection lost during the TLS handshake after the server asked for a client certificate "
+            "(if this repeats, the server is refusing " +
+                std::string(has_cert_ ? "the client certificate" : "a client without a certificate") + ")"};
+  }
+  void fail_refused() {
+    auto [status, detail] = refused_outcome();
+    fail(status, std::move(detail));
+  }
 
   // What the session wrote for the peer (handshake messages, records, alerts).
   std::string drain() {
@@ -178,6 +210,8 @@ class tls_link final : public link, public link_events {
     const int rc = SSL_do_handshake(ssl_);
     if (rc == 1) {
       established_ = true;
+      // TLS 1.2: the server's Finished came after it checked our certificate.
+      if (SSL_version(ssl_) < TLS1_3_VERSION) *silent_refusals_ = 0;
       if (!send_pending()) return;
       const std::weak_ptr<int> alive = life_;
       up_.on_link_up();
@@ -203,6 +237,7 @@ class tls_link final : public link, public link_events {
       ERR_clear_error();
       std::size_t n = 0;
       if (SSL_read_ex(ssl_, plain_.get(), kPlainChunk, &n) == 1) {
+        if (!got_data_) *silent_refusals_ = 0;  // the server accepted this session
         got_data_ = true;
         up_.on_link_data(plain_.get(), n);
         if (alive.expired() || done_) return;
@@ -214,7 +249,7 @@ class tls_link final : public link, public link_events {
         return;
       }
       if (e == SSL_ERROR_ZERO_RETURN) {
-        if (client_cert_refused()) return fail(node_status::tls_error, refusal());
+        if (client_cert_refused()) return fail_refused();
         return fail(node_status::connection_error, "connection closed by server (TLS close_notify)");
       }
       auto [status, detail] = classify("TLS: ");
@@ -239,7 +274,12 @@ class tls_link final : public link, public link_events {
          reason == SSL_R_SSLV3_ALERT_CERTIFICATE_REVOKED || reason == SSL_R_TLSV1_ALERT_ACCESS_DENIED)) {
       return {node_status::tls_error, "the server rejected the client certificate (" + text + ")"};
     }
-    if (client_cert_refused()) return {node_status::tls_error, refusal()};
+    // The server's alert arrived (a reason past SSL_AD_REASON_OFFSET is a received
+    // alert): a refusal for certain, not a lost connection.
+    if (client_cert_refused() && reason > SSL_AD_REASON_OFFSET) {
+      return {node_status::tls_error, std::string(refusal()) + " (" + text + ")"};
+    }
+    if (client_cert_refused()) return refused_outcome();
     std::string detail = prefix + (text.empty() ? std::string("protocol error") : text);
     if (!established_ && (reason == SSL_R_WRONG_VERSION_NUMBER || reason == SSL_R_PACKET_LENGTH_TOO_LONG ||
                           reason == SSL_R_RECORD_LENGTH_MISMATCH || reason == SSL_R_HTTP_REQUEST)) {
@@ -290,6 +330,7 @@ class tls_link final : public link, public link_events {
   bool got_data_ = false;
   bool cert_requested_ = false;
   bool ticket_ = false;
+  std::shared_ptr<int> silent_refusals_;  // this node's, in tls_context::impl
   std::unique_ptr<char[]> plain_{new char[kPlainChunk]};
   std::shared_ptr<int> life_ = std::make_shared<int>(0);
 };
@@ -418,7 +459,9 @@ std::unique_ptr<link> tls_context::begin(const node_address& address, link_event
     error = "TLS: cannot use the name '" + name + "' for verification: " + openssl_reason();
     return nullptr;
   }
-  auto l = std::make_unique<tls_link>(ssl, events, name, impl_->has_cert, verify);
+  std::shared_ptr<int>& refusals = impl_->silent_refusals[address.host + ":" + std::to_string(address.port)];
+  if (!refusals) refusals = std::make_shared<int>(0);
+  auto l = std::make_unique<tls_link>(ssl, events, name, impl_->has_cert, verify, refusals);
   inner_events = l.get();
   return l;
 }

@@ -194,7 +194,7 @@ class handshake_cutter {
 // first as connection_error "connection lost during the TLS handshake after the
 // server asked for a client certificate". That makes a real refusal cost one
 // retried attempt: tls_test's expect_tls_failure (attempts == 1) would change.
-TEST(Review11Tls, DISABLED_a_reset_mid_handshake_on_an_optional_client_auth_server_is_transient_not_tls_failed) {
+TEST(Review11Tls, a_reset_mid_handshake_on_an_optional_client_auth_server_is_transient_not_tls_failed) {
   redis_node node(tls_config("optional"));
   handshake_cutter relay(node.port(), 1);
   client_options o = options_for({"rediss://127.0.0.1:" + std::to_string(relay.port())});
@@ -233,7 +233,7 @@ TEST(Review11Tls, DISABLED_a_reset_mid_handshake_on_an_optional_client_auth_serv
 // first as connection_error "connection lost during the TLS handshake after the
 // server asked for a client certificate". That makes a real refusal cost one
 // retried attempt: tls_test's expect_tls_failure (attempts == 1) would change.
-TEST(Review11Tls, DISABLED_a_reset_mid_handshake_with_a_valid_client_certificate_is_not_a_rejected_certificate) {
+TEST(Review11Tls, a_reset_mid_handshake_with_a_valid_client_certificate_is_not_a_rejected_certificate) {
   redis_node node(tls_config("yes"));
   handshake_cutter relay(node.port(), 1);
   client_options o = options_for({"rediss://127.0.0.1:" + std::to_string(relay.port())});
