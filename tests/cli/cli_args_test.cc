@@ -636,6 +636,8 @@ TEST_F(PasswordFile, APrivateFileGivesItsContentWithOneNewlineStripped) {
   EXPECT_EQ(pw, "two\n");
   ASSERT_TRUE(read_password_file(write("c", "no-newline", 0600), pw, error)) << error;
   EXPECT_EQ(pw, "no-newline");
+  ASSERT_TRUE(read_password_file(write("d", "crlf\r\n", 0600), pw, error)) << error;
+  EXPECT_EQ(pw, "crlf");  // a file saved with a CRLF line ending
 }
 
 TEST_F(PasswordFile, IsRefusedWhenSharedEmptyMissingOrNotAFileNamingItButNotTheContent) {

@@ -191,7 +191,10 @@ bool read_password_file(const std::string& path, std::string& password, std::str
     error = name + " is larger than 64 KiB";
     return false;
   }
-  if (!content.empty() && content.back() == '\n') content.pop_back();
+  if (!content.empty() && content.back() == '\n') {  // one line ending: \n or \r\n
+    content.pop_back();
+    if (!content.empty() && content.back() == '\r') content.pop_back();
+  }
   if (content.empty()) {
     error = name + " is empty";
     return false;
