@@ -74,6 +74,9 @@ void restart_while_reconnecting(no_sample why) {
   EXPECT_NE(rival.report.nodes[0].detail.find("restarted"), std::string::npos) << rival.report.message();
   EXPECT_GE(rival.report.nodes[0].latency, 2 * kLatency) << rival.report.message();
   EXPECT_STREQ(to_string(rival.report.nodes[1].status), "held") << rival.report.message();
+  // The excluded grant wrote B's key on n0: it is rolled back (round::granted_excluded).
+  EXPECT_TRUE(eventually([&] { return !nodes[0].exists(res); }, std::chrono::milliseconds(10000)))
+      << "B's key stays on n0: " << nodes[0].get(res).value_or("(none)");
 }
 
 TEST(RestartWithoutTimeSample, a_grant_queued_behind_the_reconnect_never_counts_with_the_clock_guard_off) {

@@ -71,6 +71,8 @@ void restart_while_reconnecting(no_sample why) {
   EXPECT_STREQ(redlock::to_string(rival.report.nodes[0].status), "excluded") << rival.report.message();
   EXPECT_NE(rival.report.nodes[0].detail.find("restarted"), std::string::npos) << rival.report.message();
   EXPECT_GE(rival.report.nodes[0].latency, 800ms) << rival.report.message();
+  // The excluded grant wrote B's key on node 0: it is rolled back (round::granted_excluded).
+  EXPECT_TRUE(w.run_until([&] { return !w.key_at(0, "f").has_value(); }, 5s));
 }
 
 TEST(RestartRegression, a_grant_queued_behind_the_reconnect_never_counts_with_the_clock_guard_off) {
