@@ -27,6 +27,7 @@ round::round(core& c, op_kind kind, script_id script, bool wait_all)
   pttls.assign(n, -2);
   unsent.assign(n, false);
   granted_excluded.assign(n, false);
+  clock_jumped.assign(n, false);
 }
 
 round::~round() {
@@ -116,6 +117,7 @@ void round::on_reply(std::size_t node, std::uint32_t, const reply_event& ev) {
         if (!why.empty()) {
           v.status = node_status::excluded;
           granted_excluded[node] = true;
+          clock_jumped[node] = kind_ == op_kind::extend;
           r.detail = std::move(why);
         }
       }
@@ -599,12 +601,15 @@ namespace {
 // until_validity_ends: the requests wait for their replies (no command_timeout)
 // until the lock's validity runs out — an extension is worth having until then,
 // and on a starved machine replies can take longer than the command timeout.
-void extend_round(core& c, const lease& l, milliseconds ttl, std::function<void(report, clock_tp)> done,
+// done(report, valid_until, jumped): valid_until is set on success; `jumped`
+// tells that a node ran this extension on a clock the clock-jump guard saw jump
+// (round::clock_jumped; its vote is excluded).
+void extend_round(core& c, const lease& l, milliseconds ttl, std::function<void(report, clock_tp, bool)> done,
                   bool until_validity_ends = false) {
   const clock_tp start = c.now();
   if (l.valid_until && start >= *l.valid_until) {
     report rep = bare_report(c, make_error_code(errc::lock_lost), "");
-    done(std::move(rep), clock_tp{});
+    done(std::move(rep), clock_tp{}, false);
     return;
   }
   auto r = std::make_shared<round>(c, op_kind::extend, script_id::extend, false);
@@ -634,7 +639,8 @@ void extend_round(core& c, const lease& l, milliseconds ttl, std::function<void(
     report rep = make_report(*cp, rd, ec, start, now, 1);
     if (!ec) rep.validity = duration_cast<milliseconds>(valid_until - now);
     cp->stats().extends.fetch_add(1, std::memory_order_relaxed);
-    done(std::move(rep), valid_until);
+    const bool jumped = std::any_of(rd.clock_jumped.begin(), rd.clock_jumped.end(), [](bool j) { return j; });
+    done(std::move(rep), valid_until, jumped);
   };
   r->send(cmd);
 }
@@ -685,20 +691,16 @@ void release_round(core& c, const lease& l, std::function<void(report)> done) {
 
 }  // namespace
 
-namespace {
-bool jumped_during(const report& r);
-}  // namespace
-
 void core::extend(lease l, milliseconds ttl, std::function<void(report)> done) {
   if (closing_) return done(bare_report(*this, make_error_code(errc::cancelled), "client shut down"));
   // The lease of a live handle: its validity is the handle's to keep (lowered
   // before an extension to a shorter TTL is sent, moved later only by a success),
   // so the extension goes through the handle's bookkeeping.
   if (auto h = handle_for(l)) return extend_held(h, ttl, std::move(done));
-  extend_round(*this, l, ttl, [done = std::move(done)](report r, clock_tp) {
+  extend_round(*this, l, ttl, [done = std::move(done)](report r, clock_tp, bool jumped) {
     // As for a handle: an extension run on a clock seen to jump leaves keys that
     // may expire at once; the lease is lost (not "valid until l.valid_until").
-    if (r.error && jumped_during(r)) r.error = make_error_code(errc::lock_lost);
+    if (r.error && jumped) r.error = make_error_code(errc::lock_lost);
     done(std::move(r));
   });
 }
@@ -801,17 +803,6 @@ std::uint64_t begin_extension(const core& c, held& h, milliseconds ttl) {
   return ++h.extensions_sent;
 }
 
-// A failed extension that a node ran while its clock was seen to jump (its
-// extended vote was excluded): the key it re-timed on that node's clock may
-// expire at any moment once that clock is corrected, and the keys the validity
-// rested on are no longer a confirmed quorum. The lock is lost now.
-bool jumped_during(const report& r) {
-  for (const auto& n : r.nodes) {
-    if (n.status == node_status::excluded && n.detail.find("clock jumped") != std::string::npos) return true;
-  }
-  return false;
-}
-
 // Extension `seq` got a quorum: validity runs to `valid_until`. Only the latest
 // extension sent may move it later: one sent after `seq` (the watchdog and an
 // explicit extend() overlapping) may have shortened the keys behind it on every
@@ -879,7 +870,7 @@ void core::watchdog_tick(const std::shared_ptr<held>& h) {
   std::weak_ptr<held> w = h;
   // Under max_hold the TTL may be shorter than what is left: lower the validity first.
   const std::uint64_t seq = begin_extension(*this, *h, *ttl);
-  extend_round(*this, h->snapshot(), *ttl, [this, w, seq](report r, clock_tp valid_until) {
+  extend_round(*this, h->snapshot(), *ttl, [this, w, seq](report r, clock_tp valid_until, bool jumped) {
     auto hp = w.lock();
     if (!hp) return;
     if (!hp->watchdog || hp->finished.load() || hp->lost.load()) return;
@@ -893,8 +884,12 @@ void core::watchdog_tick(const std::shared_ptr<held>& h) {
     // Lost for good only when no quorum can come back: not_owner, or a permanent
     // error, which failure_reason() gives only when the nodes that gave it alone
     // rule out a quorum (one wrong-password node beside a hiccup is unavailable).
-    if (r.error == errc::not_owner || r.error == errc::lock_lost || is_permanent(r.error) || jumped_during(r)) {
-      if (r.error == errc::not_owner || jumped_during(r)) r.error = errc::lock_lost;
+    // A failed extension that a node ran while its clock was seen to jump (`jumped`:
+    // its extended vote was excluded): the key it re-timed on that node's clock may
+    // expire at any moment once that clock is corrected, and the keys the validity
+    // rested on are no longer a confirmed quorum. The lock is lost now.
+    if (r.error == errc::not_owner || r.error == errc::lock_lost || is_permanent(r.error) || jumped) {
+      if (r.error == errc::not_owner || jumped) r.error = errc::lock_lost;
       return declare_lost(hp, r);
     }
     // Transient (unavailable): retry within the remaining validity; the tick
@@ -918,7 +913,8 @@ void core::extend_held(const std::shared_ptr<held>& h, milliseconds ttl, std::fu
   if (!capped) return done(bare_report(*this, make_error_code(errc::extension_limit), ""));
   std::weak_ptr<held> w = h;
   const std::uint64_t seq = begin_extension(*this, *h, *capped);
-  extend_round(*this, h->snapshot(), *capped, [this, w, seq, done = std::move(done)](report r, clock_tp valid_until) {
+  extend_round(*this, h->snapshot(), *capped,
+               [this, w, seq, done = std::move(done)](report r, clock_tp valid_until, bool jumped) {
     auto hp = w.lock();
     if (hp && hp->lost.load() && !r.error) {
       // Declared lost while this extension was in flight (the watchdog, or the
@@ -929,7 +925,7 @@ void core::extend_held(const std::shared_ptr<held>& h, milliseconds ttl, std::fu
     } else if (hp && !hp->finished.load()) {
       if (!r.error) {
         extension_succeeded(*hp, seq, valid_until);
-      } else if (r.error == errc::not_owner || r.error == errc::lock_lost || jumped_during(r)) {
+      } else if (r.error == errc::not_owner || r.error == errc::lock_lost || jumped) {
         r.error = errc::lock_lost;
         declare_lost(hp, r);
       }

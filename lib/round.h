@@ -52,9 +52,14 @@ class round final : public sink, public std::enable_shared_from_this<round> {
   // cannot have run it, so there is nothing to roll back there.
   std::vector<bool> unsent;
   // The node granted (its key IS written), then a guard excluded the vote (the
-  // clock-jump guard reading the TIME behind the grant): the vote is `excluded`,
+  // clock-jump guard reading the TIME behind the grant, or the restart guard once
+  // a reconnect's handshake showed a new run_id): the vote is `excluded`,
   // but the rollback and the late path must still delete the key there.
   std::vector<bool> granted_excluded;
+  // An extension's vote that the clock-jump guard excluded at its reply
+  // (connection::clock_exclusion): the node ran the extension on a clock seen to
+  // jump, so the key it re-timed may expire as soon as that clock is corrected.
+  std::vector<bool> clock_jumped;
 
  private:
   void evaluate();
