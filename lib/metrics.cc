@@ -91,10 +91,20 @@ void append_double(std::string& out, double v) {
     out += v > 0 ? "+Inf" : "-Inf";
     return;
   }
-  char buf[32];
-  // Shortest round-trip form, independent of the C locale.
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, r.ptr);
+  // The shortest form that reads back as the same double, spelled as Go's
+  // strconv.FormatFloat(v, 'g', -1, 64) does (what the Go client and Prometheus
+  // print: "0.0001", "5e-05", "2.5", "10", "1e+06"), independent of the C locale.
+  char buf[64];
+  auto sci = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+  const char* e = std::find(buf, sci.ptr, 'e');
+  int exponent = 0;
+  (void)std::from_chars(e + (e[1] == '+' ? 2 : 1), sci.ptr, exponent);
+  if (exponent < -4 || exponent >= 6) {
+    out.append(buf, sci.ptr);
+    return;
+  }
+  auto fixed = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::fixed);
+  out.append(buf, fixed.ptr);
 }
 
 void append_uint(std::string& out, std::uint64_t v) {
