@@ -15,9 +15,12 @@ namespace redlock {
 
 const char* to_string(log_level l) noexcept {
   switch (l) {
-    case log_level::debug: return "debug";
-    case log_level::info: return "info";
-    case log_level::warning: return "warning";
+    case log_level::debug:
+      return "debug";
+    case log_level::info:
+      return "info";
+    case log_level::warning:
+      return "warning";
   }
   return "unknown";
 }
@@ -26,9 +29,12 @@ namespace {
 
 const char* warning_name(warning_code c) noexcept {
   switch (c) {
-    case warning_code::eviction_policy: return "eviction_policy";
-    case warning_code::even_node_count: return "even_node_count";
-    case warning_code::single_node: return "single_node";
+    case warning_code::eviction_policy:
+      return "eviction_policy";
+    case warning_code::even_node_count:
+      return "even_node_count";
+    case warning_code::single_node:
+      return "single_node";
   }
   return "unknown";
 }
@@ -71,11 +77,21 @@ class line {
     text_ += '"';
     for (char c : value) {
       switch (c) {
-        case '"': text_ += "\\\""; break;
-        case '\\': text_ += "\\\\"; break;
-        case '\n': text_ += "\\n"; break;
-        case '\r': text_ += "\\r"; break;
-        case '\t': text_ += "\\t"; break;
+        case '"':
+          text_ += "\\\"";
+          break;
+        case '\\':
+          text_ += "\\\\";
+          break;
+        case '\n':
+          text_ += "\\n";
+          break;
+        case '\r':
+          text_ += "\\r";
+          break;
+        case '\t':
+          text_ += "\\t";
+          break;
         default:
           if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
             char buf[8];
@@ -278,7 +294,9 @@ void log_observer::on_reconnect_scheduled(const reconnect_scheduled& e) {
   std::uint64_t suppressed = 0;
   if (!state_->admit(e.node, "reconnect", e.at, suppressed)) return;
   line ln("reconnect scheduled");
-  ln.field("node", e.node).field("index", static_cast<std::uint64_t>(e.index)).millis("backoff_ms", e.backoff);
+  ln.field("node", e.node)
+      .field("index", static_cast<std::uint64_t>(e.index))
+      .millis("backoff_ms", e.backoff);
   if (!e.reason.empty()) ln.field("reason", e.reason);
   if (suppressed > 0) ln.field("suppressed", suppressed);
   state_->emit(log_level::debug, ln);
@@ -300,7 +318,9 @@ void log_observer::on_node_cleared(const node_quarantine_event& e) {
   std::lock_guard<std::mutex> lock(state_->mu);
   if (!state_->wants(log_level::info)) return;
   line ln("node quarantine ended");
-  ln.field("node", e.node).field("index", static_cast<std::uint64_t>(e.index)).field("reason", to_string(e.reason));
+  ln.field("node", e.node)
+      .field("index", static_cast<std::uint64_t>(e.index))
+      .field("reason", to_string(e.reason));
   state_->emit(log_level::info, ln);
 }
 

@@ -42,9 +42,7 @@ const char* outcome_label(std::size_t i) noexcept {
   return to_string(static_cast<errc>(i));
 }
 
-double seconds(std::chrono::microseconds d) noexcept {
-  return static_cast<double>(d.count()) / 1e6;
-}
+double seconds(std::chrono::microseconds d) noexcept { return static_cast<double>(d.count()) / 1e6; }
 
 struct histogram {
   std::vector<std::uint64_t> counts;  // per bucket, not cumulative; the last is +Inf
@@ -123,10 +121,17 @@ void append_int(std::string& out, std::int64_t v) {
 void append_label_value(std::string& out, std::string_view v) {
   for (char c : v) {
     switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '"': out += "\\\""; break;
-      case '\n': out += "\\n"; break;
-      default: out += c;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      default:
+        out += c;
     }
   }
 }
@@ -169,8 +174,8 @@ void append_family(std::string& out, const char* name, const char* type, const c
   out += '\n';
 }
 
-void append_sample(std::string& out, const char* name, const char* suffix, std::initializer_list<label> labels,
-                   const char* le, const std::string& value) {
+void append_sample(std::string& out, const char* name, const char* suffix,
+                   std::initializer_list<label> labels, const char* le, const std::string& value) {
   out += name;
   out += suffix;
   append_labels(out, labels, le);
@@ -179,8 +184,8 @@ void append_sample(std::string& out, const char* name, const char* suffix, std::
   out += '\n';
 }
 
-void append_histogram(std::string& out, const char* name, std::initializer_list<label> labels, const histogram& h,
-                      const std::vector<double>& bounds) {
+void append_histogram(std::string& out, const char* name, std::initializer_list<label> labels,
+                      const histogram& h, const std::vector<double>& bounds) {
   std::uint64_t cumulative = 0;
   std::string le, value;
   for (std::size_t i = 0; i <= bounds.size(); ++i) {
@@ -334,8 +339,9 @@ std::string metrics::render() const {
   // Series with a fixed label set are always present for the outcomes an alert
   // needs (ok; the loss reasons the library reports); others appear once counted.
   const char* name = "redlock_acquire_duration_seconds";
-  append_family(out, name, "histogram",
-                "Time from an acquire call to its completion, retries and their delays included, by outcome.");
+  append_family(
+      out, name, "histogram",
+      "Time from an acquire call to its completion, retries and their delays included, by outcome.");
   for (std::size_t o = 0; o < kOutcomes; ++o)
     if (o == kOutcomeOk || s.acquire[o].count > 0)
       append_histogram(out, name, {{"outcome", outcome_label(o)}}, s.acquire[o], s.bounds);
@@ -352,13 +358,14 @@ std::string metrics::render() const {
   append_histogram(out, name, {}, s.hold, s.bounds);
 
   name = "redlock_operations_total";
-  append_family(out, name, "counter", "Completed operations (acquire, extend, release, inspect), by outcome.");
+  append_family(out, name, "counter",
+                "Completed operations (acquire, extend, release, inspect), by outcome.");
   for (std::size_t k = 0; k < kKinds; ++k)
     for (std::size_t o = 0; o < kOutcomes; ++o)
       if (o == kOutcomeOk || s.operations[k][o] > 0)
         append_sample(out, name, "",
-                      {{"op", to_string(static_cast<operation_kind>(k))}, {"outcome", outcome_label(o)}}, nullptr,
-                      uint_string(s.operations[k][o]));
+                      {{"op", to_string(static_cast<operation_kind>(k))}, {"outcome", outcome_label(o)}},
+                      nullptr, uint_string(s.operations[k][o]));
 
   name = "redlock_locks_held";
   append_family(out, name, "gauge", "Locks held now: acquired minus released minus lost.");
@@ -372,12 +379,14 @@ std::string metrics::render() const {
   append_family(out, name, "counter",
                 "Locks the library stopped guaranteeing before they were released, by reason.");
   for (std::size_t o = 0; o < kOutcomes; ++o)
-    if (o == static_cast<std::size_t>(errc::lock_lost) || o == static_cast<std::size_t>(errc::extension_limit) ||
+    if (o == static_cast<std::size_t>(errc::lock_lost) ||
+        o == static_cast<std::size_t>(errc::extension_limit) ||
         o == static_cast<std::size_t>(errc::cancelled) || s.lost[o] > 0)
       append_sample(out, name, "", {{"reason", outcome_label(o)}}, nullptr, uint_string(s.lost[o]));
 
   name = "redlock_node_up";
-  append_family(out, name, "gauge", "1 while the connection to the node is up (handshake done), 0 while it is down.");
+  append_family(out, name, "gauge",
+                "1 while the connection to the node is up (handshake done), 0 while it is down.");
   for (const node_series& n : s.nodes)
     if (n.up >= 0) append_sample(out, name, "", {{"node", n.name}}, nullptr, n.up == 1 ? "1" : "0");
 
@@ -389,11 +398,13 @@ std::string metrics::render() const {
   append_family(out, name, "gauge", "1 while a safety guard keeps the node out of acquire votes, by guard.");
   for (const node_series& n : s.nodes)
     for (std::size_t r = 0; r < kReasons; ++r)
-      append_sample(out, name, "", {{"node", n.name}, {"reason", to_string(static_cast<quarantine_reason>(r))}},
-                    nullptr, n.quarantined[r] == 1 ? "1" : "0");
+      append_sample(out, name, "",
+                    {{"node", n.name}, {"reason", to_string(static_cast<quarantine_reason>(r))}}, nullptr,
+                    n.quarantined[r] == 1 ? "1" : "0");
 
   name = "redlock_reconnects_total";
-  append_family(out, name, "counter", "Reconnects scheduled after the connection to the node failed or was lost.");
+  append_family(out, name, "counter",
+                "Reconnects scheduled after the connection to the node failed or was lost.");
   for (const node_series& n : s.nodes)
     append_sample(out, name, "", {{"node", n.name}}, nullptr, uint_string(n.reconnects));
 

@@ -29,7 +29,11 @@ struct fixture {
   redlock::log_observer log;
 
   explicit fixture(log_level min = log_level::debug, std::chrono::milliseconds interval = 10s)
-      : log([this](log_level l, std::string_view s) { lines.push_back({l, std::string(s)}); }, min, interval) {}
+      : log(
+            [this](log_level l, std::string_view s) {
+              lines.push_back({l, std::string(s)});
+            },
+            min, interval) {}
 };
 
 redlock::node_event node_ev(redlock::event_time at, std::string uri, node_status s, std::string detail = "") {
@@ -147,15 +151,19 @@ TEST(log_observer, node_guard_and_warning_lines) {
   f.log.on_reconnect_scheduled(rc);
   std::vector<std::string> expected = {
       "node up node=redis://:***@10.0.0.1:6379 index=1",
-      "node down node=redis://:***@10.0.0.1:6379 index=1 status=connection_error detail=\"connection refused\"",
-      "node quarantined node=redis://:***@10.0.0.1:6379 index=1 reason=restart for_ms=60000 detail=\"run_id changed\"",
+      "node down node=redis://:***@10.0.0.1:6379 index=1 status=connection_error detail=\"connection "
+      "refused\"",
+      "node quarantined node=redis://:***@10.0.0.1:6379 index=1 reason=restart for_ms=60000 detail=\"run_id "
+      "changed\"",
       "node quarantine ended node=redis://:***@10.0.0.1:6379 index=1 reason=restart",
       "slow node reply node=redis://:***@10.0.0.1:6379 index=1 op=acquire latency_ms=25.300",
       "configuration warning code=eviction_policy node=redis://:***@10.0.0.1:6379 "
       "message=\"maxmemory-policy is allkeys-lru\"",
-      "reconnect scheduled node=redis://:***@10.0.0.1:6379 index=1 backoff_ms=20 reason=\"connection refused\""};
-  std::vector<log_level> levels = {log_level::info,    log_level::warning, log_level::warning, log_level::info,
-                                   log_level::warning, log_level::warning, log_level::debug};
+      "reconnect scheduled node=redis://:***@10.0.0.1:6379 index=1 backoff_ms=20 reason=\"connection "
+      "refused\""};
+  std::vector<log_level> levels = {log_level::info, log_level::warning, log_level::warning,
+                                   log_level::info, log_level::warning, log_level::warning,
+                                   log_level::debug};
   ASSERT_EQ(f.lines.size(), expected.size());
   for (std::size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(f.lines[i].line, expected[i]);
@@ -168,9 +176,9 @@ TEST(log_observer, lines_below_the_minimum_level_are_dropped) {
   redlock::lock_event e;
   e.at = t0;
   e.resource = "r";
-  f.log.on_lock_acquired(e);   // info
-  f.log.on_lock_extended(e);   // debug
-  f.log.on_node_up(node_ev(t0, "redis://a:1", node_status::ok));  // info
+  f.log.on_lock_acquired(e);                                             // info
+  f.log.on_lock_extended(e);                                             // debug
+  f.log.on_node_up(node_ev(t0, "redis://a:1", node_status::ok));         // info
   f.log.on_node_down(node_ev(t0, "redis://a:1", node_status::timeout));  // warning
   ASSERT_EQ(f.lines.size(), 1u);
   EXPECT_EQ(f.lines[0].line, "node down node=redis://a:1 index=1 status=timeout");
@@ -203,8 +211,9 @@ TEST(log_observer, repeated_node_errors_are_limited_per_node_and_status_on_event
   f.log.on_node_down(node_ev(t0 + 3s, a, node_status::timeout));               // other status: emitted
   f.log.on_node_down(node_ev(t0 + 4s, b, node_status::connection_error));      // other node: emitted
   f.log.on_node_down(node_ev(t0 + 9999ms, a, node_status::connection_error));  // still inside: suppressed
-  f.log.on_node_down(node_ev(t0 + 10s, a, node_status::connection_error));     // window over: emitted, 3 held back
-  f.log.on_node_down(node_ev(t0 + 11s, a, node_status::connection_error));     // suppressed (window from 10 s)
+  f.log.on_node_down(
+      node_ev(t0 + 10s, a, node_status::connection_error));  // window over: emitted, 3 held back
+  f.log.on_node_down(node_ev(t0 + 11s, a, node_status::connection_error));  // suppressed (window from 10 s)
   ASSERT_EQ(f.lines.size(), 4u);
   EXPECT_EQ(f.lines[0].line, "node down node=redis://a:1 index=1 status=connection_error");
   EXPECT_EQ(f.lines[1].line, "node down node=redis://a:1 index=1 status=timeout");
@@ -239,12 +248,12 @@ TEST(log_observer, slow_replies_and_reconnects_are_limited_too_and_zero_interval
     f.log.on_reconnect_scheduled(rc);  // t0 only
   }
   ASSERT_EQ(f.lines.size(), 3u);
-  EXPECT_EQ(f.lines[1].line, "slow node reply node=redis://a:1 index=0 op=acquire latency_ms=20 suppressed=4");
+  EXPECT_EQ(f.lines[1].line,
+            "slow node reply node=redis://a:1 index=0 op=acquire latency_ms=20 suppressed=4");
   EXPECT_EQ(f.lines[2].line, "reconnect scheduled node=redis://a:1 index=0 backoff_ms=1000");
 
   fixture unlimited(log_level::debug, 0ms);
-  for (int i = 0; i < 5; ++i)
-    unlimited.log.on_node_down(node_ev(t0, "redis://a:1", node_status::timeout));
+  for (int i = 0; i < 5; ++i) unlimited.log.on_node_down(node_ev(t0, "redis://a:1", node_status::timeout));
   EXPECT_EQ(unlimited.lines.size(), 5u);
 }
 

@@ -149,7 +149,8 @@ TEST(prom_text_parser, rejects_each_violation_of_the_rules) {
                               "# TYPE http_requests_total counter\n# HELP http_requests_total again\n")},
       {"TYPE after samples", doc + "# TYPE metric_without_timestamp_and_labels gauge\n"},
       {"unknown type", replace(doc, "http_requests_total counter", "http_requests_total countr")},
-      {"TYPE with three tokens", replace(doc, "http_requests_total counter", "http_requests_total counter x")},
+      {"TYPE with three tokens",
+       replace(doc, "http_requests_total counter", "http_requests_total counter x")},
       {"group interrupted", doc + "http_requests_total{method=\"get\",code=\"200\"} 1\n"},
       {"duplicate series", replace(doc, "code=\"400\"", "code=\"200\"")},
       {"bad metric name", replace(doc, "metric_without_timestamp_and_labels", "0metric")},
@@ -159,7 +160,8 @@ TEST(prom_text_parser, rejects_each_violation_of_the_rules) {
       {"unknown escape", replace(doc, "division by zero", "division \\t zero")},
       {"unterminated value", replace(doc, "\"division by zero\"}", "\"division by zero}")},
       {"bad value", replace(doc, "12.47", "12,47")},
-      {"missing value", replace(doc, "metric_without_timestamp_and_labels 12.47", "metric_without_timestamp_and_labels")},
+      {"missing value",
+       replace(doc, "metric_without_timestamp_and_labels 12.47", "metric_without_timestamp_and_labels")},
       {"bad timestamp", replace(doc, "-3982045", "-3982045.5")},
       {"trailing token", replace(doc, "12.47", "12.47 1 2")},
       {"buckets not cumulative", replace(doc, "{le=\"0.2\"} 100392", "{le=\"0.2\"} 100")},
@@ -241,11 +243,16 @@ double bucket(const prom_text::exposition& e, const std::string& name, labels l,
   return v.value_or(-1);
 }
 
-const std::vector<std::string> kFamilies = {
-    "redlock_acquire_duration_seconds", "redlock_wait_duration_seconds", "redlock_hold_duration_seconds",
-    "redlock_operations_total",         "redlock_locks_held",            "redlock_locks_lost_total",
-    "redlock_node_up",                  "redlock_node_rtt_seconds",      "redlock_node_quarantined",
-    "redlock_reconnects_total"};
+const std::vector<std::string> kFamilies = {"redlock_acquire_duration_seconds",
+                                            "redlock_wait_duration_seconds",
+                                            "redlock_hold_duration_seconds",
+                                            "redlock_operations_total",
+                                            "redlock_locks_held",
+                                            "redlock_locks_lost_total",
+                                            "redlock_node_up",
+                                            "redlock_node_rtt_seconds",
+                                            "redlock_node_quarantined",
+                                            "redlock_reconnects_total"};
 
 TEST(metrics, a_fresh_object_renders_every_family_with_help_and_type_and_zero_series) {
   redlock::metrics m;
@@ -278,7 +285,8 @@ TEST(metrics, a_fresh_object_renders_every_family_with_help_and_type_and_zero_se
   // Bounds are spelled as the Go client spells them (strconv 'g', shortest).
   std::string les;
   for (const auto* s : e.all("redlock_wait_duration_seconds_bucket")) les += s->label.at("le") + " ";
-  EXPECT_EQ(les, "5e-05 0.0001 0.00025 0.0005 0.001 0.0025 0.005 0.01 0.025 0.05 0.1 0.25 0.5 1 2.5 5 10 +Inf ");
+  EXPECT_EQ(les,
+            "5e-05 0.0001 0.00025 0.0005 0.001 0.0025 0.005 0.01 0.025 0.05 0.1 0.25 0.5 1 2.5 5 10 +Inf ");
 }
 
 TEST(metrics, sums_are_rendered_exactly_in_go_float_notation) {
@@ -295,11 +303,11 @@ TEST(metrics, sums_are_rendered_exactly_in_go_float_notation) {
 
 TEST(metrics, acquire_durations_fall_in_the_right_buckets_by_outcome) {
   redlock::metrics m;
-  acquire(m, {}, 30us);      // le=5e-05
-  acquire(m, {}, 1000us);    // exactly a bound: le=0.001 ("less than or equal")
-  acquire(m, {}, 1001us);    // le=0.0025
-  acquire(m, {}, 3s);        // le=5
-  acquire(m, {}, 20s);       // +Inf only
+  acquire(m, {}, 30us);    // le=5e-05
+  acquire(m, {}, 1000us);  // exactly a bound: le=0.001 ("less than or equal")
+  acquire(m, {}, 1001us);  // le=0.0025
+  acquire(m, {}, 3s);      // le=5
+  acquire(m, {}, 20s);     // +Inf only
   acquire(m, errc::contended, 250ms);
   acquire(m, errc::unavailable, 60ms);
   acquire(m, errc::unavailable, 70ms);
@@ -462,8 +470,8 @@ TEST(metrics, custom_buckets_are_used_and_bad_ones_refused) {
   EXPECT_EQ(e.all("redlock_wait_duration_seconds_bucket").size(), 3u);
   EXPECT_EQ(bucket(e, "redlock_wait_duration_seconds", {}, "0.001"), 0);
   EXPECT_EQ(bucket(e, "redlock_wait_duration_seconds", {}, "0.5"), 1);
-  for (std::vector<double> bad : std::vector<std::vector<double>>{
-           {0.1, 0.1}, {0.2, 0.1}, {0, 1}, {-1}, {1, INFINITY}, {NAN}}) {
+  for (std::vector<double> bad :
+       std::vector<std::vector<double>>{{0.1, 0.1}, {0.2, 0.1}, {0, 1}, {-1}, {1, INFINITY}, {NAN}}) {
     redlock::metrics_options b;
     b.buckets = bad;
     EXPECT_THROW(redlock::metrics{b}, redlock::config_error);
@@ -498,7 +506,8 @@ TEST(metrics, render_from_another_thread_while_events_arrive_is_consistent) {
   });
   const std::string uri = "redis://127.0.0.1:7000";
   for (int i = 0; i < kEvents; ++i) {
-    finish(*m, operation_kind::acquire, make_report({}, std::chrono::microseconds(i), {node(uri, node_status::ok, 50us)}));
+    finish(*m, operation_kind::acquire,
+           make_report({}, std::chrono::microseconds(i), {node(uri, node_status::ok, 50us)}));
     m->on_lock_acquired(lock_ev(0us));
     m->on_lock_released(lock_ev(std::chrono::microseconds(i)));
     if (i % 100 == 0) m->on_node_up(node_ev(0, uri));

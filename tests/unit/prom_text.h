@@ -173,7 +173,7 @@ class parser {
 
  private:
   exposition out_;
-  std::set<std::string> closed_;               // families whose group has ended
+  std::set<std::string> closed_;                   // families whose group has ended
   std::set<std::pair<std::string, labels>> seen_;  // name + labels of every sample
 
   exposition fail(std::size_t line_no, const std::string& what) {
