@@ -4,6 +4,8 @@
 #include "redlock/client.h"
 #include "redlock/error.h"
 #include "redlock/fencing.h"
+#include "redlock/log.h"
+#include "redlock/metrics.h"
 #include "redlock/mutex.h"
 #include "redlock/observer.h"
 #include "redlock/options.h"
