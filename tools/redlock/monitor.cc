@@ -173,13 +173,11 @@ int monitor_command(const invocation& inv) {
       return exit_code::software;
     }
     if (inv.count != 0 && seq >= static_cast<std::uint64_t>(inv.count)) break;
-    // Until the next interval, or a signal.
-    while (!stop) {
-      const auto left = duration_cast<milliseconds>(tick + inv.interval - steady::now());
-      if (left.count() <= 0) break;
-      signalled(left);
-      if (steady::now() >= tick + inv.interval) break;
-    }
+    // Until the next interval, or a signal (looked for even when the interval
+    // has passed already).
+    do {
+      signalled(std::max(milliseconds(0), duration_cast<milliseconds>(tick + inv.interval - steady::now())));
+    } while (!stop && steady::now() < tick + inv.interval);
   }
   server.stop();
   return exit_code::ok;
