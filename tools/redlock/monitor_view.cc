@@ -162,7 +162,7 @@ std::string monitor_text_line(const monitor_sample& s) {
   out += " lock " + (s.lock_pair_us ? format_us(*s.lock_pair_us) : std::string("FAILED"));
   for (const monitor_node& n : s.nodes) {
     out += " | " + printable_text(n.node) + " " + state_word(n);
-    if (n.rtt_p50_us) out += " p50 " + format_us(*n.rtt_p50_us) + " p99 " + format_us(*n.rtt_p99_us);
+    if (n.reachable && n.rtt_p50_us) out += " p50 " + format_us(*n.rtt_p50_us) + " p99 " + format_us(*n.rtt_p99_us);
   }
   out += " | warnings " + std::to_string(s.warnings.size()) + "\n";
   return out;
@@ -182,8 +182,8 @@ std::string monitor_screen(const monitor_sample& s, std::chrono::milliseconds in
          pad("UPTIME", 7) + pad("VERSION", 8) + pad("POLICY", 15) + "AOF\n";
   for (const monitor_node& n : s.nodes) {
     out += pad(printable_text(n.node), w) + pad(state_word(n), 16);
-    out += pad(n.rtt_p50_us ? format_us(*n.rtt_p50_us) : "-", 9);
-    out += pad(n.rtt_p99_us ? format_us(*n.rtt_p99_us) : "-", 9);
+    out += pad(n.reachable && n.rtt_p50_us ? format_us(*n.rtt_p50_us) : "-", 9);
+    out += pad(n.reachable && n.rtt_p99_us ? format_us(*n.rtt_p99_us) : "-", 9);
     out += pad(n.run_id.empty() ? "-" : printable_text(n.run_id.substr(0, 8)), 8);
     out += pad(n.uptime_s ? format_uptime(*n.uptime_s) : "-", 7);
     out += pad(n.redis_version.empty() ? "-" : printable_text(n.redis_version), 8);
