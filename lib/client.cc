@@ -10,6 +10,7 @@
 
 #include "core.h"
 #include "decision.h"
+#include "probe.h"
 #include "redlock/uv.h"
 #include "retry.h"
 #include "sync.h"
@@ -325,6 +326,36 @@ report client::ping() {
   return detail::run_sync<report>(
       *core_, [c, called](std::function<void(report)> done) { c->ping(detail::timed(c, called, std::move(done))); },
       [this](errc e) { return invalid(*core_, e, e == errc::cancelled ? "client shut down" : ""); });
+}
+
+probe_result client::probe() {
+  auto c = core_;
+  auto refused = [c](errc e) {
+    probe_result r;
+    r.nodes.resize(c->size());
+    for (std::size_t i = 0; i < c->size(); ++i) {
+      r.nodes[i].node = c->nodes()[i].display;
+      r.nodes[i].status = node_status::cancelled;
+      r.nodes[i].detail = e == errc::cancelled ? "client shut down" : make_error_code(e).message();
+    }
+    return r;
+  };
+  return detail::run_sync<probe_result>(
+      *core_, [c](std::function<void(probe_result)> done) { detail::probe(*c, std::move(done)); }, refused);
+}
+
+void client::probe_async(std::function<void(probe_result)> done) {
+  auto c = core_;
+  if (!core_->post([c, done]() mutable { detail::probe(*c, std::move(done)); })) {
+    probe_result r;
+    r.nodes.resize(c->size());
+    for (std::size_t i = 0; i < c->size(); ++i) {
+      r.nodes[i].node = c->nodes()[i].display;
+      r.nodes[i].status = node_status::cancelled;
+      r.nodes[i].detail = "client shut down";
+    }
+    done(std::move(r));
+  }
 }
 
 std::size_t client::node_count() const noexcept { return core_->size(); }

@@ -46,6 +46,10 @@ struct command {
 class wire {
  public:
   explicit wire(command c);
+  // A plain command, not a script: `encoded` is its RESP form, sent as is (probe:
+  // INFO). Its replies are delivered like a PING's.
+  struct plain_tag {};
+  wire(plain_tag, std::string encoded) : sha_(encoded), eval_(std::move(encoded)) { cmd_.script = script_id::ping; }
   script_id script() const noexcept { return cmd_.script; }
   bool force_eval() const noexcept { return cmd_.force_eval; }
   bool untimed() const noexcept { return cmd_.untimed; }
@@ -168,6 +172,10 @@ class connection final : private link_events {
   std::string fencing_exclusion() const;
   // Its maxmemory in bytes, as INFO gave it ("" when unknown).
   const std::string& maxmemory() const noexcept { return maxmemory_; }
+  // The guards' raw state, for probe (lib/probe.cc): when the restart quarantine
+  // counts from, and when a clock jump was seen (unset: none).
+  const std::optional<std::chrono::steady_clock::time_point>& restarted_at() const noexcept { return restarted_at_; }
+  const std::optional<std::chrono::steady_clock::time_point>& jumped_at() const noexcept { return jumped_at_; }
 
  private:
   enum class state { idle, resolving, connecting, handshake, ready, backoff, closed };

@@ -3,7 +3,7 @@
 # Skips the install when everything is present already.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config redis-server libhiredis-dev libuv1-dev libgtest-dev libgmock-dev
-      libbenchmark-dev clang libclang-rt-14-dev gnuplot-nox spin libssl-dev openssl)
+      libbenchmark-dev clang libclang-rt-14-dev gnuplot-nox spin libssl-dev openssl curl)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -164,6 +164,41 @@ struct inspect_result {
   std::optional<std::string> holder;  // the token a quorum of nodes agrees on
 };
 
+// What `probe` saw on one node: is it reachable, how fast, which server is it,
+// and do the safety guards keep it out of acquire votes.
+struct node_health {
+  std::string node;  // the URI, password redacted
+  // ok when the node answered the probe's PING; else why not (timeout,
+  // connection_error, auth_error, tls_error, cancelled, ...), with `detail`.
+  node_status status = node_status::pending;
+  std::string detail;
+  std::chrono::microseconds rtt{0};  // the PING's round trip through the client's loop (status ok)
+  // From INFO server / persistence / memory, read by this probe; empty or unset
+  // when not read (node unreachable, or INFO not permitted to the user).
+  std::string run_id;
+  std::optional<std::int64_t> uptime_s;
+  std::string redis_version;
+  std::string maxmemory_policy;
+  std::optional<bool> aof_enabled;
+  // Whether the node votes on acquires now: quarantined by the restart guard or
+  // the clock-jump guard (or named twice), with the client's reason (one line),
+  // and when the quarantine ends on the client's clock (client_options::clock),
+  // if it ends on its own. Independent of `status`: a quarantined node may answer.
+  bool quarantined = false;
+  std::string quarantine_detail;
+  std::optional<std::chrono::steady_clock::time_point> quarantined_until;
+  // The warnings that hold for the node now (warning_code::eviction_policy).
+  std::vector<warning> warnings;
+};
+
+struct probe_result {
+  std::vector<node_health> nodes;  // configuration order
+  std::size_t reachable = 0;       // nodes with status ok
+  std::size_t voting = 0;          // reachable and not quarantined
+  bool quorum_ok = false;          // voting >= quorum: an acquire can succeed now
+  std::chrono::microseconds elapsed{0};
+};
+
 // Counters since construction; read with client::stats().
 struct client_stats {
   std::uint64_t acquires = 0;   // acquire calls completed
@@ -252,6 +287,15 @@ class REDLOCK_EXPORT client {
   // node_result's latency is that node's round trip through this client's loop.
   // Error: unavailable when fewer than a quorum answered.
   [[nodiscard]] report ping();
+
+  // Health of every node: a PING (round trip) and INFO server, persistence and
+  // memory, pipelined to each node at once, plus the safety guards' state. Waits
+  // for every node (each bounded by command_timeout, or the connect timeout while
+  // a node first connects). Changes nothing on the nodes.
+  [[nodiscard]] probe_result probe();
+  // As probe(), without blocking; the callback runs on the loop thread (see
+  // "Callbacks" above).
+  void probe_async(std::function<void(probe_result)> done);
 
   std::size_t node_count() const noexcept;
   std::size_t quorum() const noexcept;

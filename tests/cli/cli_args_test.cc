@@ -14,7 +14,9 @@
 #include "args.h"
 #include "duration.h"
 #include "json.h"
+#include "http.h"
 #include "latency.h"
+#include "monitor_view.h"
 #include "process.h"
 #include "secrets.h"
 
@@ -787,6 +789,181 @@ TEST(HelpTables, ACommandsHelpListsItsOwnOptionsOnly) {
   const std::string release = help_text(command::release);
   EXPECT_NE(release.find("--token TOKEN"), std::string::npos) << release;
   EXPECT_EQ(release.find("--ttl"), std::string::npos) << release;
+}
+
+}  // namespace
+}  // namespace redlock::cli
+
+// --- monitor: options, the RTT window, HTTP heads, the renderings ---
+
+namespace redlock::cli {
+namespace {
+
+TEST(MonitorArgs, defaults_and_options) {
+  parse_result r = parse_command_line({"monitor"}, "redis://a:1");
+  ASSERT_EQ(r.what, parse_result::kind::ok) << r.error;
+  EXPECT_EQ(r.inv.cmd, command::monitor);
+  EXPECT_EQ(r.inv.interval, std::chrono::seconds(1));
+  EXPECT_EQ(r.inv.count, 0);
+  EXPECT_EQ(r.inv.prometheus, "");
+  EXPECT_EQ(r.inv.http_head_timeout, std::chrono::seconds(5));
+  r = parse_command_line({"monitor", "--interval", "250ms", "--count", "3", "--json", "--prometheus",
+                          "127.0.0.1:0", "--http-head-timeout", "1s"},
+                         "redis://a:1");
+  ASSERT_EQ(r.what, parse_result::kind::ok) << r.error;
+  EXPECT_EQ(r.inv.interval, std::chrono::milliseconds(250));
+  EXPECT_EQ(r.inv.count, 3);
+  EXPECT_TRUE(r.inv.json);
+  EXPECT_EQ(r.inv.prometheus, "127.0.0.1:0");
+  EXPECT_EQ(r.inv.http_head_timeout, std::chrono::seconds(1));
+  EXPECT_EQ(parse_command_line({"monitor", "res"}, "redis://a:1").what, parse_result::kind::error);
+  EXPECT_EQ(parse_command_line({"monitor", "--count", "0"}, "redis://a:1").what, parse_result::kind::error);
+  EXPECT_EQ(parse_command_line({"monitor", "--interval", "0"}, "redis://a:1").what, parse_result::kind::error);
+  EXPECT_EQ(parse_command_line({"status", "r", "--interval", "1s"}, "redis://a:1").what,
+            parse_result::kind::error);
+  for (const char* bad : {"localhost:9464", "127.0.0.1", "127.0.0.1:70000", "127.0.0.1:", ":9464", "[::1:9"}) {
+    EXPECT_EQ(parse_command_line({"monitor", "--prometheus", bad}, "redis://a:1").what, parse_result::kind::error)
+        << bad;
+  }
+  EXPECT_EQ(parse_command_line({"monitor", "--prometheus", "[::1]:9464"}, "redis://a:1").what,
+            parse_result::kind::ok);
+}
+
+TEST(MonitorArgs, split_listen_address) {
+  std::string host, error;
+  int port = -1;
+  ASSERT_TRUE(split_listen_address("127.0.0.1:9464", host, port, error)) << error;
+  EXPECT_EQ(host, "127.0.0.1");
+  EXPECT_EQ(port, 9464);
+  ASSERT_TRUE(split_listen_address("[::1]:0", host, port, error)) << error;
+  EXPECT_EQ(host, "::1");
+  EXPECT_EQ(port, 0);
+  EXPECT_FALSE(split_listen_address("example.com:80", host, port, error));
+  EXPECT_NE(error.find("numeric"), std::string::npos) << error;
+}
+
+TEST(RttWindow, nearest_rank_percentiles_over_the_last_n_values) {
+  rtt_window w(10);
+  EXPECT_FALSE(w.percentile(50));
+  for (std::uint64_t v = 1; v <= 10; ++v) w.add(v * 100);
+  EXPECT_EQ(w.percentile(50), 500u);
+  EXPECT_EQ(w.percentile(99), 1000u);
+  EXPECT_EQ(w.percentile(10), 100u);
+  // Sliding: five new large values replace the five oldest.
+  for (int i = 0; i < 5; ++i) w.add(10'000);
+  EXPECT_EQ(w.size(), 10u);
+  EXPECT_EQ(w.percentile(50), 1000u);  // 600..1000 and five 10000s
+  EXPECT_EQ(w.percentile(99), 10'000u);
+  rtt_window one(1);
+  one.add(7);
+  one.add(9);
+  EXPECT_EQ(one.percentile(50), 9u);
+}
+
+TEST(HttpHead, incomplete_complete_bad_and_too_large) {
+  EXPECT_EQ(parse_http_head("GET /metrics HTTP/1.1\r\nHost: x\r\n").st, http_head::state::incomplete);
+  const http_head h = parse_http_head("GET /metrics?a=1 HTTP/1.1\r\nHost: x\r\n\r\n");
+  ASSERT_EQ(h.st, http_head::state::complete);
+  EXPECT_EQ(h.method, "GET");
+  EXPECT_EQ(h.target, "/metrics?a=1");
+  EXPECT_EQ(parse_http_head("POST /x HTTP/1.0\n\n").st, http_head::state::complete);
+  EXPECT_EQ(parse_http_head("garbage\r\n\r\n").st, http_head::state::bad);
+  EXPECT_EQ(parse_http_head("GET /metrics SPDY/3\r\n\r\n").st, http_head::state::bad);
+  EXPECT_EQ(parse_http_head("get /metrics HTTP/1.1\r\n\r\n").st, http_head::state::bad);
+  const std::string big = "GET / HTTP/1.1\r\nX: " + std::string(max_http_head, 'a');
+  EXPECT_EQ(parse_http_head(big).st, http_head::state::too_large);
+  EXPECT_EQ(parse_http_head(big + "\r\n\r\n").st, http_head::state::too_large);  // ends past the cap
+  const std::string fits = "GET / HTTP/1.1\r\nX: " + std::string(max_http_head - 23, 'a') + "\r\n\r\n";
+  ASSERT_EQ(fits.size(), max_http_head);
+  EXPECT_EQ(parse_http_head(fits).st, http_head::state::complete);
+}
+
+TEST(HttpHead, routing_gives_200_405_404_431_400) {
+  const auto body = [] { return std::string("m 1\n"); };
+  const auto route = [&](const std::string& req) {
+    return http_route(parse_http_head(req), "/metrics", "text/plain; version=0.0.4", body);
+  };
+  const std::string ok = route("GET /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_EQ(ok,
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: 4\r\n"
+            "Connection: close\r\n\r\nm 1\n");
+  EXPECT_EQ(route("POST /metrics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 405 Method Not Allowed\r\n", 0), 0u);
+  EXPECT_NE(route("POST /metrics HTTP/1.1\r\n\r\n").find("\r\nAllow: GET\r\n"), std::string::npos);
+  EXPECT_EQ(route("GET /other HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404 Not Found\r\n", 0), 0u);
+  EXPECT_EQ(route("GET /metricsx HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404", 0), 0u);
+  EXPECT_EQ(route("nonsense\r\n\r\n").rfind("HTTP/1.1 400", 0), 0u);
+  EXPECT_EQ(route("GET / HTTP/1.1\r\nX: " + std::string(max_http_head, 'a')).rfind("HTTP/1.1 431", 0), 0u);
+}
+
+monitor_sample sample() {
+  monitor_sample s;
+  s.unix_ms = 1'796'131'200'123;  // 2026-12-01T13:20:00.123Z
+  s.seq = 2;
+  s.quorum = 2;
+  s.reachable = 1;
+  s.voting = 1;
+  s.quorum_ok = false;
+  s.lock_error = "acquire: unavailable";
+  monitor_node a;
+  a.node = "redis://127.0.0.1:7001";
+  a.status = "ok";
+  a.reachable = true;
+  a.rtt_us = 120;
+  a.rtt_p50_us = 110;
+  a.rtt_p99_us = 300;
+  a.run_id = "abc";
+  a.uptime_s = 42;
+  a.redis_version = "7.0.15";
+  a.maxmemory_policy = "noeviction";
+  a.aof_enabled = false;
+  monitor_node b;
+  b.node = "redis://127.0.0.1:7002";
+  b.status = "timeout";
+  b.detail = "no reply within 50 ms";
+  s.nodes = {a, b};
+  s.warnings = {"a \"warning\""};
+  return s;
+}
+
+TEST(MonitorView, json_line_has_the_documented_fields) {
+  EXPECT_EQ(monitor_json_line(sample()),
+            "{\"time\":\"2026-12-01T13:20:00.123Z\",\"seq\":2,\"quorum_ok\":false,\"quorum\":2,\"reachable\":1,"
+            "\"voting\":1,\"lock_pair_us\":null,\"lock_error\":\"acquire: unavailable\",\"nodes\":["
+            "{\"node\":\"redis://127.0.0.1:7001\",\"reachable\":true,\"status\":\"ok\",\"detail\":null,"
+            "\"rtt_us\":120,\"rtt_p50_us\":110,\"rtt_p99_us\":300,\"quarantined\":false,\"quarantine_detail\":null,"
+            "\"quarantine_left_ms\":null,\"run_id\":\"abc\",\"uptime_s\":42,\"redis_version\":\"7.0.15\","
+            "\"maxmemory_policy\":\"noeviction\",\"aof_enabled\":false},"
+            "{\"node\":\"redis://127.0.0.1:7002\",\"reachable\":false,\"status\":\"timeout\","
+            "\"detail\":\"no reply within 50 ms\",\"rtt_us\":null,\"rtt_p50_us\":null,\"rtt_p99_us\":null,"
+            "\"quarantined\":false,\"quarantine_detail\":null,\"quarantine_left_ms\":null,\"run_id\":null,"
+            "\"uptime_s\":null,\"redis_version\":null,\"maxmemory_policy\":null,\"aof_enabled\":null}],"
+            "\"warnings\":[\"a \\\"warning\\\"\"]}\n");
+}
+
+TEST(MonitorView, text_line_screen_and_prometheus) {
+  const monitor_sample s = sample();
+  EXPECT_EQ(monitor_text_line(s),
+            "2026-12-01T13:20:00.123Z NO QUORUM (1/2 voting, need 2) lock FAILED | redis://127.0.0.1:7001 up "
+            "p50 110us p99 300us | redis://127.0.0.1:7002 DOWN(timeout) | warnings 1\n");
+  const std::string screen = monitor_screen(s, std::chrono::seconds(1));
+  EXPECT_EQ(screen.rfind("\x1b[H\x1b[2J", 0), 0u);
+  EXPECT_NE(screen.find("redis://127.0.0.1:7002 DOWN(timeout)"), std::string::npos) << screen;
+  EXPECT_NE(screen.find("42s"), std::string::npos) << screen;
+  const std::string prom = monitor_prometheus(&s, 2);
+  EXPECT_NE(prom.find("\nredlock_monitor_intervals_total 2\n"), std::string::npos) << prom;
+  EXPECT_NE(prom.find("\nredlock_monitor_node_up{node=\"redis://127.0.0.1:7001\"} 1\n"), std::string::npos);
+  EXPECT_NE(prom.find("\nredlock_monitor_node_up{node=\"redis://127.0.0.1:7002\"} 0\n"), std::string::npos);
+  EXPECT_NE(prom.find("redlock_monitor_node_rtt_seconds{node=\"redis://127.0.0.1:7001\",quantile=\"0.99\"} 0.000300"),
+            std::string::npos)
+      << prom;
+  EXPECT_EQ(prom.find("\nredlock_monitor_lock_pair_seconds "), std::string::npos);  // the lock failed
+  EXPECT_EQ(monitor_prometheus(nullptr, 0),
+            "# HELP redlock_monitor_intervals_total Probe intervals completed by redlock monitor.\n"
+            "# TYPE redlock_monitor_intervals_total counter\nredlock_monitor_intervals_total 0\n");
+  EXPECT_EQ(prometheus_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+  EXPECT_EQ(format_uptime(3725), "1h02m");
+  EXPECT_EQ(format_uptime(90'000), "1d01h");
+  EXPECT_EQ(format_us(1250), "1.25ms");
 }
 
 }  // namespace

@@ -1,16 +1,20 @@
 // Tests of the built `redlock` binary, run as a subprocess against real
 // redis-server nodes (tests/support). Every table row of the CLI contract and every
 // exit status has a test here; every wait is bounded.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -105,6 +109,18 @@ class cli_process {
 
   pid_t pid() const { return pid_; }
   void signal(int signo) const { ::kill(pid_, signo); }
+
+  // Reads stdout and stderr while the process runs, until `pred(out, err)` holds
+  // (true) or `timeout` passes (false). What was read stays in the result of wait().
+  template <class Pred>
+  bool read_until(Pred pred, milliseconds timeout) {
+    const auto deadline = steady::now() + timeout;
+    while (!pred(result_.out, result_.err)) {
+      if (steady::now() > deadline || (out_fd_ < 0 && err_fd_ < 0)) return false;
+      drain(20);
+    }
+    return true;
+  }
 
   // Waits up to `timeout` for the process to exit. On timeout the test fails and
   // the process is killed.
@@ -1362,6 +1378,247 @@ TEST(CliHelp, the_man_page_has_every_option_of_the_help_and_renders_without_warn
                                 "' >/dev/null 2>'" + err + "'").c_str());
     EXPECT_EQ(rc, 0);
     EXPECT_EQ(read_file(err).value_or("?"), "");
+  }
+}
+
+// --- monitor ---
+
+std::vector<std::string> lines_of(const std::string& out) {
+  std::vector<std::string> lines;
+  std::size_t from = 0;
+  while (from < out.size()) {
+    const std::size_t nl = out.find('\n', from);
+    if (nl == std::string::npos) break;
+    lines.push_back(out.substr(from, nl - from));
+    from = nl + 1;
+  }
+  return lines;
+}
+
+// The object of node `uri` in a monitor JSON line ("" if absent).
+std::string json_node(const std::string& line, const std::string& uri) {
+  const std::size_t at = line.find("{\"node\":\"" + uri + "\"");
+  if (at == std::string::npos) return {};
+  const std::size_t end = line.find('}', at);
+  return line.substr(at, end == std::string::npos ? std::string::npos : end - at + 1);
+}
+
+std::optional<bool> json_bool(const std::string& json, const std::string& key) {
+  const std::string k = "\"" + key + "\":";
+  const std::size_t at = json.find(k);
+  if (at == std::string::npos) return std::nullopt;
+  if (json.compare(at + k.size(), 4, "true") == 0) return true;
+  if (json.compare(at + k.size(), 5, "false") == 0) return false;
+  return std::nullopt;
+}
+
+// The monitor's test lock key for the process `pid`.
+std::string monitor_key(pid_t pid) {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return std::string("redlock:monitor:") + host + ":" + std::to_string(pid);
+}
+
+bool has_line(const std::string& out) { return out.find('\n') != std::string::npos; }
+
+struct http_reply {
+  std::string code;  // "200", ...; "000" when curl got no response
+  std::string head;
+  std::string body;
+};
+
+http_reply curl(const std::string& args) {
+  temp_dir tmp;
+  const std::string cmd = "curl -s --max-time 5 -o '" + tmp.file("body") + "' -D '" + tmp.file("head") +
+                          "' -w '%{http_code}' " + args + " > '" + tmp.file("code") + "' 2>/dev/null";
+  (void)std::system(cmd.c_str());
+  return {read_file(tmp.file("code")).value_or(""), read_file(tmp.file("head")).value_or(""),
+          read_file(tmp.file("body")).value_or("")};
+}
+
+TEST_F(Cli, monitor_json_reports_a_paused_and_a_restarted_node_and_leaves_no_key) {
+  const std::vector<std::string> uris = cluster().uris();
+  cli_process p(with_nodes({"monitor", "--json", "--count", "3", "--interval", "1500ms"}));
+  ASSERT_TRUE(p.read_until([](const std::string& out, const std::string&) { return has_line(out); }, 10s));
+  cluster()[4].restart(false);
+  cluster()[3].pause();
+  const cli_result r = p.wait(30s);
+  // Before the paused node is resumed (it may still run the SET queued for it).
+  EXPECT_EQ(cluster().count_key(monitor_key(p.pid())), 0);
+  cluster()[3].resume();
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  const std::vector<std::string> lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 3u) << r.out;
+  for (const std::string& line : lines) {
+    EXPECT_EQ(line.rfind("{\"time\":\"20", 0), 0u) << line;
+    EXPECT_EQ(json_bool(line, "quorum_ok"), true) << line;
+    EXPECT_TRUE(json_number(line, "lock_pair_us")) << line;
+    EXPECT_NE(line.find("\"warnings\":["), std::string::npos) << line;
+    for (const std::string& uri : uris) EXPECT_NE(json_node(line, uri), "") << uri << " in " << line;
+  }
+  // First interval: every node up, none quarantined.
+  const std::string first = json_node(lines[0], uris[4]);
+  for (const std::string& uri : uris) {
+    const std::string n = json_node(lines[0], uri);
+    EXPECT_EQ(json_bool(n, "reachable"), true) << n;
+    EXPECT_EQ(json_bool(n, "quarantined"), false) << n;
+    EXPECT_TRUE(json_number(n, "rtt_p50_us")) << n;
+    EXPECT_TRUE(json_number(n, "rtt_p99_us")) << n;
+    EXPECT_TRUE(json_number(n, "uptime_s")) << n;
+    EXPECT_EQ(json_string(n, "run_id").value_or("").size(), 40u) << n;
+    EXPECT_EQ(json_string(n, "maxmemory_policy"), "noeviction") << n;
+    EXPECT_EQ(json_bool(n, "aof_enabled"), false) << n;
+  }
+  EXPECT_NE(lines[0].find("\"warnings\":[]"), std::string::npos) << lines[0];
+  // Last interval: the paused node is unreachable, the restarted one is back
+  // with a new run_id and quarantined by the restart guard.
+  const std::string paused = json_node(lines[2], uris[3]);
+  EXPECT_EQ(json_bool(paused, "reachable"), false) << paused;
+  const std::string status = json_string(paused, "status").value_or("");
+  EXPECT_TRUE(status == "timeout" || status == "connection_error") << paused;
+  EXPECT_NE(paused.find("\"run_id\":null"), std::string::npos) << paused;
+  const std::string restarted = json_node(lines[2], uris[4]);
+  EXPECT_EQ(json_bool(restarted, "reachable"), true) << restarted;
+  EXPECT_EQ(json_bool(restarted, "quarantined"), true) << restarted;
+  EXPECT_GT(json_number(restarted, "quarantine_left_ms").value_or(0), 0) << restarted;
+  EXPECT_NE(json_string(restarted, "run_id"), json_string(first, "run_id")) << restarted;
+  EXPECT_LT(json_number(restarted, "uptime_s").value_or(99), 10) << restarted;
+  EXPECT_EQ(json_number(lines[2], "voting"), 3) << lines[2];
+  EXPECT_NE(lines[2].find(uris[3] + ": unreachable: "), std::string::npos) << lines[2];
+  EXPECT_NE(lines[2].find(uris[4] + ": no acquire vote: restarted"), std::string::npos) << lines[2];
+}
+
+TEST_F(Cli, monitor_prints_one_line_per_interval_when_stdout_is_not_a_terminal) {
+  const cli_result r = run_cli(with_nodes({"monitor", "--count", "2", "--interval", "100ms"}));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << r.out;
+  const std::vector<std::string> lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  for (const std::string& line : lines) {
+    EXPECT_EQ(line.rfind("20", 0), 0u) << line;
+    EXPECT_NE(line.find(" quorum ok (5/5 voting, need 3) lock "), std::string::npos) << line;
+    for (const std::string& uri : cluster().uris()) EXPECT_NE(line.find(uri + " up p50 "), std::string::npos) << line;
+    EXPECT_NE(line.find("| warnings 0"), std::string::npos) << line;
+  }
+}
+
+TEST_F(Cli, monitor_usage_errors_exit_64) {
+  cli_result r = run_cli(with_nodes({"monitor", "extra"}));
+  EXPECT_EQ(r.code, 64);
+  expect_one_error_line(r);
+  r = run_cli(with_nodes({"monitor", "--prometheus", "localhost:9464"}));
+  EXPECT_EQ(r.code, 64);
+  expect_one_error_line(r);
+}
+
+TEST_F(Cli, monitor_serves_metrics_over_http_and_sheds_slow_clients) {
+  cli_process p(with_nodes({"monitor", "--interval", "200ms", "--prometheus", "127.0.0.1:0",
+                            "--http-head-timeout", "1s"}));
+  const std::string prefix = "redlock: monitor: serving /metrics on 127.0.0.1:";
+  ASSERT_TRUE(p.read_until(
+      [&](const std::string& out, const std::string& err) {
+        return has_line(out) && err.find(prefix) != std::string::npos && err.find('\n', err.find(prefix)) != std::string::npos;
+      },
+      10s));
+  // The port, from the stderr read so far.
+  std::string err_seen;
+  p.read_until(
+      [&](const std::string&, const std::string& err) {
+        err_seen = err;
+        return true;
+      },
+      0ms);
+  const std::size_t at = err_seen.find(prefix);
+  ASSERT_NE(at, std::string::npos) << err_seen;
+  const std::string port = err_seen.substr(at + prefix.size(), err_seen.find('\n', at) - at - prefix.size());
+  ASSERT_TRUE(is_number(port)) << err_seen;
+  const std::string base = "http://127.0.0.1:" + port;
+
+  const http_reply ok = curl("'" + base + "/metrics'");
+  EXPECT_EQ(ok.code, "200") << ok.head;
+  EXPECT_NE(ok.head.find("Content-Type: text/plain; version=0.0.4"), std::string::npos) << ok.head;
+  for (const std::string& uri : cluster().uris()) {
+    EXPECT_NE(ok.body.find("redlock_monitor_node_up{node=\"" + uri + "\"} 1\n"), std::string::npos) << ok.body;
+  }
+  EXPECT_NE(ok.body.find("\nredlock_monitor_lock_pair_seconds 0."), std::string::npos) << ok.body;
+  EXPECT_EQ(curl("-X POST '" + base + "/metrics'").code, "405");
+  EXPECT_EQ(curl("'" + base + "/other'").code, "404");
+  EXPECT_EQ(curl("-H 'X-Big: " + std::string(9000, 'a') + "' '" + base + "/metrics'").code, "431");
+
+  // A slowloris: one byte of a request head every 200 ms. It is closed after the
+  // head timeout (1 s) while a concurrent client is served.
+  std::atomic<bool> closed{false};
+  std::atomic<bool> got_data{false};
+  std::atomic<long> closed_after_ms{-1};
+  std::atomic<std::size_t> sent{0};
+  const std::string slow_head = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + std::string(60, 'a') + "\r\n\r\n";
+  std::thread slow([&] {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(std::stoi(port)));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      ::close(fd);
+      return;
+    }
+    const auto start = steady::now();
+    while (steady::now() - start < 8s && sent < slow_head.size()) {
+      if (::send(fd, &slow_head[sent], 1, MSG_NOSIGNAL) != 1) {
+        closed = true;
+      } else {
+        ++sent;
+        pollfd pfd{fd, POLLIN, 0};
+        if (::poll(&pfd, 1, 200) > 0) {
+          char buf[256];
+          const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+          if (n > 0) got_data = true;
+          closed = true;
+        }
+      }
+      if (closed) {
+        closed_after_ms = static_cast<long>(std::chrono::duration_cast<milliseconds>(steady::now() - start).count());
+        break;
+      }
+    }
+    ::close(fd);
+  });
+  std::this_thread::sleep_for(300ms);
+  const http_reply during = curl("'" + base + "/metrics'");
+  const bool slow_still_open = !closed;
+  slow.join();
+  EXPECT_EQ(during.code, "200");
+  EXPECT_TRUE(slow_still_open);
+  EXPECT_TRUE(closed) << "sent " << sent << " bytes";
+  EXPECT_FALSE(got_data);
+  EXPECT_LT(sent.load(), slow_head.size());
+  EXPECT_GE(closed_after_ms.load(), 800);
+  EXPECT_LE(closed_after_ms.load(), 4000);
+
+  // SIGTERM: exit 0, the test lock released.
+  p.signal(SIGTERM);
+  const cli_result r = p.wait(10s);
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(cluster().count_key(monitor_key(p.pid())), 0);
+  EXPECT_EQ(curl("'" + base + "/metrics'").code, "000");  // no longer served
+}
+
+TEST_F(Cli, monitor_stops_on_sigterm_or_sigint_mid_interval_without_leaving_its_key) {
+  for (const int signo : {SIGTERM, SIGINT}) {
+    // A short interval: the signal lands during a probe or the test lock's round trip.
+    cli_process p(with_nodes({"monitor", "--json", "--interval", "1ms"}));
+    ASSERT_TRUE(p.read_until(
+        [](const std::string& out, const std::string&) { return lines_of(out).size() >= 5; }, 10s));
+    p.signal(signo);
+    const cli_result r = p.wait(10s);
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.err, "");
+    EXPECT_EQ(cluster().count_key(monitor_key(p.pid())), 0);
+    const std::vector<std::string> lines = lines_of(r.out);
+    ASSERT_FALSE(lines.empty());
+    EXPECT_EQ(lines.back().back(), '}') << lines.back();  // whole lines only
   }
 }
 

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <string_view>
 
+#include <arpa/inet.h>
+
 #include "duration.h"
 #include "secrets.h"
 
@@ -17,7 +19,8 @@ constexpr command_set bit(command c) { return command_bit(c); }
 constexpr command_set locking = bit(command::acquire) | bit(command::run);
 constexpr command_set with_token = bit(command::release) | bit(command::extend);
 static_assert(all_commands == (bit(command::acquire) | bit(command::release) | bit(command::extend) |
-                               bit(command::run) | bit(command::status) | bit(command::bench)));
+                               bit(command::run) | bit(command::status) | bit(command::bench) |
+                               bit(command::monitor)));
 
 // What the scan has seen besides the values stored in the invocation.
 struct seen {
@@ -254,6 +257,36 @@ const std::vector<option_spec>& specs() {
        [](const std::string& v, invocation& inv, seen&, std::string& e) {
          return duration_option("--duration", v, false, inv.duration, e);
        }},
+      {{"--interval", nullptr, "D", bit(command::monitor), "monitor: time between two probes (default 1s)."},
+       [](const std::string& v, invocation& inv, seen&, std::string& e) {
+         return duration_option("--interval", v, false, inv.interval, e);
+       }},
+      {{"--count", nullptr, "N", bit(command::monitor),
+        "monitor: stop after N intervals (default: run until\n"
+        "SIGINT or SIGTERM)."},
+       [](const std::string& v, invocation& inv, seen&, std::string& e) {
+         int n = 0;
+         if (!count_option("--count", v, max_count, n, e)) return false;
+         inv.count = n;
+         return true;
+       }},
+      {{"--prometheus", nullptr, "ADDR:PORT", bit(command::monitor),
+        "monitor: serve GET /metrics (Prometheus text format)\n"
+        "over HTTP on ADDR:PORT (a numeric address, [v6]:PORT;\n"
+        "port 0 picks a free port, printed on stderr)."},
+       [](const std::string& v, invocation& inv, seen&, std::string& e) {
+         std::string host;
+         int port = 0;
+         if (!split_listen_address(v, host, port, e)) return false;
+         inv.prometheus = v;
+         return true;
+       }},
+      {{"--http-head-timeout", nullptr, "D", bit(command::monitor),
+        "monitor: close an HTTP client that has not sent its\n"
+        "request head within D (default 5s)."},
+       [](const std::string& v, invocation& inv, seen&, std::string& e) {
+         return duration_option("--http-head-timeout", v, false, inv.http_head_timeout, e);
+       }},
   };
   return table;
 }
@@ -296,6 +329,14 @@ const std::vector<command_doc> command_table = {
      "Measure acquire and release latency against the nodes.",
      "Measures acquire and release latency against the nodes, and compares\n"
      "it with the nodes' PING round trip (floor ratio)."},
+    {command::monitor, "monitor", "[--interval D] [--count N] [--prometheus ADDR:PORT]",
+     "Watch the nodes: reachability, quarantine, PING round trip, the\n"
+     "round trip of a test lock, and each server's identity and settings.",
+     "Every --interval, probes each node (PING, INFO) and takes and releases\n"
+     "a test lock on a resource of its own (monitor:HOST:PID, TTL 2s). On a\n"
+     "terminal it redraws one screen; otherwise it prints one line per\n"
+     "interval, or with --json one JSON object per line. --prometheus also\n"
+     "serves the figures at GET /metrics. SIGINT or SIGTERM stop it (exit 0)."},
 };
 
 const option_spec* find_option(std::string_view name) {
@@ -329,6 +370,7 @@ const char* positional_usage(command c) {
     case command::extend:
       return "RESOURCE and TOKEN";
     case command::bench:
+    case command::monitor:
       return "no arguments";
     default:
       return "RESOURCE";
@@ -341,6 +383,7 @@ std::size_t positional_count(command c) {
     case command::extend:
       return 2;
     case command::bench:
+    case command::monitor:
       return 0;
     default:
       return 1;
@@ -610,6 +653,29 @@ parse_result parse_command_line(const std::vector<std::string>& args, const envi
 
   result.what = parse_result::kind::ok;
   return result;
+}
+
+bool split_listen_address(const std::string& value, std::string& host, int& port, std::string& error) {
+  const std::size_t colon = value.rfind(':');
+  const auto bad = [&](const std::string& why) {
+    error = "--prometheus: \"" + value + "\": " + why;
+    return false;
+  };
+  if (colon == std::string::npos) return bad("expected ADDR:PORT, e.g. 127.0.0.1:9464");
+  host = value.substr(0, colon);
+  const std::string p = value.substr(colon + 1);
+  bool digits = !p.empty() && p.size() <= 5;
+  for (char c : p) digits = digits && c >= '0' && c <= '9';
+  if (!digits || std::atol(p.c_str()) > 65535) return bad("the port must be a number from 0 to 65535");
+  port = static_cast<int>(std::atol(p.c_str()));
+  unsigned char buf[sizeof(struct in6_addr)];
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+    if (inet_pton(AF_INET6, host.c_str(), buf) == 1) return true;
+    return bad("not a numeric IPv6 address");
+  }
+  if (inet_pton(AF_INET, host.c_str(), buf) == 1) return true;
+  return bad("ADDR must be a numeric IPv4 address or [IPv6] (no host names: the tool binds only what it is given)");
 }
 
 }  // namespace redlock::cli

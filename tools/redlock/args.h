@@ -10,7 +10,7 @@
 
 namespace redlock::cli {
 
-enum class command { acquire, release, extend, run, status, bench };
+enum class command { acquire, release, extend, run, status, bench, monitor };
 
 // The CLI's default --max-ttl: 10 minutes. A shell lock guards a cron job or a
 // deploy step, so it needs longer TTLs than the library's 60 s default (docs show
@@ -68,12 +68,24 @@ struct invocation {
   int resources = 100;                        // --resources, in [1, max_resources]
   std::chrono::milliseconds duration{5'000};  // --duration, > 0
 
+  // Monitor options.
+  std::chrono::milliseconds interval{1'000};       // --interval, > 0
+  long count = 0;                                  // --count: intervals to run; 0 = until a signal
+  std::string prometheus;                          // --prometheus ADDR:PORT ("" = no HTTP server)
+  std::chrono::milliseconds http_head_timeout{5'000};  // --http-head-timeout, > 0
+
   // run: the command after "--" and its arguments; never empty for run.
   std::vector<std::string> argv;
 };
 
 inline constexpr int max_clients = 1000;
 inline constexpr int max_resources = 1'000'000;
+inline constexpr int max_count = 999'999'999;
+
+// Splits --prometheus's "ADDR:PORT" (ADDR a numeric IPv4 address, or an IPv6
+// address in brackets; PORT 0..65535, 0 = any free port). False with `error` set
+// when it is not one.
+bool split_listen_address(const std::string& value, std::string& host, int& port, std::string& error);
 inline constexpr std::chrono::milliseconds default_bench_ttl{10'000};
 
 // The environment variables the tool reads; null = unset.
@@ -130,7 +142,7 @@ bool ttl_exceeds_drift(std::chrono::milliseconds ttl, double drift_factor) noexc
 
 using command_set = unsigned;
 constexpr command_set command_bit(command c) { return 1u << static_cast<unsigned>(c); }
-inline constexpr command_set all_commands = 0x3f;
+inline constexpr command_set all_commands = 0x7f;
 
 struct option_doc {
   const char* name;        // "--ttl"

@@ -13,5 +13,6 @@ int extend_command(const invocation& inv);
 int status_command(const invocation& inv);
 int run_command(const invocation& inv);    // run.cc
 int bench_command(const invocation& inv);  // bench.cc
+int monitor_command(const invocation& inv);  // monitor.cc
 
 }  // namespace redlock::cli

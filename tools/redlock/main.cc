@@ -57,6 +57,8 @@ int main(int argc, char** argv) {
         return status_command(inv);
       case command::bench:
         return bench_command(inv);
+      case command::monitor:
+        return monitor_command(inv);
     }
   } catch (const std::exception& e) {
     print_error(std::string("internal error: ") + e.what());
