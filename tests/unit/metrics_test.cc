@@ -487,8 +487,9 @@ TEST(metrics, render_from_another_thread_while_events_arrive_is_consistent) {
   std::string failure;
   std::thread reader([&] {
     double last_ok = 0;
-    // Bounded: stops when the writer is done, or after 100000 renders.
-    for (int i = 0; i < 100000 && !done.load(); ++i) {
+    // Bounded: stops when the writer is done (after one render at least), or after
+    // 100000 renders.
+    for (int i = 0; i < 100000 && (i == 0 || !done.load()); ++i) {
       auto e = prom_text::parse(m->render());
       renders.fetch_add(1);
       if (!e) {
@@ -505,6 +506,11 @@ TEST(metrics, render_from_another_thread_while_events_arrive_is_consistent) {
     }
   });
   const std::string uri = "redis://127.0.0.1:7000";
+  // The events start once the reader is rendering (bounded wait: 10 s), so the two
+  // really overlap even where the writer alone would finish first.
+  for (int spins = 0; spins < 100000 && renders.load() == 0; ++spins) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
   for (int i = 0; i < kEvents; ++i) {
     finish(*m, operation_kind::acquire,
            make_report({}, std::chrono::microseconds(i), {node(uri, node_status::ok, 50us)}));
