@@ -30,6 +30,7 @@
 #include "fake_listener.h"
 #include "redis_node.h"
 #include "tls_certs.h"
+#include "../unit/prom_text.h"
 
 extern char** environ;
 
@@ -1543,6 +1544,12 @@ TEST_F(Cli, monitor_serves_metrics_over_http_and_sheds_slow_clients) {
     EXPECT_NE(ok.body.find("redlock_monitor_node_up{node=\"" + uri + "\"} 1\n"), std::string::npos) << ok.body;
   }
   EXPECT_NE(ok.body.find("\nredlock_monitor_lock_pair_seconds 0."), std::string::npos) << ok.body;
+  // The whole body follows the text format (the monitor's view and the library's
+  // metrics adapter of its client, tests/unit/prom_text.h), with the adapter's families.
+  const auto parsed = prom_text::parse(ok.body);
+  EXPECT_TRUE(static_cast<bool>(parsed)) << parsed.error << "\n" << ok.body;
+  EXPECT_NE(ok.body.find("# TYPE redlock_operations_total counter\n"), std::string::npos) << ok.body;
+  EXPECT_NE(ok.body.find("# TYPE redlock_acquire_duration_seconds histogram\n"), std::string::npos) << ok.body;
   EXPECT_EQ(curl("-X POST '" + base + "/metrics'").code, "405");
   EXPECT_EQ(curl("'" + base + "/other'").code, "404");
   EXPECT_EQ(curl("-H 'X-Big: " + std::string(9000, 'a') + "' '" + base + "/metrics'").code, "431");

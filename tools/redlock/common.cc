@@ -117,8 +117,10 @@ std::string nodes_without_passwords(const invocation& inv) {
   return list;
 }
 
-std::unique_ptr<redlock::client> make_client(const invocation& inv, std::string& error) {
+std::unique_ptr<redlock::client> make_client(const invocation& inv, std::string& error,
+                                             std::vector<std::shared_ptr<redlock::observer>> observers) {
   client_options o;
+  o.observers = std::move(observers);
   o.nodes = inv.nodes;
   o.connect_timeout = inv.connect_timeout;
   o.command_timeout = inv.node_timeout;

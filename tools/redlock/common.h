@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include "args.h"
 #include "process.h"
@@ -58,7 +59,9 @@ std::string nodes_without_passwords(const invocation& inv);
 // The client for the invocation's nodes, timeouts and TLS settings. On a
 // configuration error (bad URI, bad option, unusable TLS files) returns null and
 // sets `error`: exit status 78.
-std::unique_ptr<redlock::client> make_client(const invocation& inv, std::string& error);
+// `observers`: see client_options::observers (the monitor's metrics adapter).
+std::unique_ptr<redlock::client> make_client(const invocation& inv, std::string& error,
+                                             std::vector<std::shared_ptr<redlock::observer>> observers = {});
 
 // acquire_options for --ttl, --wait, --retry-delay and --fencing.
 redlock::acquire_options lock_options(const invocation& inv);

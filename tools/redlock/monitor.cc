@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <climits>
 #include <mutex>
 #include <optional>
@@ -50,7 +51,10 @@ int monitor_command(const invocation& inv) {
   event_pipe events;
   signal_capture signals(events, {SIGINT, SIGTERM});
   std::string error;
-  auto client = make_client(inv, error);
+  // The library's own metrics (redlock/metrics.h) of the monitor's client, served
+  // beside the monitor's per-node view on /metrics.
+  auto metrics = std::make_shared<redlock::metrics>();
+  auto client = make_client(inv, error, {metrics});
   if (!client) {
     print_error(error);
     return exit_code::config;
@@ -68,9 +72,13 @@ int monitor_command(const invocation& inv) {
     shared_view* v = &view;
     const bool ok = server.start(
         hs,
-        [v] {
-          std::lock_guard<std::mutex> g(v->mu);
-          return monitor_prometheus(v->last ? &*v->last : nullptr, v->intervals);
+        [v, metrics] {
+          std::string body;
+          {
+            std::lock_guard<std::mutex> g(v->mu);
+            body = monitor_prometheus(v->last ? &*v->last : nullptr, v->intervals);
+          }
+          return body + metrics->render();
         },
         error);
     if (!ok) {
