@@ -1,8 +1,8 @@
 // The semaphore: one operation per acquire, driven on the client's loop thread by
 // the completions of the permit acquires it starts (client::acquire_async) and by
 // one core timer between attempts. Its lifecycle, top to bottom:
-//   begin (an attempt: a fresh random permit order) -> round (up to `batch` permit
-//   acquires at once) -> on_permit (the first win finishes the operation; later
+//   begin (an attempt: a fresh random permit order) -> round (one permit first
+//   with probe_first, then up to `batch` permit acquires at once) -> on_permit (the first win finishes the operation; later
 //   wins are released at once) -> next round, or attempt_failed -> retry timer ->
 //   begin ... -> finish (the callback, exactly once).
 #include "redlock/semaphore.h"
@@ -25,6 +25,7 @@ struct semaphore::state {
   std::string name;
   std::size_t permits = 1;
   std::size_t batch = 1;
+  bool probe_first = true;
   std::mutex mu;  // guards ops
   std::unordered_map<std::uint64_t, std::shared_ptr<semaphore_op>> ops;
   std::uint64_t next_id = 0;  // guarded by mu
@@ -80,7 +81,8 @@ struct semaphore_op : std::enable_shared_from_this<semaphore_op> {
   }
 
   void round() {
-    const std::size_t n = std::min(st->batch, order.size() - next);
+    const std::size_t size = next == 0 && st->probe_first ? 1 : st->batch;
+    const std::size_t n = std::min(size, order.size() - next);
     pending = n;
     in_flight.clear();
     auto self = shared_from_this();
@@ -185,7 +187,7 @@ struct semaphore_op : std::enable_shared_from_this<semaphore_op> {
 };
 
 semaphore::semaphore(client& c, std::string name, semaphore_options options)
-    : client_(c), name_(std::move(name)), permits_(options.permits) {
+    : client_(c), name_(std::move(name)), permits_(options.permits), probe_first_(options.probe_first) {
   batch_ = options.batch == 0 ? std::min<std::size_t>(permits_, 4) : options.batch;
   if (std::string bad = detail::check_semaphore(name_, permits_, batch_); !bad.empty()) throw config_error(bad);
   state_ = std::make_shared<state>();
@@ -194,6 +196,7 @@ semaphore::semaphore(client& c, std::string name, semaphore_options options)
   state_->name = name_;
   state_->permits = permits_;
   state_->batch = batch_;
+  state_->probe_first = probe_first_;
 }
 
 semaphore::~semaphore() = default;

@@ -37,6 +37,11 @@ struct semaphore_options {
   // node). More saves round trips under contention, at the cost of extra SETs and
   // of releasing the extra permits won. In [1, permits]; 0 = min(permits, 4).
   std::size_t batch = 0;
+  // The first round of each attempt tries a single permit (then rounds of
+  // `batch`): an uncontended semaphore costs one SET per node and no extras, and
+  // batching only starts once a permit was found taken. False: every round is
+  // `batch` permits, fewest round trips when most permits are taken.
+  bool probe_first = true;
 };
 
 struct semaphore_result {
@@ -66,7 +71,8 @@ class REDLOCK_EXPORT semaphore {
   static std::string permit_resource(std::string_view name, std::size_t index);
 
   // One attempt walks all permits in a random order (spreading contenders), in
-  // rounds of `batch` permits acquired at once, each with `options` (ttl, fencing,
+  // rounds of `batch` permits acquired at once (the first round one permit, with
+  // probe_first), each with `options` (ttl, fencing,
   // auto_extend, on_lost, ...) and no retry of its own. The first permit won is
   // kept; further permits won in the same round are released at once and never
   // held. A failed attempt is retried per options.retry, exactly like
@@ -85,6 +91,7 @@ class REDLOCK_EXPORT semaphore {
   const std::string& name() const noexcept { return name_; }
   std::size_t permits() const noexcept { return permits_; }
   std::size_t batch() const noexcept { return batch_; }
+  bool probe_first() const noexcept { return probe_first_; }
 
   struct state;  // implementation
 
@@ -93,6 +100,7 @@ class REDLOCK_EXPORT semaphore {
   std::string name_;
   std::size_t permits_;
   std::size_t batch_;
+  bool probe_first_;
   std::shared_ptr<state> state_;
 };
 

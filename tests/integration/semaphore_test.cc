@@ -20,10 +20,11 @@
 namespace redlock::test {
 namespace {
 
-semaphore_options permits(std::size_t k, std::size_t batch = 0) {
+semaphore_options permits(std::size_t k, std::size_t batch = 0, bool probe_first = true) {
   semaphore_options o;
   o.permits = k;
   o.batch = batch;
+  o.probe_first = probe_first;
   return o;
 }
 
@@ -126,7 +127,7 @@ TEST(Semaphore, a_full_semaphore_is_contended_and_a_free_permit_is_found) {
   client c(options_for(nodes.uris()));
   ASSERT_TRUE(wait_connected(c));
   for (std::size_t batch : {1u, 2u}) {
-    semaphore s(c, "sem-full-" + std::to_string(batch), permits(2, batch));
+    semaphore s(c, "sem-full-" + std::to_string(batch), permits(2, batch, batch == 1));
     auto a = s.try_acquire(once());
     auto b = s.try_acquire(once());
     ASSERT_TRUE(a && b) << a.report.message() << " / " << b.report.message();
@@ -181,7 +182,7 @@ TEST(Semaphore, extra_permits_won_in_one_round_are_released) {
   redis_cluster nodes(3);
   client c(options_for(nodes.uris()));
   ASSERT_TRUE(wait_connected(c));
-  semaphore s(c, "sem-extra", permits(4, 4));
+  semaphore s(c, "sem-extra", permits(4, 4, false));
   auto r = s.try_acquire(once());
   ASSERT_TRUE(r) << r.report.message();
   // Four permits were won in the one round; three are released in the background.
@@ -195,6 +196,18 @@ TEST(Semaphore, extra_permits_won_in_one_round_are_released) {
     EXPECT_TRUE(o) << o.report.message();
     o.lock.detach();
   }
+}
+
+TEST(Semaphore, probe_first_takes_one_permit_of_an_empty_semaphore_without_extras) {
+  redis_cluster nodes(3);
+  client c(options_for(nodes.uris()));
+  ASSERT_TRUE(wait_connected(c));
+  semaphore s(c, "sem-probe", permits(4, 4));
+  const long long sets_before = nodes[0].calls("set");
+  auto r = s.try_acquire(once());
+  ASSERT_TRUE(r) << r.report.message();
+  EXPECT_EQ(nodes[0].calls("set") - sets_before, 1);  // one permit tried, none extra
+  EXPECT_EQ(nodes[0].dbsize(), 1);
 }
 
 TEST(Semaphore, the_watchdog_keeps_a_permit_and_reports_its_loss) {
