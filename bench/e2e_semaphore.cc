@@ -22,7 +22,8 @@ struct run_result {
   double seconds = 0;
 };
 
-run_result run(const env& e, client& c, std::size_t k, std::size_t batch, bool probe, const std::string& name) {
+run_result run(const env& e, client& c, std::size_t k, std::size_t batch, bool probe,
+               const std::string& name) {
   semaphore_options so;
   so.permits = k;
   so.batch = batch;
@@ -86,7 +87,8 @@ void scenario_semaphore(env& e, std::size_t n) {
   };
   // The default shape (batch min(K, 4), probe first) for K = 1, 2, 4, 8, then K = 8
   // with one permit per round, and with batches from the first round.
-  const std::vector<shape> runs = {{1, 1, true}, {2, 2, true}, {4, 4, true}, {8, 4, true}, {8, 1, true}, {8, 4, false}};
+  const std::vector<shape> runs = {{1, 1, true}, {2, 2, true}, {4, 4, true},
+                                   {8, 4, true}, {8, 1, true}, {8, 4, false}};
   for (const auto& [k, batch, probe] : runs) {
     run_result r = run(e, c, k, batch, probe,
                        "bench:sem:" + std::to_string(k) + ":" + std::to_string(batch) + (probe ? ":p" : ""));
@@ -106,9 +108,10 @@ void scenario_semaphore(env& e, std::size_t n) {
             r.attempts > 0 ? static_cast<double>(r.contended) / static_cast<double>(r.attempts) : 0);
     rec.set_summary("acquire", r.acquire);
     e.out->emit(rec);
-    e.out->note("  semaphore k=%zu batch=%zu%s: %.0f acquired/s, %.1f%% contended, acquire p50 %.0f us, %llu errors",
-                k, batch, probe ? " probe" : "", rec.num("acquired_per_s"), 100 * rec.num("contended_fraction"), rec.num("acquire_p50_us"),
-                static_cast<unsigned long long>(r.errors));
+    e.out->note(
+        "  semaphore k=%zu batch=%zu%s: %.0f acquired/s, %.1f%% contended, acquire p50 %.0f us, %llu errors",
+        k, batch, probe ? " probe" : "", rec.num("acquired_per_s"), 100 * rec.num("contended_fraction"),
+        rec.num("acquire_p50_us"), static_cast<unsigned long long>(r.errors));
   }
 }
 

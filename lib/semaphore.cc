@@ -2,9 +2,9 @@
 // the completions of the permit acquires it starts (client::acquire_async) and by
 // one core timer between attempts. Its lifecycle, top to bottom:
 //   begin (an attempt: a fresh random permit order) -> round (one permit first
-//   with probe_first, then up to `batch` permit acquires at once) -> on_permit (the first win finishes the operation; later
-//   wins are released at once) -> next round, or attempt_failed -> retry timer ->
-//   begin ... -> finish (the callback, exactly once).
+//   with probe_first, then up to `batch` permit acquires at once) -> on_permit (the first win finishes the
+//   operation; later wins are released at once) -> next round, or attempt_failed -> retry timer -> begin ...
+//   -> finish (the callback, exactly once).
 #include "redlock/semaphore.h"
 
 #include <mutex>
@@ -51,7 +51,7 @@ report empty_report(semaphore::state& st, std::error_code e, const char* detail)
 // Everything below runs on the loop thread, except the constructor.
 struct semaphore_op : std::enable_shared_from_this<semaphore_op> {
   std::shared_ptr<semaphore::state> st;
-  std::uint64_t id = 0;  // 0: a blocking call, not in st->ops
+  std::uint64_t id = 0;            // 0: a blocking call, not in st->ops
   acquire_options permit_options;  // the caller's, with one attempt per permit
   retry_policy policy;
   std::function<void(semaphore_result)> done;
@@ -88,9 +88,9 @@ struct semaphore_op : std::enable_shared_from_this<semaphore_op> {
     auto self = shared_from_this();
     for (std::size_t i = 0; i < n; ++i) {
       const std::size_t index = order[next++];
-      in_flight.push_back(st->c->acquire_async(
-          detail::permit_resource(st->name, index), permit_options,
-          [self, index](acquire_result r) { self->on_permit(index, std::move(r)); }));
+      in_flight.push_back(
+          st->c->acquire_async(detail::permit_resource(st->name, index), permit_options,
+                               [self, index](acquire_result r) { self->on_permit(index, std::move(r)); }));
     }
   }
 
@@ -111,7 +111,8 @@ struct semaphore_op : std::enable_shared_from_this<semaphore_op> {
     if (pending > 0) return;
     std::vector<std::error_code> errors;
     for (const auto& f : failures) errors.push_back(f.error);
-    const std::error_code e = cancelled ? make_error_code(errc::cancelled) : detail::combine_permit_errors(errors);
+    const std::error_code e =
+        cancelled ? make_error_code(errc::cancelled) : detail::combine_permit_errors(errors);
     if (!detail::retryable(e)) return finish_failure(e);
     if (next < order.size()) return round();
     attempt_failed(e);
@@ -189,7 +190,8 @@ struct semaphore_op : std::enable_shared_from_this<semaphore_op> {
 semaphore::semaphore(client& c, std::string name, semaphore_options options)
     : client_(c), name_(std::move(name)), permits_(options.permits), probe_first_(options.probe_first) {
   batch_ = options.batch == 0 ? std::min<std::size_t>(permits_, 4) : options.batch;
-  if (std::string bad = detail::check_semaphore(name_, permits_, batch_); !bad.empty()) throw config_error(bad);
+  if (std::string bad = detail::check_semaphore(name_, permits_, batch_); !bad.empty())
+    throw config_error(bad);
   state_ = std::make_shared<state>();
   state_->c = &client_;
   state_->core = client_.core_;

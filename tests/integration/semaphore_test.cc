@@ -3,6 +3,8 @@
 // extra permits won in one round are released, the watchdog and loss of a permit,
 // fences per permit, cancel; and the safety run: 3 nodes, 2 permits, 6 contenders
 // under node pauses and lost replies, checked for never more than 2 holders.
+#include "redlock/semaphore.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,7 +16,6 @@
 
 #include "fault_proxy.h"
 #include "history.h"
-#include "redlock/semaphore.h"
 #include "test_util.h"
 
 namespace redlock::test {
@@ -187,7 +188,8 @@ TEST(Semaphore, extra_permits_won_in_one_round_are_released) {
   ASSERT_TRUE(r) << r.report.message();
   // Four permits were won in the one round; three are released in the background.
   for (std::size_t i = 0; i < 3; ++i) {
-    EXPECT_TRUE(eventually([&] { return nodes[i].dbsize() == 1; })) << "node " << i << ": " << nodes[i].dbsize();
+    EXPECT_TRUE(eventually([&] { return nodes[i].dbsize() == 1; }))
+        << "node " << i << ": " << nodes[i].dbsize();
     EXPECT_TRUE(nodes[i].exists(r.lock.info().resource));
   }
   // The extras are free for others at once.

@@ -19,7 +19,8 @@ TEST(Permits, resource_is_name_permit_index_and_never_collides) {
   // Names that look like permits still give distinct resources.
   std::set<std::string> seen;
   for (const char* n : {"a", "a:permit:1", "a:permit", "a:permit:", "a:"}) {
-    for (std::size_t i = 0; i < 12; ++i) EXPECT_TRUE(seen.insert(permit_resource(n, i)).second) << n << " " << i;
+    for (std::size_t i = 0; i < 12; ++i)
+      EXPECT_TRUE(seen.insert(permit_resource(n, i)).second) << n << " " << i;
   }
 }
 
@@ -46,7 +47,8 @@ TEST(Permits, a_full_semaphore_is_contended_only_when_every_permit_was) {
   EXPECT_EQ(combine_permit_errors({e(errc::contended), e(errc::contended)}), errc::contended);
   EXPECT_EQ(combine_permit_errors({e(errc::contended), e(errc::unavailable)}), errc::unavailable);
   EXPECT_EQ(combine_permit_errors({e(errc::unavailable), e(errc::unavailable)}), errc::unavailable);
-  EXPECT_EQ(combine_permit_errors({e(errc::contended), e(errc::validity_exhausted)}), errc::validity_exhausted);
+  EXPECT_EQ(combine_permit_errors({e(errc::contended), e(errc::validity_exhausted)}),
+            errc::validity_exhausted);
   EXPECT_EQ(combine_permit_errors({e(errc::contended), e(errc::auth_failed)}), errc::auth_failed);
   EXPECT_EQ(combine_permit_errors({e(errc::cancelled), e(errc::contended)}), errc::cancelled);
   EXPECT_EQ(combine_permit_errors({}), errc::unavailable);

@@ -218,7 +218,8 @@ interruptible_acquire acquire_until_signal(redlock::client& c, const invocation&
 }
 
 interruptible_acquire acquire_permit_until_signal(redlock::semaphore& sem, const invocation& inv,
-                                                  redlock::acquire_options options, const event_pipe& events) {
+                                                  redlock::acquire_options options,
+                                                  const event_pipe& events) {
   std::optional<semaphore_result> result;
   interruptible_acquire out = wait_until_signal<semaphore_result>(
       inv, events,

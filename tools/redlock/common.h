@@ -69,8 +69,8 @@ inline constexpr int lock_lost_event = -2;
 
 struct interruptible_acquire {
   std::optional<redlock::acquire_result> result;  // empty only when stuck
-  int signal = 0;      // the SIGINT/SIGTERM/SIGHUP that interrupted the wait, if any
-  bool stuck = false;  // the library did not answer within a generous bound
+  int signal = 0;          // the SIGINT/SIGTERM/SIGHUP that interrupted the wait, if any
+  bool stuck = false;      // the library did not answer within a generous bound
   std::size_t permit = 0;  // acquire_permit_until_signal: the permit's index
 };
 

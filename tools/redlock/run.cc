@@ -96,11 +96,12 @@ int run_command(const invocation& inv) {
     std::_Exit(exit_code::software);
   }
   acquire_result& r = *waited.result;
-  const std::string wanted = sem ? "a permit of " + quote(inv.resource) + " (" + std::to_string(inv.permits) + " permits)"
-                                 : quote(inv.resource);
+  const std::string wanted =
+      sem ? "a permit of " + quote(inv.resource) + " (" + std::to_string(inv.permits) + " permits)"
+          : quote(inv.resource);
   if (waited.signal != 0) {
-    print_error("interrupted by " + signal_name(waited.signal) + " while acquiring " + wanted +
-                "; " + inv.argv[0] + " was not started");
+    print_error("interrupted by " + signal_name(waited.signal) + " while acquiring " + wanted + "; " +
+                inv.argv[0] + " was not started");
     return 128 + waited.signal;  // a lock taken meanwhile is released with `r`
   }
   if (!r) {
