@@ -17,7 +17,9 @@
 
 namespace redlock {
 
+namespace detail {
 struct semaphore_op;
+}  // namespace detail
 
 struct semaphore::state {
   client* c = nullptr;
@@ -27,7 +29,7 @@ struct semaphore::state {
   std::size_t batch = 1;
   bool probe_first = true;
   std::mutex mu;  // guards ops
-  std::unordered_map<std::uint64_t, std::shared_ptr<semaphore_op>> ops;
+  std::unordered_map<std::uint64_t, std::shared_ptr<detail::semaphore_op>> ops;
   std::uint64_t next_id = 0;  // guarded by mu
 };
 
@@ -47,6 +49,8 @@ report empty_report(semaphore::state& st, std::error_code e, const char* detail)
 }
 
 }  // namespace
+
+namespace detail {
 
 // Everything below runs on the loop thread, except the constructor.
 struct semaphore_op : std::enable_shared_from_this<semaphore_op> {
@@ -127,7 +131,7 @@ struct semaphore_op : std::enable_shared_from_this<semaphore_op> {
     // A timer dropped unfired (cancel(), or the client shutting down) finishes the
     // operation as cancelled from the guard's destructor: exactly one callback.
     struct guard {
-      std::shared_ptr<semaphore_op> op;
+      std::shared_ptr<detail::semaphore_op> op;
       bool fired = false;
       ~guard() {
         if (!fired) op->finish_error(make_error_code(errc::cancelled), "cancelled");
@@ -187,6 +191,8 @@ struct semaphore_op : std::enable_shared_from_this<semaphore_op> {
   }
 };
 
+}  // namespace detail
+
 semaphore::semaphore(client& c, std::string name, semaphore_options options)
     : client_(c), name_(std::move(name)), permits_(options.permits), probe_first_(options.probe_first) {
   batch_ = options.batch == 0 ? std::min<std::size_t>(permits_, 4) : options.batch;
@@ -209,8 +215,9 @@ std::string semaphore::permit_resource(std::string_view name, std::size_t index)
 
 namespace {
 
-std::shared_ptr<semaphore_op> make_op(const std::shared_ptr<semaphore::state>& st, acquire_options options) {
-  auto op = std::make_shared<semaphore_op>();
+std::shared_ptr<detail::semaphore_op> make_op(const std::shared_ptr<semaphore::state>& st,
+                                              acquire_options options) {
+  auto op = std::make_shared<detail::semaphore_op>();
   op->st = st;
   op->policy = options.retry;
   op->permit_options = std::move(options);
@@ -266,7 +273,7 @@ std::uint64_t semaphore::acquire_async(acquire_options options, std::function<vo
 }
 
 void semaphore::cancel(std::uint64_t id) {
-  std::shared_ptr<semaphore_op> op;
+  std::shared_ptr<detail::semaphore_op> op;
   {
     std::lock_guard<std::mutex> g(state_->mu);
     auto it = state_->ops.find(id);
