@@ -307,6 +307,7 @@ class REDLOCK_EXPORT client {
   friend REDLOCK_EXPORT std::unique_ptr<client> make_client_on_loop(client_options, uv_loop_s*);
   friend struct detail::client_access;
   friend class mutex;
+  friend class semaphore;
   client(client_options options, uv_loop_s* loop);
   client(client_options options, std::unique_ptr<detail::reactor> io, bool own_thread);
   std::shared_ptr<detail::core> core_;

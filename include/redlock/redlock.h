@@ -10,4 +10,5 @@
 #include "redlock/observer.h"
 #include "redlock/options.h"
 #include "redlock/report.h"
+#include "redlock/semaphore.h"
 #include "redlock/version.h"

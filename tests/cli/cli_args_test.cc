@@ -451,6 +451,13 @@ TEST(LockEnvironment, ReplacesInheritedLockVariablesAndDropsThePassword) {
   EXPECT_EQ(lock_environment(env, "res", "tok", 42, "redis://x").back(), "REDLOCK_FENCE=42");
   EXPECT_EQ(lock_environment(env, "res", "tok", std::nullopt, ""),
             (std::vector<std::string>{"PATH=/bin", "REDLOCK_RESOURCE=res", "REDLOCK_TOKEN=tok"}));
+  std::string f = "REDLOCK_PERMIT=7";
+  char* nested[] = {a.data(), f.data(), nullptr};
+  EXPECT_EQ(lock_environment(nested, "res", "tok", std::nullopt, ""),
+            (std::vector<std::string>{"PATH=/bin", "REDLOCK_RESOURCE=res", "REDLOCK_TOKEN=tok"}));
+  EXPECT_EQ(lock_environment(nested, "s:permit:1", "tok", 3, "", 1),
+            (std::vector<std::string>{"PATH=/bin", "REDLOCK_RESOURCE=s:permit:1", "REDLOCK_TOKEN=tok",
+                                      "REDLOCK_FENCE=3", "REDLOCK_PERMIT=1"}));
 }
 
 TEST(ShellStatus, ExitCodeOr128PlusSignal) {

@@ -494,6 +494,110 @@ TEST_F(Cli, run_gives_the_command_the_lock_in_its_environment_and_releases_after
   EXPECT_EQ(cluster().count_key("cli-run-env"), 0);
 }
 
+// run -n 2: three runs of one semaphore, two at a time. Each command announces
+// itself in started.PID (its permit and resource), waits for go.PID, and removes
+// its announcement before it exits, so the files present are the commands running.
+TEST_F(Cli, run_with_n_2_runs_two_commands_at_once_and_the_third_after_one_ends) {
+  temp_dir dir;
+  const std::string script = "d='" + dir.file("") +
+                             "'; printf '%s %s\\n' \"$REDLOCK_PERMIT\" \"$REDLOCK_RESOURCE\" > \"$d/tmp.$$\";"
+                             " mv \"$d/tmp.$$\" \"$d/started.$$\";"
+                             " while [ ! -e \"$d/go.$$\" ]; do sleep 0.02; done; rm \"$d/started.$$\"";
+  std::vector<std::unique_ptr<cli_process>> runs;
+  for (int i = 0; i < 3; ++i) {
+    runs.push_back(std::make_unique<cli_process>(with_nodes(
+        {"run", "-n", "2", "cli-sem", "--ttl", "10s", "--wait", "20s", "--retry-delay", "50ms", "--", "sh", "-c",
+         script})));
+  }
+  // The running commands: pid -> "PERMIT RESOURCE".
+  auto running = [&] {
+    std::vector<std::pair<std::string, std::string>> out;
+    const std::string list = dir.file("list");
+    std::system(("ls '" + dir.file("") + "' | grep '^started\\.' > '" + list + "'").c_str());
+    std::ifstream f(list);
+    std::string name;
+    while (std::getline(f, name)) {
+      auto content = read_file(dir.file(name));
+      if (content) out.emplace_back(name.substr(8), trim(*content));
+    }
+    return out;
+  };
+  std::size_t most = 0;
+  auto poll_until = [&](std::size_t n, milliseconds limit) {
+    const auto end = steady::now() + limit;
+    while (steady::now() < end) {
+      const auto r = running();
+      most = std::max(most, r.size());
+      if (r.size() == n) return r;
+      std::this_thread::sleep_for(10ms);
+    }
+    return running();
+  };
+  auto first = poll_until(2, 10s);
+  ASSERT_EQ(first.size(), 2u);
+  EXPECT_NE(first[0].second, first[1].second);
+  for (const auto& [pid, what] : first) {
+    const std::string permit = what.substr(0, what.find(' '));
+    EXPECT_TRUE(permit == "0" || permit == "1") << what;
+    EXPECT_EQ(what.substr(what.find(' ') + 1), "cli-sem:permit:" + permit);
+    children_.push_back(static_cast<pid_t>(std::stol(pid)));
+  }
+  // The third keeps retrying (every 50ms) while both permits are held.
+  const auto blocked_until = steady::now() + 400ms;
+  while (steady::now() < blocked_until) {
+    most = std::max(most, running().size());
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(running().size(), 2u);
+  EXPECT_EQ(cluster().count_key("cli-sem:permit:0"), 5);
+  EXPECT_EQ(cluster().count_key("cli-sem:permit:1"), 5);
+  // One ends; the third takes its permit.
+  std::ofstream(dir.file("go." + first[0].first)) << "\n";
+  const std::string freed = first[0].second;
+  bool third_started = false;
+  std::string third_pid;
+  const auto end = steady::now() + 10s;
+  while (steady::now() < end && !third_started) {
+    const auto r = running();
+    most = std::max(most, r.size());
+    for (const auto& [pid, what] : r) {
+      if (pid != first[0].first && pid != first[1].first) {
+        third_started = true;
+        third_pid = pid;
+        EXPECT_EQ(what, freed);
+      }
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(third_started);
+  children_.push_back(static_cast<pid_t>(std::stol(third_pid)));
+  std::ofstream(dir.file("go." + first[1].first)) << "\n";
+  std::ofstream(dir.file("go." + third_pid)) << "\n";
+  for (auto& p : runs) {
+    const cli_result r = p->wait(10s);
+    EXPECT_EQ(r.code, 0) << r.err;
+  }
+  EXPECT_LE(most, 2u);
+  EXPECT_EQ(cluster().count_key("cli-sem:permit:0"), 0);
+  EXPECT_EQ(cluster().count_key("cli-sem:permit:1"), 0);
+}
+
+TEST_F(Cli, run_without_n_sets_no_REDLOCK_PERMIT_and_n_1_is_the_plain_lock) {
+  const cli_result r = run_cli(with_nodes({"run", "-n", "1", "cli-run-n1", "--ttl", "5s", "--", "sh", "-c",
+                                           "printf '%s|%s' \"$REDLOCK_RESOURCE\" \"${REDLOCK_PERMIT-unset}\""}),
+                               {"REDLOCK_PERMIT=9"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "cli-run-n1|unset");
+  const cli_result bad = run_cli(with_nodes({"run", "-n", "0", "x", "--ttl", "5s", "--", "true"}));
+  EXPECT_EQ(bad.code, 64);
+  expect_one_error_line(bad);
+  const cli_result held = run_cli(with_nodes({"acquire", "cli-sem-full:permit:0", "--ttl", "10s"}));
+  ASSERT_EQ(held.code, 0);
+  const cli_result full =
+      run_cli(with_nodes({"run", "--permits=1", "cli-sem-full:permit:0", "--ttl", "5s", "--", "true"}));
+  EXPECT_EQ(full.code, 75) << full.err;
+}
+
 TEST_F(Cli, run_with_fencing_sets_REDLOCK_FENCE) {
   const cli_result r = run_cli(with_nodes({"run", "cli-run-fence", "--ttl", "5s", "--fencing", "--", "sh",
                                            "-c", "printf '%s' \"$REDLOCK_FENCE\""}));

@@ -238,6 +238,14 @@ const std::vector<option_spec>& specs() {
          inv.fencing = true;
          return true;
        }},
+      {{"--permits", "-n", "K", bit(command::run),
+        "run: hold one of K permits of the semaphore\n"
+        "RESOURCE (RESOURCE:permit:0 .. K-1), so that up\n"
+        "to K commands run at once (default 1: the lock\n"
+        "RESOURCE itself)."},
+       [](const std::string& v, invocation& inv, seen&, std::string& e) {
+         return count_option("--permits", v, max_permits, inv.permits, e);
+       }},
       {{"--kill-after", nullptr, "D", bit(command::run),
         "run: send SIGKILL this long after the SIGTERM that\n"
         "follows a lost lock (default 10s)."},
@@ -310,7 +318,7 @@ const std::vector<command_doc> command_table = {
      "argument, --token (\"-\": stdin), or $REDLOCK_TOKEN."},
     {command::run, "run",
      "RESOURCE --ttl D [--wait D] [--retry-delay D] [--fencing]\n"
-     "[--kill-after D] -- CMD [ARGS...]",
+     "[--kill-after D] [-n K] -- CMD [ARGS...]",
      "Take the lock, run CMD while extending the lock, release it when\n"
      "CMD exits, and exit with CMD's status. CMD's environment has\n"
      "REDLOCK_RESOURCE, REDLOCK_TOKEN and, with --fencing, REDLOCK_FENCE.",
@@ -319,7 +327,8 @@ const std::vector<command_doc> command_table = {
      "gets SIGTERM (SIGKILL --kill-after later) and the exit status is 70.\n"
      "CMD's environment has REDLOCK_RESOURCE, REDLOCK_TOKEN, with --fencing\n"
      "REDLOCK_FENCE, and REDLOCK_NODES without passwords; REDLOCK_PASSWORD\n"
-     "is removed."},
+     "is removed. With -n K, CMD holds one of K permits: REDLOCK_RESOURCE is\n"
+     "the permit's resource (RESOURCE:permit:I) and REDLOCK_PERMIT is I."},
     {command::status, "status", "RESOURCE",
      "Show each node's holder token and remaining TTL, and whether a\n"
      "quorum agrees on one holder.",

@@ -62,6 +62,9 @@ struct invocation {
   std::chrono::milliseconds retry_delay{200};    // --retry-delay: > 0
   bool fencing = false;                          // --fencing
   std::chrono::milliseconds kill_after{10'000};  // --kill-after (run)
+  // -n, --permits (run): 1 = the lock RESOURCE itself; K >= 2 = one of K permits of
+  // the semaphore RESOURCE (redlock/semaphore.h). In [1, max_permits].
+  int permits = 1;
 
   // Bench options.
   int clients = 4;                            // --clients, in [1, max_clients]
@@ -79,6 +82,7 @@ struct invocation {
 };
 
 inline constexpr int max_clients = 1000;
+inline constexpr int max_permits = 1024;  // as redlock::semaphore_options::permits
 inline constexpr int max_resources = 1'000'000;
 inline constexpr int max_count = 999'999'999;
 

@@ -156,18 +156,22 @@ redlock::acquire_options lock_options(const invocation& inv) {
   return o;
 }
 
-interruptible_acquire acquire_until_signal(redlock::client& c, const invocation& inv,
-                                           redlock::acquire_options options, const event_pipe& events) {
+namespace {
+
+// Waits on `events` for the acquire started by `start` (which returns its id for
+// `cancel`), cancelling it on SIGINT, SIGTERM or SIGHUP.
+template <class Result, class Start, class Cancel>
+interruptible_acquire wait_until_signal(const invocation& inv, const event_pipe& events, Start start,
+                                        Cancel cancel, std::optional<Result>& result) {
   using steady = std::chrono::steady_clock;
   interruptible_acquire out;
-  auto promise = std::make_shared<std::promise<acquire_result>>();
-  std::future<acquire_result> future = promise->get_future();
+  auto promise = std::make_shared<std::promise<Result>>();
+  std::future<Result> future = promise->get_future();
   const event_pipe* pipe = &events;
-  const std::uint64_t id =
-      c.acquire_async(inv.resource, std::move(options), [promise, pipe](acquire_result r) {
-        promise->set_value(std::move(r));
-        pipe->post(event{acquire_done_event, 0});
-      });
+  const std::uint64_t id = start([promise, pipe](Result r) {
+    promise->set_value(std::move(r));
+    pipe->post(event{acquire_done_event, 0});
+  });
 
   // The library bounds every attempt by its timeouts; this is only a safety net so
   // the tool cannot hang if that promise were ever broken.
@@ -181,7 +185,7 @@ interruptible_acquire acquire_until_signal(redlock::client& c, const invocation&
         out.stuck = true;
         return out;
       }
-      c.cancel(id);
+      cancel(id);
       cancelled = true;
       deadline = steady::now() + std::chrono::seconds(2);
       continue;
@@ -189,15 +193,49 @@ interruptible_acquire acquire_until_signal(redlock::client& c, const invocation&
     const std::optional<event> e = events.wait(left);
     if (!e) continue;
     if (e->type == acquire_done_event) {
-      out.result.emplace(future.get());
+      result.emplace(future.get());
       return out;
     }
     if ((e->type == SIGINT || e->type == SIGTERM || e->type == SIGHUP) && out.signal == 0) {
       out.signal = e->type;
-      c.cancel(id);
+      cancel(id);
       cancelled = true;
     }
   }
+}
+
+}  // namespace
+
+interruptible_acquire acquire_until_signal(redlock::client& c, const invocation& inv,
+                                           redlock::acquire_options options, const event_pipe& events) {
+  std::optional<acquire_result> result;
+  interruptible_acquire out = wait_until_signal<acquire_result>(
+      inv, events,
+      [&](std::function<void(acquire_result)> done) {
+        return c.acquire_async(inv.resource, std::move(options), std::move(done));
+      },
+      [&](std::uint64_t id) { c.cancel(id); }, result);
+  out.result = std::move(result);
+  return out;
+}
+
+interruptible_acquire acquire_permit_until_signal(redlock::semaphore& sem, const invocation& inv,
+                                                  redlock::acquire_options options,
+                                                  const event_pipe& events) {
+  std::optional<semaphore_result> result;
+  interruptible_acquire out = wait_until_signal<semaphore_result>(
+      inv, events,
+      [&](std::function<void(semaphore_result)> done) {
+        return sem.acquire_async(std::move(options), std::move(done));
+      },
+      [&](std::uint64_t id) { sem.cancel(id); }, result);
+  if (result) {
+    out.permit = result->permit;
+    out.result.emplace();
+    out.result->report = std::move(result->report);
+    out.result->lock = std::move(result->lock);
+  }
+  return out;
 }
 
 }  // namespace redlock::cli

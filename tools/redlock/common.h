@@ -72,8 +72,9 @@ inline constexpr int lock_lost_event = -2;
 
 struct interruptible_acquire {
   std::optional<redlock::acquire_result> result;  // empty only when stuck
-  int signal = 0;      // the SIGINT/SIGTERM/SIGHUP that interrupted the wait, if any
-  bool stuck = false;  // the library did not answer within a generous bound
+  int signal = 0;          // the SIGINT/SIGTERM/SIGHUP that interrupted the wait, if any
+  bool stuck = false;      // the library did not answer within a generous bound
+  std::size_t permit = 0;  // acquire_permit_until_signal: the permit's index
 };
 
 // Acquires asynchronously and waits on `events`. SIGINT, SIGTERM or SIGHUP (which
@@ -82,5 +83,8 @@ struct interruptible_acquire {
 // to be released. Other events are ignored.
 interruptible_acquire acquire_until_signal(redlock::client& c, const invocation& inv,
                                            redlock::acquire_options options, const event_pipe& events);
+// As acquire_until_signal, for one permit of `sem` (run -n K); `permit` says which.
+interruptible_acquire acquire_permit_until_signal(redlock::semaphore& sem, const invocation& inv,
+                                                  redlock::acquire_options options, const event_pipe& events);
 
 }  // namespace redlock::cli

@@ -147,9 +147,9 @@ resolved_command resolve_command(const std::string& name, const char* path_env) 
 
 std::vector<std::string> lock_environment(char** environ, const std::string& resource,
                                           const std::string& token, std::optional<std::uint64_t> fence,
-                                          const std::string& nodes) {
+                                          const std::string& nodes, std::optional<std::size_t> permit) {
   static constexpr const char* ours[] = {"REDLOCK_RESOURCE=", "REDLOCK_TOKEN=", "REDLOCK_FENCE=",
-                                         "REDLOCK_NODES=", "REDLOCK_PASSWORD="};
+                                         "REDLOCK_PERMIT=", "REDLOCK_NODES=", "REDLOCK_PASSWORD="};
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const bool replaced = std::any_of(std::begin(ours), std::end(ours), [&](const char* p) {
@@ -161,6 +161,7 @@ std::vector<std::string> lock_environment(char** environ, const std::string& res
   env.push_back("REDLOCK_RESOURCE=" + resource);
   env.push_back("REDLOCK_TOKEN=" + token);
   if (fence) env.push_back("REDLOCK_FENCE=" + std::to_string(*fence));
+  if (permit) env.push_back("REDLOCK_PERMIT=" + std::to_string(*permit));
   return env;
 }
 

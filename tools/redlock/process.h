@@ -75,13 +75,15 @@ struct resolved_command {
 // and reported as EACCES if nothing better follows.
 resolved_command resolve_command(const std::string& name, const char* path_env);
 
-// `environ` without any REDLOCK_RESOURCE, REDLOCK_TOKEN, REDLOCK_FENCE, REDLOCK_NODES
-// or REDLOCK_PASSWORD, plus REDLOCK_NODES=`nodes` (unless empty; the caller passes
-// URIs without passwords) and the first three for the given lock (REDLOCK_FENCE
-// only when `fence` is set). No password reaches the command through it.
+// `environ` without any REDLOCK_RESOURCE, REDLOCK_TOKEN, REDLOCK_FENCE, REDLOCK_PERMIT,
+// REDLOCK_NODES or REDLOCK_PASSWORD, plus REDLOCK_NODES=`nodes` (unless empty; the
+// caller passes URIs without passwords), the first three for the given lock
+// (REDLOCK_FENCE only when `fence` is set) and REDLOCK_PERMIT when `permit` is set
+// (run -n K). No password reaches the command through it.
 std::vector<std::string> lock_environment(char** environ, const std::string& resource,
                                           const std::string& token, std::optional<std::uint64_t> fence,
-                                          const std::string& nodes);
+                                          const std::string& nodes,
+                                          std::optional<std::size_t> permit = std::nullopt);
 
 // Ignores SIGPIPE in this process (a peer closing a socket must not kill the tool),
 // remembering whether it was ignored already for spawn().

@@ -77,19 +77,35 @@ int run_command(const invocation& inv) {
     loss.lost.store(true);
     events.post(event{lock_lost_event, 0});
   };
-  interruptible_acquire waited = acquire_until_signal(*client, inv, std::move(options), events);
+  // -n K >= 2: one permit of the semaphore RESOURCE; its handle is a lock like any.
+  std::unique_ptr<semaphore> sem;
+  if (inv.permits > 1) {
+    semaphore_options so;
+    so.permits = static_cast<std::size_t>(inv.permits);
+    try {
+      sem = std::make_unique<semaphore>(*client, inv.resource, so);
+    } catch (const config_error& e) {
+      print_error(e.what());
+      return exit_code::config;
+    }
+  }
+  interruptible_acquire waited = sem ? acquire_permit_until_signal(*sem, inv, std::move(options), events)
+                                     : acquire_until_signal(*client, inv, std::move(options), events);
   if (waited.stuck) {
     print_error("internal error: acquire of " + quote(inv.resource) + " did not complete");
     std::_Exit(exit_code::software);
   }
   acquire_result& r = *waited.result;
+  const std::string wanted =
+      sem ? "a permit of " + quote(inv.resource) + " (" + std::to_string(inv.permits) + " permits)"
+          : quote(inv.resource);
   if (waited.signal != 0) {
-    print_error("interrupted by " + signal_name(waited.signal) + " while acquiring " + quote(inv.resource) +
-                "; " + inv.argv[0] + " was not started");
+    print_error("interrupted by " + signal_name(waited.signal) + " while acquiring " + wanted + "; " +
+                inv.argv[0] + " was not started");
     return 128 + waited.signal;  // a lock taken meanwhile is released with `r`
   }
   if (!r) {
-    print_error("cannot acquire " + quote(inv.resource) + ": " + r.report.message());
+    print_error("cannot acquire " + wanted + ": " + r.report.message());
     return exit_status_for(r.report.error);
   }
 
@@ -97,7 +113,8 @@ int run_command(const invocation& inv) {
   set_cloexec_except(inherited_fds);  // the command inherits our stdio and inherited fds only
   const spawn_result child =
       spawn(cmd.path, inv.argv,
-            lock_environment(environ, held.resource, held.token, held.fence, nodes_without_passwords(inv)),
+            lock_environment(environ, held.resource, held.token, held.fence, nodes_without_passwords(inv),
+                             sem ? std::optional<std::size_t>(waited.permit) : std::nullopt),
             signals.captured());
   if (child.error != 0) {
     (void)r.lock.release();
@@ -144,7 +161,7 @@ int run_command(const invocation& inv) {
       why = loss.why;
     }
     (void)r.lock.release();  // best effort: frees the nodes that still hold our token
-    print_error("lock " + quote(inv.resource) + " was lost while " + inv.argv[0] + " ran (" + why + "); " +
+    print_error("lock " + quote(held.resource) + " was lost while " + inv.argv[0] + " ran (" + why + "); " +
                 inv.argv[0] + (terminating ? " was stopped" : " exited") + " (status " +
                 std::to_string(status) + ")");
     return exit_code::software;
@@ -152,7 +169,7 @@ int run_command(const invocation& inv) {
   const report rep = r.lock.release();
   if (!rep) {
     print_warning(
-        inv, "release of " + quote(inv.resource) + " failed (" + rep.message() + "); it expires by its TTL");
+        inv, "release of " + quote(held.resource) + " failed (" + rep.message() + "); it expires by its TTL");
   }
   return status;
 }
