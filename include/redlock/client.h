@@ -36,6 +36,8 @@ struct uv_loop_s;
 
 namespace redlock {
 
+class election;
+
 namespace detail {
 class core;
 class reactor;
@@ -307,6 +309,7 @@ class REDLOCK_EXPORT client {
   friend REDLOCK_EXPORT std::unique_ptr<client> make_client_on_loop(client_options, uv_loop_s*);
   friend struct detail::client_access;
   friend class mutex;
+  friend class election;
   client(client_options options, uv_loop_s* loop);
   client(client_options options, std::unique_ptr<detail::reactor> io, bool own_thread);
   std::shared_ptr<detail::core> core_;
