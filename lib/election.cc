@@ -218,8 +218,14 @@ class campaign_op final : public std::enable_shared_from_this<campaign_op> {
       ao.retry.deadline = left;
     }
     if (options_.on_demoted) {
+      // Only a leadership handed out can be demoted: a lock lost while its
+      // publication was in flight is the campaign's business, not the caller's.
       auto demoted = options_.on_demoted;
-      ao.on_lost = [demoted](const lease&, const report& r) { demoted(r); };
+      auto handed = std::make_shared<bool>(false);
+      handed_out_ = handed;
+      ao.on_lost = [demoted, handed](const lease&, const report& r) {
+        if (*handed) demoted(r);
+      };
     }
     acquiring_ = true;
     auto self = shared_from_this();
@@ -252,6 +258,7 @@ class campaign_op final : public std::enable_shared_from_this<campaign_op> {
       campaign_result res;
       res.report = std::move(rep);
       res.leadership = leadership_access::make(std::move(lock_), role_, identity_);
+      if (handed_out_) *handed_out_ = true;  // loop thread, as on_lost
       finished_ = true;
       auto done = std::move(done_);
       return done(std::move(res));
@@ -283,6 +290,7 @@ class campaign_op final : public std::enable_shared_from_this<campaign_op> {
   bool finished_ = false;
   lock lock_;
   report last_failure_;
+  std::shared_ptr<bool> handed_out_;  // the current attempt's leadership was handed out (loop thread)
 };
 
 }  // namespace

@@ -87,7 +87,7 @@ int elect_command(const invocation& inv) {
   });
   int interrupted = 0;
   std::optional<campaign_result> won;
-  for (int waits = 0; !won; ++waits) {
+  while (!won) {
     const std::optional<event> ev = events.wait(std::chrono::milliseconds(interrupted != 0 ? 5000 : -1));
     if (!ev) {
       print_error("internal error: campaign for " + quote(inv.resource) + " did not end after a cancel");
