@@ -36,6 +36,8 @@ struct uv_loop_s;
 
 namespace redlock {
 
+class election;
+
 namespace detail {
 class core;
 class reactor;
@@ -308,6 +310,7 @@ class REDLOCK_EXPORT client {
   friend struct detail::client_access;
   friend class mutex;
   friend class semaphore;
+  friend class election;
   client(client_options options, uv_loop_s* loop);
   client(client_options options, std::unique_ptr<detail::reactor> io, bool own_thread);
   std::shared_ptr<detail::core> core_;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "redlock/client.h"
+#include "redlock/election.h"
 #include "redlock/error.h"
 #include "redlock/fencing.h"
 #include "redlock/log.h"

@@ -973,5 +973,48 @@ TEST(MonitorView, text_line_screen_and_prometheus) {
   EXPECT_EQ(format_us(1250), "1.25ms");
 }
 
+TEST(ElectArgs, elect_needs_an_id_and_a_command_and_defaults_its_ttl) {
+  const char* one_node = "redis://127.0.0.1:7001";
+  parse_result r = parse_command_line({"elect", "job", "--id", "h:1", "--", "true"}, one_node);
+  ASSERT_EQ(r.what, parse_result::kind::ok) << r.error;
+  EXPECT_EQ(r.inv.cmd, command::elect);
+  EXPECT_EQ(r.inv.resource, "job");
+  EXPECT_EQ(r.inv.identity, "h:1");
+  EXPECT_EQ(r.inv.ttl, default_elect_ttl);
+  EXPECT_EQ(r.inv.argv, std::vector<std::string>{"true"});
+  r = parse_command_line({"elect", "job", "--id", "h:1", "--ttl", "3s", "--retry-delay", "50ms", "--kill-after",
+                          "1s", "--", "true"},
+                         one_node);
+  ASSERT_EQ(r.what, parse_result::kind::ok) << r.error;
+  EXPECT_EQ(r.inv.ttl, std::chrono::seconds(3));
+  EXPECT_EQ(r.inv.retry_delay, std::chrono::milliseconds(50));
+  EXPECT_EQ(r.inv.kill_after, std::chrono::seconds(1));
+  r = parse_command_line({"elect", "job", "--", "true"}, one_node);
+  EXPECT_EQ(r.what, parse_result::kind::error);
+  EXPECT_EQ(r.error, "elect needs --id ID");
+  r = parse_command_line({"elect", "job", "--id", "h:1"}, one_node);
+  EXPECT_EQ(r.what, parse_result::kind::error);
+  EXPECT_EQ(r.error, "elect needs a command after \"--\"");
+  r = parse_command_line({"elect", "job", "--id", "", "--", "true"}, one_node);
+  EXPECT_EQ(r.what, parse_result::kind::error);
+  EXPECT_EQ(r.error, "--id must be 1 to 512 bytes");
+  r = parse_command_line({"elect", "job", "--id", "h:1", "--fencing", "--", "true"}, one_node);
+  EXPECT_EQ(r.what, parse_result::kind::error);  // always fenced: the term
+  r = parse_command_line({"elect", "", "--id", "h:1", "--", "true"}, one_node);
+  EXPECT_EQ(r.error, "ROLE must not be empty");
+}
+
+TEST(ElectArgs, leader_takes_a_role_and_no_command) {
+  const char* one_node = "redis://127.0.0.1:7001";
+  parse_result r = parse_command_line({"leader", "job", "--json"}, one_node);
+  ASSERT_EQ(r.what, parse_result::kind::ok) << r.error;
+  EXPECT_EQ(r.inv.cmd, command::leader);
+  EXPECT_EQ(r.inv.resource, "job");
+  EXPECT_TRUE(r.inv.json);
+  EXPECT_EQ(parse_command_line({"leader"}, one_node).error, "leader needs ROLE");
+  EXPECT_EQ(parse_command_line({"leader", "job", "--", "x"}, one_node).error, "leader takes no \"--\"");
+  EXPECT_EQ(parse_command_line({"leader", "job", "--id", "x"}, one_node).error, "option --id does not apply to leader");
+}
+
 }  // namespace
 }  // namespace redlock::cli

@@ -17,10 +17,11 @@ using std::chrono::milliseconds;
 
 constexpr command_set bit(command c) { return command_bit(c); }
 constexpr command_set locking = bit(command::acquire) | bit(command::run);
+constexpr command_set supervising = bit(command::run) | bit(command::elect);
 constexpr command_set with_token = bit(command::release) | bit(command::extend);
 static_assert(all_commands == (bit(command::acquire) | bit(command::release) | bit(command::extend) |
                                bit(command::run) | bit(command::status) | bit(command::bench) |
-                               bit(command::monitor)));
+                               bit(command::monitor) | bit(command::elect) | bit(command::leader)));
 
 // What the scan has seen besides the values stored in the invocation.
 struct seen {
@@ -197,9 +198,10 @@ const std::vector<option_spec>& specs() {
          return true;
        }},
       {{"--help", "-h", nullptr, all_commands, "Print the help (of the command, after one)."}, nullptr},
-      {{"--ttl", nullptr, "D", locking | bit(command::extend) | bit(command::bench),
+      {{"--ttl", nullptr, "D", locking | bit(command::extend) | bit(command::bench) | bit(command::elect),
         "Time to live of the lock (acquire, extend, run; bench\n"
-        "default 10s). Must exceed the drift allowance."},
+        "and elect default 10s). Must exceed the drift\n"
+        "allowance."},
        [](const std::string& v, invocation& inv, seen& s, std::string& e) {
          s.ttl = true;
          s.bare_ttl = is_bare_number(v);
@@ -225,7 +227,7 @@ const std::vector<option_spec>& specs() {
        [](const std::string& v, invocation& inv, seen&, std::string& e) {
          return duration_option("--wait", v, true, inv.wait, e);
        }},
-      {{"--retry-delay", nullptr, "D", locking,
+      {{"--retry-delay", nullptr, "D", locking | bit(command::elect),
         "Delay between attempts, jittered between D/2 and D\n"
         "(default 200ms)."},
        [](const std::string& v, invocation& inv, seen&, std::string& e) {
@@ -246,9 +248,20 @@ const std::vector<option_spec>& specs() {
        [](const std::string& v, invocation& inv, seen&, std::string& e) {
          return count_option("--permits", v, max_permits, inv.permits, e);
        }},
-      {{"--kill-after", nullptr, "D", bit(command::run),
-        "run: send SIGKILL this long after the SIGTERM that\n"
-        "follows a lost lock (default 10s)."},
+      {{"--id", nullptr, "ID", bit(command::elect),
+        "elect: this candidate's identity, shown by\n"
+        "\"redlock leader\" (e.g. host:pid; 1 to 512 bytes)."},
+       [](const std::string& v, invocation& inv, seen&, std::string& e) {
+         if (v.empty() || v.size() > 512) {
+           e = "--id must be 1 to 512 bytes";
+           return false;
+         }
+         inv.identity = v;
+         return true;
+       }},
+      {{"--kill-after", nullptr, "D", supervising,
+        "run, elect: send SIGKILL this long after the SIGTERM\n"
+        "that follows a lost lock (default 10s)."},
        [](const std::string& v, invocation& inv, seen&, std::string& e) {
          return duration_option("--kill-after", v, true, inv.kill_after, e);
        }},
@@ -346,6 +359,24 @@ const std::vector<command_doc> command_table = {
      "terminal it redraws one screen; otherwise it prints one line per\n"
      "interval, or with --json one JSON object per line. --prometheus also\n"
      "serves the figures at GET /metrics. SIGINT or SIGTERM stop it (exit 0)."},
+    {command::elect, "elect", "ROLE --id ID [--ttl D] [--retry-delay D] [--kill-after D]\n-- CMD [ARGS...]",
+     "Wait to become ROLE's leader, run CMD while leading, and exit with\n"
+     "CMD's status. CMD's environment has REDLOCK_ROLE, REDLOCK_TERM and\n"
+     "REDLOCK_LEADER_ID.",
+     "Campaigns for ROLE as ID: waits (retrying every --retry-delay) until it\n"
+     "holds the fenced lock election:ROLE and has published ID, then runs CMD\n"
+     "while extending the lock every TTL/3, resigns when CMD exits, and exits\n"
+     "with CMD's status. If the leadership is lost, CMD gets SIGTERM (SIGKILL\n"
+     "--kill-after later) and the exit status is 70, as with run. CMD's\n"
+     "environment has REDLOCK_ROLE, REDLOCK_TERM (the term: a fencing token,\n"
+     "greater than every earlier leader's), REDLOCK_LEADER_ID, and what run\n"
+     "gives (REDLOCK_RESOURCE, REDLOCK_TOKEN, REDLOCK_FENCE, REDLOCK_NODES)."},
+    {command::leader, "leader", "ROLE",
+     "Show ROLE's current leader and term, without campaigning.",
+     "Shows ROLE's current leader, its term and how long its lock lasts\n"
+     "without an extension (--json: role, leader, term, ttl_ms; leader and\n"
+     "term null when nobody leads). A leader is shown only while a quorum\n"
+     "holds its lock. Exit 0 whether or not somebody leads."},
 };
 
 const option_spec* find_option(std::string_view name) {
@@ -381,6 +412,9 @@ const char* positional_usage(command c) {
     case command::bench:
     case command::monitor:
       return "no arguments";
+    case command::elect:
+    case command::leader:
+      return "ROLE";
     default:
       return "RESOURCE";
   }
@@ -516,7 +550,7 @@ parse_result parse_command_line(const std::vector<std::string>& args, const envi
   for (std::size_t i = 1; i < args.size(); ++i) {
     const std::string& arg = args[i];
     if (arg == "--") {
-      if (inv.cmd != command::run) return fail(std::string(name) + " takes no \"--\"");
+      if (inv.cmd != command::run && inv.cmd != command::elect) return fail(std::string(name) + " takes no \"--\"");
       s.double_dash = true;
       inv.argv.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
       break;
@@ -577,7 +611,10 @@ parse_result parse_command_line(const std::vector<std::string>& args, const envi
   }
   if (wanted >= 1) {
     inv.resource = positional[0];
-    if (inv.resource.empty()) return fail("RESOURCE must not be empty");
+    if (inv.resource.empty()) {
+      return fail(inv.cmd == command::elect || inv.cmd == command::leader ? "ROLE must not be empty"
+                                                                          : "RESOURCE must not be empty");
+    }
   }
   if (wanted >= 2) {
     if (positional.size() == 2) {
@@ -594,12 +631,14 @@ parse_result parse_command_line(const std::vector<std::string>& args, const envi
     if (!s.ttl) return fail(std::string(name) + " needs --ttl");
   } else if (inv.cmd == command::bench && !s.ttl) {
     inv.ttl = default_bench_ttl;
+  } else if (inv.cmd == command::elect && !s.ttl) {
+    inv.ttl = default_elect_ttl;
   }
   if (!s.max_ttl && set(env.max_ttl)) {
     std::string error;
     if (!duration_option("REDLOCK_MAX_TTL", env.max_ttl, false, inv.max_ttl, error)) return config_fail(error);
   }
-  if (s.ttl || inv.cmd == command::bench) {
+  if (s.ttl || inv.cmd == command::bench || inv.cmd == command::elect) {
     if (inv.ttl.count() <= 0) return fail("--ttl must be greater than 0");
     if (inv.ttl > inv.max_ttl) {
       return fail("--ttl " + format_duration(inv.ttl) + " exceeds --max-ttl " + format_duration(inv.max_ttl) +
@@ -618,8 +657,9 @@ parse_result parse_command_line(const std::vector<std::string>& args, const envi
     }
   }
 
-  if (inv.cmd == command::run) {
-    if (!s.double_dash || inv.argv.empty()) return fail("run needs a command after \"--\"");
+  if (inv.cmd == command::elect && inv.identity.empty()) return fail("elect needs --id ID");
+  if (inv.cmd == command::run || inv.cmd == command::elect) {
+    if (!s.double_dash || inv.argv.empty()) return fail(std::string(name) + " needs a command after \"--\"");
     if (inv.argv[0].empty()) return fail("the command after \"--\" must not be empty");
   }
 

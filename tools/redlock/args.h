@@ -10,7 +10,7 @@
 
 namespace redlock::cli {
 
-enum class command { acquire, release, extend, run, status, bench, monitor };
+enum class command { acquire, release, extend, run, status, bench, monitor, elect, leader };
 
 // The CLI's default --max-ttl: 10 minutes. A shell lock guards a cron job or a
 // deploy step, so it needs longer TTLs than the library's 60 s default (docs show
@@ -35,7 +35,8 @@ struct tls_settings {
 // their defaults.
 struct invocation {
   command cmd = command::status;
-  std::string resource;  // acquire, release, extend, run, status
+  std::string resource;  // acquire, release, extend, run, status; elect, leader: the ROLE
+  std::string identity;  // elect: --id, the candidate's identity
   // release, extend: TOKEN, --token, else $REDLOCK_TOKEN; empty when token_from_stdin.
   std::string token;
   bool token_from_stdin = false;  // TOKEN or --token is "-": read it from stdin
@@ -77,7 +78,7 @@ struct invocation {
   std::string prometheus;                          // --prometheus ADDR:PORT ("" = no HTTP server)
   std::chrono::milliseconds http_head_timeout{5'000};  // --http-head-timeout, > 0
 
-  // run: the command after "--" and its arguments; never empty for run.
+  // run, elect: the command after "--" and its arguments; never empty for them.
   std::vector<std::string> argv;
 };
 
@@ -91,6 +92,7 @@ inline constexpr int max_count = 999'999'999;
 // when it is not one.
 bool split_listen_address(const std::string& value, std::string& host, int& port, std::string& error);
 inline constexpr std::chrono::milliseconds default_bench_ttl{10'000};
+inline constexpr std::chrono::milliseconds default_elect_ttl{10'000};
 
 // The environment variables the tool reads; null = unset.
 struct environment {
@@ -146,7 +148,7 @@ bool ttl_exceeds_drift(std::chrono::milliseconds ttl, double drift_factor) noexc
 
 using command_set = unsigned;
 constexpr command_set command_bit(command c) { return 1u << static_cast<unsigned>(c); }
-inline constexpr command_set all_commands = 0x7f;
+inline constexpr command_set all_commands = 0x1ff;
 
 struct option_doc {
   const char* name;        // "--ttl"

@@ -128,17 +128,18 @@ const char* exit_status_text() noexcept {
          "  64   usage error: a bad command line\n"
          "  69   quorum unavailable: too few nodes answered, or answered too\n"
          "       slowly for the TTL\n"
-         "  70   run: the lock was lost while CMD ran; or an internal error\n"
+         "  70   run: the lock was lost while CMD ran; elect: the leadership\n"
+         "       was lost while CMD ran; or an internal error\n"
          "  75   the lock is held by another owner (after --wait, if given)\n"
          "  77   the nodes refused the credentials, the ACL denies the lock a\n"
          "       command or key, or TLS verification failed\n"
          "  78   configuration error: a bad node URI, no nodes, conflicting\n"
          "       options, an unsafe or unreadable password file, bad TLS files\n"
-         "  126  run: CMD cannot be executed\n"
-         "  127  run: CMD not found\n"
-         "  128+N  interrupted by signal N before CMD started; run: CMD killed by\n"
-         "       signal N\n"
-         "  other  run: CMD's exit status";
+         "  126  run, elect: CMD cannot be executed\n"
+         "  127  run, elect: CMD not found\n"
+         "  128+N  interrupted by signal N before CMD started; run, elect: CMD\n"
+         "       killed by signal N\n"
+         "  other  run, elect: CMD's exit status";
 }
 
 std::string help_text() {
@@ -292,7 +293,7 @@ std::string bash_completion() {
       if (o.short_name != nullptr) opts += (opts.empty() ? "" : " ") + std::string(o.short_name);
       opts += (opts.empty() ? "" : " ") + std::string(o.name);
     }
-    out += "    " + std::string(c.name) + ") opts='" + opts + (c.cmd == command::run ? " --" : "") + "' ;;\n";
+    out += "    " + std::string(c.name) + ") opts='" + opts + (c.cmd == command::run || c.cmd == command::elect ? " --" : "") + "' ;;\n";
   }
   out += "    help) COMPREPLY=($(compgen -W '" + commands + "' -- \"$cur\")); return 0 ;;\n";
   out += "    *) return 0 ;;\n  esac\n";

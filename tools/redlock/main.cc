@@ -57,6 +57,10 @@ int main(int argc, char** argv) {
         return status_command(inv);
       case command::bench:
         return bench_command(inv);
+      case command::elect:
+        return elect_command(inv);
+      case command::leader:
+        return leader_command(inv);
       case command::monitor:
         return monitor_command(inv);
     }

@@ -47,6 +47,37 @@ bool reap(pid_t pid, int& status) {
 
 }  // namespace
 
+int supervise_child(pid_t pid, const event_pipe& events, std::chrono::milliseconds kill_after, bool& terminating) {
+  int status = 0;
+  bool kill_pending = false;  // SIGKILL due at kill_at
+  steady::time_point kill_at{};
+  while (!reap(pid, status)) {
+    // SIGCHLD wakes us; the periodic check is only a safety net.
+    std::chrono::milliseconds timeout{1000};
+    if (kill_pending) {
+      timeout = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(kill_at - steady::now()),
+                           std::chrono::milliseconds(0), timeout);
+    }
+    const std::optional<event> e = events.wait(timeout);
+    if (kill_pending && steady::now() >= kill_at) {
+      ::kill(pid, SIGKILL);
+      kill_pending = false;
+    }
+    if (!e) continue;
+    if (is_forwarded(e->type)) {
+      // A terminal's ^C (SI_KERNEL) already reached the command: it is in our process
+      // group. Anything sent to us alone is passed on.
+      if (e->detail != SI_KERNEL) ::kill(pid, e->type);
+    } else if (e->type == lock_lost_event && !terminating) {
+      terminating = true;
+      ::kill(pid, SIGTERM);
+      kill_pending = true;
+      kill_at = steady::now() + kill_after;
+    }
+  }
+  return status;
+}
+
 int run_command(const invocation& inv) {
   // Fail fast, before touching the lock, when the command cannot be run at all.
   const resolved_command cmd = resolve_command(inv.argv[0], std::getenv("PATH"));
@@ -125,34 +156,8 @@ int run_command(const invocation& inv) {
   }
 
   // Wait for the command, forwarding signals, and stop it if the lock is lost.
-  int status = 0;
-  bool terminating = false;   // SIGTERM sent because the lock was lost
-  bool kill_pending = false;  // SIGKILL due at kill_at
-  steady::time_point kill_at{};
-  while (!reap(child.pid, status)) {
-    // SIGCHLD wakes us; the periodic check is only a safety net.
-    std::chrono::milliseconds timeout{1000};
-    if (kill_pending) {
-      timeout = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(kill_at - steady::now()),
-                           std::chrono::milliseconds(0), timeout);
-    }
-    const std::optional<event> e = events.wait(timeout);
-    if (kill_pending && steady::now() >= kill_at) {
-      ::kill(child.pid, SIGKILL);
-      kill_pending = false;
-    }
-    if (!e) continue;
-    if (is_forwarded(e->type)) {
-      // A terminal's ^C (SI_KERNEL) already reached the command: it is in our process
-      // group. Anything sent to us alone is passed on.
-      if (e->detail != SI_KERNEL) ::kill(child.pid, e->type);
-    } else if (e->type == lock_lost_event && !terminating) {
-      terminating = true;
-      ::kill(child.pid, SIGTERM);
-      kill_pending = true;
-      kill_at = steady::now() + inv.kill_after;
-    }
-  }
+  bool terminating = false;  // SIGTERM sent because the lock was lost
+  const int status = supervise_child(child.pid, events, inv.kill_after, terminating);
 
   if (loss.lost.load()) {
     std::string why;
