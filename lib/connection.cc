@@ -370,14 +370,15 @@ void connection::on_info(std::string_view info) {
     // from now, when this client saw it.
     restarted_at_ = now;
     if (core_.observing()) {
-      note_quarantine(quarantine_reason::restart, now + core_.quarantine_for(std::chrono::milliseconds(0)),
+      note_quarantine(quarantine_reason::restart, now, now + core_.quarantine_for(std::chrono::milliseconds(0)),
                       "new run_id (the server restarted, or another server took over the address): no acquire "
                       "vote until the quarantine ends (restart guard)");
     }
   } else if (first && core_.options().restart_guard_first_sight) {
     restarted_at_ = started;
     if (core_.observing() && started + core_.quarantine_for(std::chrono::milliseconds(0)) > now) {
-      note_quarantine(quarantine_reason::first_sight, started + core_.quarantine_for(std::chrono::milliseconds(0)),
+      note_quarantine(quarantine_reason::first_sight, now,
+                      started + core_.quarantine_for(std::chrono::milliseconds(0)),
                       "first seen with an uptime of " + uptime +
                           " s, below the quarantine: no acquire vote until it has been up that long (restart guard, "
                           "first sight)");
@@ -466,10 +467,10 @@ std::chrono::steady_clock::time_point connection::quarantine_end() const {
   return end;
 }
 
-void connection::note_quarantine(quarantine_reason reason, std::chrono::steady_clock::time_point until,
-                                 std::string detail) {
+void connection::note_quarantine(quarantine_reason reason, std::chrono::steady_clock::time_point at,
+                                 std::chrono::steady_clock::time_point until, std::string detail) {
   node_quarantine_event e;
-  e.at = core_.now();
+  e.at = at;
   e.index = index_;
   e.node = address_.display;
   e.reason = reason;
@@ -529,7 +530,7 @@ void connection::observe_server_time(std::int64_t server_us, std::chrono::steady
       jump_ms_ = step / 1000;
       if (core_.observing()) {
         const auto q = std::max(core_.quarantine_for(std::chrono::milliseconds(0)), core_.options().max_ttl);
-        note_quarantine(quarantine_reason::clock_jump, local_mid + q,
+        note_quarantine(quarantine_reason::clock_jump, core_.now(), local_mid + q,
                         std::string("server clock jumped ") + (jump_ms_ < 0 ? "back " : "forward ") +
                             std::to_string(jump_ms_ < 0 ? -jump_ms_ : jump_ms_) +
                             " ms: no acquire vote until the quarantine ends (clock-jump guard)");

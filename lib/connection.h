@@ -219,7 +219,8 @@ class connection final : private link_events {
   void complete(request& r, const reply_event& ev);
   // Observer events: a guard quarantined this node until `until` (and the timer
   // that sends on_node_cleared when the latest quarantine is over).
-  void note_quarantine(quarantine_reason reason, std::chrono::steady_clock::time_point until, std::string detail);
+  void note_quarantine(quarantine_reason reason, std::chrono::steady_clock::time_point at,
+                       std::chrono::steady_clock::time_point until, std::string detail);
   void arm_quarantine_timer();
   std::chrono::steady_clock::time_point quarantine_end() const;
   void resend_with_body(request& r);
