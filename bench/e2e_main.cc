@@ -29,7 +29,8 @@ namespace redlock::bench {
 namespace {
 
 const std::vector<std::string> kScenarios = {"floor",  "latency", "throughput", "contention",
-                                             "paused", "slow",    "watchdog",   "memory", "tls"};
+                                             "paused", "slow",    "watchdog",   "memory", "tls",
+                                             "observers"};
 
 void usage(std::FILE* f) {
   std::fprintf(f,
@@ -48,6 +49,8 @@ void usage(std::FILE* f) {
                "  watchdog    CPU and memory of 10,000 auto-extended locks (ttl 30 s and 3 s)\n"
                "  memory      bytes per held lock, per in-flight acquire; peak RSS\n"
                "  tls         TLS (rediss://) vs plain TCP: pair latency and 64-in-flight throughput\n"
+               "  observers   no observer vs a no-op observer (observer_variants(), e2e.h): pair latency,\n"
+               "              32-in-flight throughput and client CPU per pair, as ratios to none\n"
                "\n"
                "options:\n"
                "  --quick             each scenario well under 2 s (CI smoke run)\n"
@@ -273,6 +276,7 @@ int run(int argc, char** argv) {
       {"watchdog", [&] { scenario_watchdog(e, n); }},
       {"memory", [&] { scenario_memory(e, n); }},
       {"tls", [&] { scenario_tls(e, n, 64); }},
+      {"observers", [&] { scenario_observers(e, n, 32); }},
   };
   int failures = 0;
   for (const auto& name : order) {
