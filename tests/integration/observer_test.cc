@@ -361,6 +361,32 @@ TEST(Observer, an_observer_may_start_an_acquire_from_an_event) {
   EXPECT_TRUE(re->inner.release());
 }
 
+#ifndef NDEBUG
+class sleeper : public observer {
+ public:
+  void on_operation_started(const operation_started& e) override {
+    if (e.resource == "ev-sleepy") std::this_thread::sleep_for(5ms);
+  }
+};
+
+TEST(Observer, debug_builds_say_when_an_observer_is_slow) {
+  redis_cluster cl(3);
+  client_options o = options_for(cl.uris());
+  o.observers.push_back(std::make_shared<sleeper>());
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  ::testing::internal::CaptureStderr();
+  auto r = c.acquire("ev-sleepy", once(5000ms));
+  auto r2 = c.acquire("ev-sleepy-2", once(5000ms));
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(r) << r.report.message();
+  EXPECT_TRUE(contains(err, "redlock: observer slow: on_operation_started took ")) << err;
+  EXPECT_TRUE(contains(err, " ms; observers must not block")) << err;
+  // Rate-limited: one line.
+  EXPECT_EQ(err.find("observer slow"), err.rfind("observer slow")) << err;
+}
+#endif
+
 TEST(Observer, no_event_carries_a_password_or_a_token) {
   const std::string password = "Pw0bserverS3cret";
   node_config cfg;
