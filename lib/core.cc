@@ -296,7 +296,8 @@ void core::note_observer_time(const char* name, std::chrono::steady_clock::durat
   if (took <= std::chrono::milliseconds(1)) return;
   // Rate-limited on the real clock: one line per client per 10 s at most.
   const auto t = std::chrono::steady_clock::now();
-  if (slow_observer_said_ != std::chrono::steady_clock::time_point{} && t - slow_observer_said_ < std::chrono::seconds(10)) {
+  if (slow_observer_said_ != std::chrono::steady_clock::time_point{} &&
+      t - slow_observer_said_ < std::chrono::seconds(10)) {
     return;
   }
   slow_observer_said_ = t;

@@ -950,7 +950,8 @@ void core::watchdog_tick(const std::shared_ptr<held>& h) {
     s.background = true;
     emit(&observer::on_operation_started, s, "on_operation_started");
   }
-  extend_round(*this, h->snapshot(), *ttl, [this, w, seq, observed = std::move(observed)](report r, clock_tp valid_until) {
+  extend_round(*this, h->snapshot(), *ttl,
+               [this, w, seq, observed = std::move(observed)](report r, clock_tp valid_until) {
     // operation_finished after the lock events this outcome causes (extended,
     // lost), as for a call: at the end of this scope, whichever way it is left.
     struct finished_at_exit {
