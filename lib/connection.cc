@@ -844,6 +844,20 @@ void connection::fail_connection(node_status status, std::string detail, bool pe
   const bool was_ready = state_ == state::ready;
   state_ = state::backoff;
   ++failures_;
+  if (core_.observing() && (was_ready || !reported_down_)) {
+    // Before the requests it fails (their operations may finish now). Once per
+    // outage: when a node that was up goes down, or the first failed attempt of a
+    // node not seen up yet; later failed attempts of the same outage are
+    // reconnect_scheduled events only.
+    reported_down_ = true;
+    node_event e;
+    e.at = core_.now();
+    e.index = index_;
+    e.node = address_.display;
+    e.status = down_status_;
+    e.detail = detail;
+    core_.emit(&observer::on_node_down, e, "on_node_down");
+  }
   // Fail everything outstanding. Collect first: sinks may submit again.
   std::deque<request> pending;
   pending.swap(queue_);
@@ -854,19 +868,6 @@ void connection::fail_connection(node_status status, std::string detail, bool pe
     ev.detail = detail;
     ev.unsent = !r.sent;
     complete(r, ev);
-  }
-  if (core_.observing() && (was_ready || !reported_down_)) {
-    // Once per outage: when a node that was up goes down, or the first failed
-    // attempt of a node not seen up yet; later failed attempts of the same outage
-    // are reconnect_scheduled events only.
-    reported_down_ = true;
-    node_event e;
-    e.at = core_.now();
-    e.index = index_;
-    e.node = address_.display;
-    e.status = down_status_;
-    e.detail = detail;
-    core_.emit(&observer::on_node_down, e, "on_node_down");
   }
   if (core_.closing()) {
     state_ = state::closed;
