@@ -6,11 +6,13 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "record.h"
+#include "redlock/observer.h"
 #include "redlock/options.h"
 #include "redis_node.h"
 
@@ -78,6 +80,15 @@ void scenario_watchdog(env& e, std::size_t nodes);
 void scenario_memory(env& e, std::size_t nodes);
 void scenario_tls(env& e, std::size_t nodes, int inflight);
 void scenario_semaphore(env& e, std::size_t nodes);  // e2e_semaphore.cc
+
+// The observer variants scenario_observers compares, in order: "none" (no
+// observer: the baseline every ratio is against) and "noop" (one observer that
+// overrides nothing: the cost of the event sites). More variants (the metrics
+// adapter, ...) are added by appending {name, factory} here before the scenario
+// runs; the factory makes one observer per client.
+using observer_factory = std::function<std::shared_ptr<observer>()>;
+std::vector<std::pair<std::string, observer_factory>>& observer_variants();
+void scenario_observers(env& e, std::size_t nodes, int inflight);
 
 // The summary table (floors, library figures, ratios, targets) on `f`.
 void print_summary(std::FILE* f, const std::vector<record>& records);

@@ -29,7 +29,8 @@ namespace redlock::bench {
 namespace {
 
 const std::vector<std::string> kScenarios = {"floor",  "latency", "throughput", "contention",
-                                             "paused", "slow",    "watchdog",   "memory", "tls", "semaphore"};
+                                             "paused", "slow",    "watchdog",   "memory", "tls",
+                                             "semaphore", "observers"};
 
 void usage(std::FILE* f) {
   std::fprintf(f,
@@ -49,6 +50,8 @@ void usage(std::FILE* f) {
                "  memory      bytes per held lock, per in-flight acquire; peak RSS\n"
                "  tls         TLS (rediss://) vs plain TCP: pair latency and 64-in-flight throughput\n"
                "  semaphore   acquisitions/s of a K-permit semaphore (K = 1, 2, 4, 8), 16 contenders\n"
+               "  observers   no observer vs a no-op observer (observer_variants(), e2e.h): pair latency,\n"
+               "              32-in-flight throughput and client CPU per pair, as ratios to none\n"
                "\n"
                "options:\n"
                "  --quick             each scenario well under 2 s (CI smoke run)\n"
@@ -275,6 +278,7 @@ int run(int argc, char** argv) {
       {"memory", [&] { scenario_memory(e, n); }},
       {"tls", [&] { scenario_tls(e, n, 64); }},
       {"semaphore", [&] { scenario_semaphore(e, n); }},
+      {"observers", [&] { scenario_observers(e, n, 32); }},
   };
   int failures = 0;
   for (const auto& name : order) {

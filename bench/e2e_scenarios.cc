@@ -114,9 +114,11 @@ constexpr std::uint64_t kUnbounded = 100'000'000;  // loops are bounded by time 
 
 // A client with the run's command timeout (or `command_timeout` if not zero), warmed up.
 std::unique_ptr<client> make_client(const env& e, std::vector<std::string> uris,
-                                    milliseconds command_timeout = milliseconds(0), const tls_options& tls = {}) {
+                                    milliseconds command_timeout = milliseconds(0), const tls_options& tls = {},
+                                    std::vector<std::shared_ptr<observer>> observers = {}) {
   client_options o;
   o.nodes = std::move(uris);
+  o.observers = std::move(observers);
   o.tls = tls;
   o.command_timeout = command_timeout.count() > 0 ? command_timeout : e.size.command_timeout;
   o.clock_sample_interval = e.size.clock_sample_interval;
@@ -863,6 +865,76 @@ void scenario_tls(env& e, std::size_t n, int inflight) {
               n, r.num("tls_pair_p50_us"), r.num("plain_pair_p50_us"), r.num("latency_ratio_p50"),
               r.num("tls_pair_p99_us"), r.num("plain_pair_p99_us"), r.num("latency_ratio_p99"), inflight,
               r.num("tls_pairs_per_s"), r.num("plain_pairs_per_s"), r.num("throughput_ratio"));
+}
+
+
+// ------------------------------------------------------------------ observer cost
+
+std::vector<std::pair<std::string, observer_factory>>& observer_variants() {
+  static std::vector<std::pair<std::string, observer_factory>> v = {
+      {"none", nullptr},
+      {"noop", [] { return std::make_shared<observer>(); }},
+  };
+  return v;
+}
+
+void scenario_observers(env& e, std::size_t n, int inflight) {
+  // One client per variant, all alive at once; each repeat measures every variant
+  // in a rotated order (no variant always runs first on a cold machine).
+  const auto& variants = observer_variants();
+  std::vector<std::unique_ptr<client>> clients;
+  for (const auto& [name, make] : variants) {
+    std::vector<std::shared_ptr<observer>> obs;
+    if (make) obs.push_back(make());
+    clients.push_back(make_client(e, e.uris(n), milliseconds(0), {}, std::move(obs)));
+  }
+  std::vector<std::vector<record>> runs(variants.size());
+  for (int rep = 0; rep < e.size.repeats; ++rep) {
+    for (std::size_t k = 0; k < variants.size(); ++k) {
+      const std::size_t v = (k + static_cast<std::size_t>(rep)) % variants.size();
+      e.flush_nodes();
+      record r("observers");
+      r.set_str("variant", variants[v].first);
+      r.set_int("nodes", static_cast<std::int64_t>(n));
+      {
+        cpu_meter m(e.pids(n));
+        pair_result l = sync_pairs(*clients[v], bench_acquire_options(), e.size.latency_time, kUnbounded);
+        r.set_summary("sync_pair", l.pair.summarize());
+        r.set("sync_client_cpu_us_per_pair", m.own_us_per(l.pairs));
+        r.set_int("sync_errors", static_cast<std::int64_t>(l.errors));
+      }
+      {
+        chain_config cfg;
+        cfg.inflight = inflight;
+        cfg.duration = e.size.throughput_time;
+        cpu_meter m(e.pids(n));
+        chain_result a = run_chains({clients[v].get()}, cfg);
+        r.set_summary("loaded_pair", a.pair.summarize());
+        r.set("loaded_pairs_per_s", per_second(a.pairs, a.seconds));
+        r.set("loaded_client_cpu_us_per_pair", m.own_us_per(a.pairs));
+        r.set_int("loaded_errors", static_cast<std::int64_t>(a.errors));
+      }
+      runs[v].push_back(r);
+    }
+  }
+  std::vector<record> medians;
+  for (auto& rs : runs) medians.push_back(record::median_of(rs, {"sync_pair_p50_us", "loaded_client_cpu_us_per_pair"}));
+  const record& base = medians.front();
+  for (std::size_t v = 0; v < medians.size(); ++v) {
+    record& m = medians[v];
+    m.set_int("inflight", inflight);
+    for (const char* k : {"sync_pair_p50_us", "sync_pair_p99_us", "sync_client_cpu_us_per_pair",
+                          "loaded_pair_p50_us", "loaded_pairs_per_s", "loaded_client_cpu_us_per_pair"}) {
+      m.set(std::string("ratio_") + k, m.num(k) / base.num(k));
+    }
+    e.out->emit(m);
+    e.out->note("  observers=%s: sync pair p50 %.0f us (%.3fx), client CPU %.1f us/pair (%.3fx); "
+                "%d in flight: %.0f pairs/s (%.3fx), client CPU %.1f us/pair (%.3fx)",
+                variants[v].first.c_str(), m.num("sync_pair_p50_us"), m.num("ratio_sync_pair_p50_us"),
+                m.num("sync_client_cpu_us_per_pair"), m.num("ratio_sync_client_cpu_us_per_pair"), inflight,
+                m.num("loaded_pairs_per_s"), m.num("ratio_loaded_pairs_per_s"),
+                m.num("loaded_client_cpu_us_per_pair"), m.num("ratio_loaded_client_cpu_us_per_pair"));
+  }
 }
 
 }  // namespace redlock::bench

@@ -378,6 +378,7 @@ client_stats client::stats() const noexcept {
   out.extends = s.extends.load();
   out.locks_lost = s.locks_lost.load();
   out.reconnects = s.reconnects.load();
+  out.observer_errors = s.observer_errors.load();
   return out;
 }
 

@@ -369,8 +369,20 @@ void connection::on_info(std::string_view info) {
     // uptime says nothing about the keys this address held. The quarantine counts
     // from now, when this client saw it.
     restarted_at_ = now;
+    if (core_.observing()) {
+      note_quarantine(quarantine_reason::restart, now, now + core_.quarantine_for(std::chrono::milliseconds(0)),
+                      "new run_id (the server restarted, or another server took over the address): no acquire "
+                      "vote until the quarantine ends (restart guard)");
+    }
   } else if (first && core_.options().restart_guard_first_sight) {
     restarted_at_ = started;
+    if (core_.observing() && started + core_.quarantine_for(std::chrono::milliseconds(0)) > now) {
+      note_quarantine(quarantine_reason::first_sight, now,
+                      started + core_.quarantine_for(std::chrono::milliseconds(0)),
+                      "first seen with an uptime of " + uptime +
+                          " s, below the quarantine: no acquire vote until it has been up that long (restart guard, "
+                          "first sight)");
+    }
   }
   // Another server process (maybe another machine) behind the address: its first
   // TIME (next in this handshake) starts a new series. Only here: without INFO
@@ -385,17 +397,12 @@ void connection::on_info_memory(std::string_view info) {
   maxmemory_policy_ = printable_line(info_field(info, "maxmemory_policy"), 64);
   maxmemory_ = printable_line(info_field(info, "maxmemory"), 32);
   if (eviction_risk_of(maxmemory_policy_) == eviction_risk::none) return;
-  const auto& notify = core_.options().on_warning;
-  if (!notify) return;
+  if (!core_.options().on_warning && !core_.observing()) return;
   warning w;
   w.code = warning_code::eviction_policy;
   w.node = address_.display;
   w.message = eviction_warning_text(address_.display, maxmemory_policy_, maxmemory_);
-  // A throwing callback must not unwind through the loop: the warning is dropped.
-  try {
-    notify(w);
-  } catch (...) {
-  }
+  core_.warn(w);
 }
 
 std::string connection::fencing_exclusion() const {
@@ -442,6 +449,61 @@ std::string connection::clock_exclusion(std::chrono::steady_clock::time_point no
   return {};
 }
 
+operation_kind kind_of(script_id s) noexcept {
+  switch (s) {
+    case script_id::extend: return operation_kind::extend;
+    case script_id::release: return operation_kind::release;
+    case script_id::inspect:
+    case script_id::ping: return operation_kind::inspect;
+    default: return operation_kind::acquire;  // acquire scripts, SET NX, the fence commit
+  }
+}
+
+std::chrono::steady_clock::time_point connection::quarantine_end() const {
+  std::chrono::steady_clock::time_point end{};
+  const auto q = core_.quarantine_for(std::chrono::milliseconds(0));
+  if (restarted_at_ && q.count() > 0) end = *restarted_at_ + q;
+  if (jumped_at_) end = std::max(end, *jumped_at_ + std::max(q, core_.options().max_ttl));
+  return end;
+}
+
+void connection::note_quarantine(quarantine_reason reason, std::chrono::steady_clock::time_point at,
+                                 std::chrono::steady_clock::time_point until, std::string detail) {
+  node_quarantine_event e;
+  e.at = at;
+  e.index = index_;
+  e.node = address_.display;
+  e.reason = reason;
+  e.until = until;
+  e.detail = std::move(detail);
+  quarantine_reason_ = reason;
+  core_.emit(&observer::on_node_quarantined, e, "on_node_quarantined");
+  arm_quarantine_timer();
+}
+
+void connection::arm_quarantine_timer() {
+  // One timer per node while it is quarantined (observers only): "cleared" is
+  // sent when the end of the latest quarantine has passed on the client's clock.
+  if (quarantine_timer_ != 0 || state_ == state::closed || core_.closing()) return;
+  const auto now = core_.now();
+  const auto end = quarantine_end();
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - now) + std::chrono::milliseconds(1);
+  quarantine_timer_ = core_.schedule(std::max(left, std::chrono::milliseconds(1)), [this] {
+    quarantine_timer_ = 0;
+    const auto t = core_.now();
+    const auto until = quarantine_end();
+    if (t < until) return arm_quarantine_timer();  // extended meanwhile (or the timer ran early)
+    node_quarantine_event e;
+    e.at = t;
+    e.index = index_;
+    e.node = address_.display;
+    e.reason = quarantine_reason_;
+    e.until = until;
+    e.detail = "quarantine over: the node votes on acquires again";
+    core_.emit(&observer::on_node_cleared, e, "on_node_cleared");
+  });
+}
+
 bool connection::time_sample_due() const {
   const auto& o = core_.options();
   if (o.clock_jump_threshold.count() <= 0) return false;
@@ -466,6 +528,13 @@ void connection::observe_server_time(std::int64_t server_us, std::chrono::steady
                                                                   local_us, last_time_->half_rtt_us + half_rtt_us)) {
       jumped_at_ = local_mid;
       jump_ms_ = step / 1000;
+      if (core_.observing()) {
+        const auto q = std::max(core_.quarantine_for(std::chrono::milliseconds(0)), core_.options().max_ttl);
+        note_quarantine(quarantine_reason::clock_jump, core_.now(), local_mid + q,
+                        std::string("server clock jumped ") + (jump_ms_ < 0 ? "back " : "forward ") +
+                            std::to_string(jump_ms_ < 0 ? -jump_ms_ : jump_ms_) +
+                            " ms: no acquire vote until the quarantine ends (clock-jump guard)");
+      }
     }
   }
   last_time_ = time_sample{local_mid, server_us, half_rtt_us};
@@ -476,6 +545,14 @@ void connection::become_ready() {
   connect_timer_ = 0;
   state_ = state::ready;
   if (ever_connected_) core_.stats().reconnects.fetch_add(1, std::memory_order_relaxed);
+  if (core_.observing()) {
+    reported_down_ = false;
+    node_event e;
+    e.at = core_.now();
+    e.index = index_;
+    e.node = address_.display;
+    core_.emit(&observer::on_node_up, e, "on_node_up");
+  }
   ever_connected_ = true;
   failures_ = 0;
   permanent_failure_ = false;
@@ -628,6 +705,19 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
   redisReply* reply = owned.get();
   request r = std::move(queue_.front());
   queue_.pop_front();
+  if (core_.observing() && core_.options().slow_node_threshold.count() > 0) {
+    // Every reply, also one that arrives after its request timed out.
+    const auto latency = std::chrono::duration_cast<std::chrono::microseconds>(core_.now() - r.submitted);
+    if (latency > core_.options().slow_node_threshold) {
+      node_slow_event e;
+      e.at = core_.now();
+      e.index = index_;
+      e.node = address_.display;
+      e.latency = latency;
+      e.kind = kind_of(r.cmd->script());
+      core_.emit(&observer::on_node_slow, e, "on_node_slow");
+    }
+  }
   if (r.expired) {
     core_.note_quiet();
     return;
@@ -751,8 +841,23 @@ void connection::fail_connection(node_status status, std::string detail, bool pe
   if (status == node_status::auth_error) down_status_ = node_status::auth_error;
   down_detail_ = detail;
   permanent_failure_ = permanent;
+  const bool was_ready = state_ == state::ready;
   state_ = state::backoff;
   ++failures_;
+  if (core_.observing() && (was_ready || !reported_down_)) {
+    // Before the requests it fails (their operations may finish now). Once per
+    // outage: when a node that was up goes down, or the first failed attempt of a
+    // node not seen up yet; later failed attempts of the same outage are
+    // reconnect_scheduled events only.
+    reported_down_ = true;
+    node_event e;
+    e.at = core_.now();
+    e.index = index_;
+    e.node = address_.display;
+    e.status = down_status_;
+    e.detail = detail;
+    core_.emit(&observer::on_node_down, e, "on_node_down");
+  }
   // Fail everything outstanding. Collect first: sinks may submit again.
   std::deque<request> pending;
   pending.swap(queue_);
@@ -777,6 +882,15 @@ void connection::fail_connection(node_status status, std::string detail, bool pe
   if (permanent) d = std::max<std::int64_t>(d, o.reconnect_max_backoff.count());
   const std::int64_t delay = d / 2 + static_cast<std::int64_t>(core_.jitter() % static_cast<std::uint64_t>(d / 2 + 1));
   backoff_timer_ = core_.schedule(std::chrono::milliseconds(delay), [this] { connect_now(); });
+  if (core_.observing()) {
+    reconnect_scheduled e;
+    e.at = core_.now();
+    e.index = index_;
+    e.node = address_.display;
+    e.backoff = std::chrono::milliseconds(delay);
+    e.reason = down_detail_;
+    core_.emit(&observer::on_reconnect_scheduled, e, "on_reconnect_scheduled");
+  }
   core_.note_quiet();
 }
 
@@ -791,7 +905,8 @@ void connection::shutdown() {
   if (connect_timer_ != 0) core_.cancel_timer(connect_timer_);
   if (backoff_timer_ != 0) core_.cancel_timer(backoff_timer_);
   if (deadline_timer_ != 0) core_.cancel_timer(deadline_timer_);
-  connect_timer_ = backoff_timer_ = deadline_timer_ = 0;
+  if (quarantine_timer_ != 0) core_.cancel_timer(quarantine_timer_);
+  connect_timer_ = backoff_timer_ = deadline_timer_ = quarantine_timer_ = 0;
   state_ = state::closed;
   link_.reset();
   first_of_two_.reset();

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "reactor.h"
+#include "redlock/observer.h"
 #include "redlock/report.h"
 #include "scripts.h"
 #include "uri.h"
@@ -103,6 +104,9 @@ eviction_risk eviction_risk_of(std::string_view policy);
 // The warning_code::eviction_policy message: node (redacted), policy, what it can
 // evict, maxmemory ("" if unknown). One line.
 std::string eviction_warning_text(std::string_view node, std::string_view policy, std::string_view maxmemory);
+
+// The operation kind a request of this script belongs to (for on_node_slow).
+operation_kind kind_of(script_id s) noexcept;
 
 // Appends a RESP array of bulk strings.
 void append_resp(std::string& out, std::initializer_list<std::string_view> argv);
@@ -221,6 +225,12 @@ class connection final : private link_events {
   std::uint64_t stall_at(std::uint64_t now) const noexcept;
   void on_deadline_timer();
   void complete(request& r, const reply_event& ev);
+  // Observer events: a guard quarantined this node until `until` (and the timer
+  // that sends on_node_cleared when the latest quarantine is over).
+  void note_quarantine(quarantine_reason reason, std::chrono::steady_clock::time_point at,
+                       std::chrono::steady_clock::time_point until, std::string detail);
+  void arm_quarantine_timer();
+  std::chrono::steady_clock::time_point quarantine_end() const;
   void resend_with_body(request& r);
 
   core& core_;
@@ -273,6 +283,10 @@ class connection final : private link_events {
   std::optional<std::chrono::steady_clock::time_point> jumped_at_;
   std::int64_t jump_ms_ = 0;  // > 0 forward, < 0 back
   std::chrono::steady_clock::time_point time_sent_;
+  // Observer events only: a node_down was sent and no node_up since; the cleared timer.
+  bool reported_down_ = false;
+  std::uint64_t quarantine_timer_ = 0;
+  quarantine_reason quarantine_reason_ = quarantine_reason::restart;
   friend class core;
 };
 

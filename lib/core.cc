@@ -50,6 +50,7 @@ core::core(client_options options, std::vector<node_address> nodes, std::unique_
       io_(std::move(io)),
       owns_loop_(own_thread),
       rng_(io_->seed()) {
+  observing_ = !options_.observers.empty();
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     conns_.push_back(std::make_unique<connection>(*this, i, nodes_[i]));
   }
@@ -81,6 +82,7 @@ void core::start() {
   io_->start(*this);
   self_ = shared_from_this();
   auto begin = [this] {
+    start_warnings();
     for (auto& c : conns_) c->start();
   };
   if (owns_loop_) {
@@ -244,6 +246,65 @@ void core::stop() {
     if (!handles_closed_) io_->drive([this] { return handles_closed_; });
   }
 }
+
+void core::warn(const warning& w) {
+  if (const auto& notify = options_.on_warning) {
+    // A throwing callback must not unwind through the loop: the warning is dropped.
+    try {
+      notify(w);
+    } catch (...) {
+    }
+  }
+  if (observing_) emit(&observer::on_warning, w, "on_warning");
+}
+
+void core::start_warnings() {
+  // About the configuration as a whole: once, at the start, on the loop thread.
+  if (!options_.on_warning && !observing_) return;
+  const std::size_t n = nodes_.size();
+  if (n == 1) {
+    warning w;
+    w.code = warning_code::single_node;
+    w.message = "one node (" + nodes_[0].display +
+                "): no fault tolerance, the lock is as safe as that one server; use 3 or 5 independent nodes";
+    warn(w);
+  } else if (n % 2 == 0) {
+    warning w;
+    w.code = warning_code::even_node_count;
+    w.message = std::to_string(n) + " nodes: the quorum of " + std::to_string(n / 2 + 1) + " tolerates " +
+                std::to_string(n - (n / 2 + 1)) + " failure(s), no more than " + std::to_string(n - 1) +
+                " nodes would; use an odd number of nodes";
+    warn(w);
+  }
+}
+
+lock_event core::lock_event_of(const held& h, bool released) const {
+  lock_event e;
+  e.at = now();
+  e.resource = h.resource;
+  e.fence = h.fence;
+  if (!released) {
+    e.valid_until = std::chrono::steady_clock::time_point(
+        std::chrono::nanoseconds(h.valid_until_ns.load(std::memory_order_acquire)));
+  }
+  e.held_for = std::chrono::duration_cast<std::chrono::microseconds>(e.at - h.acquired_at);
+  return e;
+}
+
+#ifndef NDEBUG
+void core::note_observer_time(const char* name, std::chrono::steady_clock::duration took) {
+  if (took <= std::chrono::milliseconds(1)) return;
+  // Rate-limited on the real clock: one line per client per 10 s at most.
+  const auto t = std::chrono::steady_clock::now();
+  if (slow_observer_said_ != std::chrono::steady_clock::time_point{} &&
+      t - slow_observer_said_ < std::chrono::seconds(10)) {
+    return;
+  }
+  slow_observer_said_ = t;
+  std::fprintf(stderr, "redlock: observer slow: %s took %lld ms; observers must not block\n", name,
+               static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
+}
+#endif
 
 std::chrono::milliseconds core::quarantine_for(std::chrono::milliseconds) const noexcept {
   const auto q = options_.restart_quarantine;

@@ -21,6 +21,7 @@
 #include "connection.h"
 #include "reactor.h"
 #include "redlock/client.h"
+#include "redlock/observer.h"
 #include "retry.h"
 #include "uri.h"
 
@@ -67,8 +68,12 @@ struct held {
 
 struct stats_counters {
   std::atomic<std::uint64_t> acquires{0}, acquired{0}, contended{0}, releases{0}, release_failures{0},
-      extends{0}, locks_lost{0}, reconnects{0};
+      extends{0}, locks_lost{0}, reconnects{0}, observer_errors{0};
 };
+
+inline const report& report_of(const report& r) noexcept { return r; }
+inline const report& report_of(const acquire_result& r) noexcept { return r.report; }
+inline const report& report_of(const inspect_result& r) noexcept { return r.report; }
 
 class core final : public std::enable_shared_from_this<core>, private reactor::driver {
  public:
@@ -162,6 +167,64 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   std::uint64_t next_id() noexcept { return ids_.fetch_add(1) + 1; }
   void forget_op(std::uint64_t id) { ops_.erase(id); }
 
+  // Observer events (redlock/observer.h), loop thread only. Every event site is
+  // `if (c.observing()) { build the event; c.emit(...); }`: a client without
+  // observers pays that one branch, no allocation. No site runs with tasks_mu_ or
+  // unstarted_mu_ held (the only mutexes; taken for a few lines around the
+  // queues, never around operation code), so events need no deferral.
+  bool observing() const noexcept { return observing_; }
+  // Delivers `e` to every observer, in list order. An observer that throws has
+  // its exception swallowed and counted (client_stats::observer_errors); the event
+  // still goes to the observers after it, and the client goes on. Debug builds
+  // time each call and say on stderr (rate-limited) when one took over 1 ms.
+  template <class E>
+  void emit(void (observer::*fn)(const E&), const E& e, const char* name) {
+    for (const auto& o : options_.observers) {
+      if (!o) continue;
+#ifndef NDEBUG
+      const auto t0 = std::chrono::steady_clock::now();
+#endif
+      try {
+        ((*o).*fn)(e);
+      } catch (...) {
+        stats_.observer_errors.fetch_add(1, std::memory_order_relaxed);
+      }
+#ifndef NDEBUG
+      note_observer_time(name, std::chrono::steady_clock::now() - t0);
+#else
+      (void)name;
+#endif
+    }
+  }
+  // operation_started now, and a completion that sends operation_finished (with
+  // its report) before calling `done`. Without observers: `done` itself.
+  template <class R>
+  std::function<void(R)> observe_op(operation_kind kind, const std::string& resource, bool background,
+                                    std::function<void(R)> done) {
+    if (!observing_) return done;
+    operation_started s;
+    s.at = now();
+    s.kind = kind;
+    s.resource = resource;
+    s.background = background;
+    emit(&observer::on_operation_started, s, "on_operation_started");
+    return [this, kind, resource, background, done = std::move(done)](R r) {
+      operation_finished f;
+      f.at = now();
+      f.kind = kind;
+      f.resource = resource;
+      f.background = background;
+      f.report = &report_of(r);
+      emit(&observer::on_operation_finished, f, "on_operation_finished");
+      done(std::move(r));
+    };
+  }
+  // A configuration warning: to client_options::on_warning (exceptions swallowed)
+  // and to the observers.
+  void warn(const warning& w);
+  // lock_event for a held lock, now (valid_until: the handle's, unless released).
+  lock_event lock_event_of(const held& h, bool released) const;
+
  private:
   void run_tasks();
   // reactor::driver
@@ -174,8 +237,14 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   void finish_stop();
   void final_drain();
   void watchdog_tick(const std::shared_ptr<held>& h);
+  void start_warnings();
+#ifndef NDEBUG
+  void note_observer_time(const char* name, std::chrono::steady_clock::duration took);
+  std::chrono::steady_clock::time_point slow_observer_said_{};
+#endif
 
   client_options options_;
+  bool observing_ = false;  // !options_.observers.empty()
   std::vector<node_address> nodes_;
   std::vector<std::unique_ptr<connection>> conns_;
   std::unique_ptr<reactor> io_;

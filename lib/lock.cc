@@ -41,11 +41,12 @@ lock::~lock() {
   std::shared_ptr<detail::core> c = h->owner;
   // Best effort, without blocking: the release runs on the loop.
   c->post([h, c] {
-    c->release_held(h, [h, c](report r) {
+    // A background operation for observers: nobody called it.
+    c->release_held(h, c->observe_op<report>(operation_kind::release, h->resource, true, [h, c](report r) {
       if (!r.error || h->lost.load()) return;
       c->stats().release_failures.fetch_add(1, std::memory_order_relaxed);
       if (c->options().on_release_failure) c->options().on_release_failure(h->snapshot(), r);
-    });
+    }));
   });
 }
 
@@ -84,7 +85,9 @@ report lock::extend(std::chrono::milliseconds ttl) {
   return detail::run_sync<report>(
       *h->owner,
       [h, ttl, called](std::function<void(report)> done) {
-        h->owner->extend_held(h, ttl, detail::timed(h->owner, called, std::move(done)));
+        h->owner->extend_held(h, ttl,
+                              h->owner->observe_op<report>(operation_kind::extend, h->resource, false,
+                                                           detail::timed(h->owner, called, std::move(done))));
       },
       [&](errc e) { return refused_report(h.get(), e, ""); });
 }
@@ -112,7 +115,8 @@ report lock::release() {
   report r = detail::run_sync<report>(
       *h->owner,
       [h, called](std::function<void(report)> done) {
-        h->owner->release_held(h, detail::timed(h->owner, called, std::move(done)));
+        h->owner->release_held(h, h->owner->observe_op<report>(operation_kind::release, h->resource, false,
+                                                               detail::timed(h->owner, called, std::move(done))));
       },
       [&](errc e) { return refused_report(h.get(), e, e == errc::cancelled ? "client shut down" : ""); });
   note_release(*h, r);
@@ -131,10 +135,11 @@ void lock::release_async(std::function<void(report)> done) {
   auto c = h->owner;
   const auto called = c->now();
   if (!c->post([h, c, called, done] {
-        c->release_held(h, detail::timed<report>(c, called, [h, done](report r) {
-                          note_release(*h, r);
-                          done(std::move(r));
-                        }));
+        c->release_held(h, c->observe_op<report>(operation_kind::release, h->resource, false,
+                                                 detail::timed<report>(c, called, [h, done](report r) {
+                                                   note_release(*h, r);
+                                                   done(std::move(r));
+                                                 })));
       })) {
     // The client's loop has finished: nobody else can run the callback.
     h->release_failed.store(true);

@@ -515,6 +515,7 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
     res.lock = c_.make_lock(h);
     if (o_.auto_extend) c_.start_watchdog(h);
     c_.stats().acquired.fetch_add(1, std::memory_order_relaxed);
+    if (c_.observing()) c_.emit(&observer::on_lock_acquired, c_.lock_event_of(*h, false), "on_lock_acquired");
     finish(std::move(res));
   }
 
@@ -530,6 +531,15 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
         fence_.reset();
         auto self = shared_from_this();
         retry_timer_ = c_.schedule(delay, [self] { self->start_attempt(); });
+        if (c_.observing()) {
+          retry_scheduled e;
+          e.at = c_.now();
+          e.resource = resource_;
+          e.next_attempt = attempt_ + 1;
+          e.delay = delay;
+          e.last_error = ec;
+          c_.emit(&observer::on_retry_scheduled, e, "on_retry_scheduled");
+        }
         return;
       }
     }
@@ -575,6 +585,7 @@ void cancel_op(acquire_op& op) { op.cancel(); }
 
 void core::acquire(std::uint64_t id, std::string resource, acquire_options o,
                    std::function<void(acquire_result)> done, std::optional<clock_tp> called) {
+  if (observing_) done = observe_op(operation_kind::acquire, resource, false, std::move(done));
   auto reject = [&](errc e, const char* why) {
     acquire_result res;
     res.report = bare_report(*this, make_error_code(e), why);
@@ -673,7 +684,16 @@ void release_round(core& c, const lease& l, std::function<void(report)> done) {
     only[node] = true;
     cleanup::start(*cp, key, token, only, {}, left);
   };
-  r->on_decided = [cp, start, key, token = l.token, left, done = std::move(done)](round& rd) {
+  // For on_lock_released (observers only: no copy otherwise).
+  std::optional<lease> released;
+  if (c.observing()) {
+    released.emplace();
+    released->resource = l.resource;
+    released->fence = l.fence;
+    released->acquired_at = l.acquired_at;
+  }
+  r->on_decided = [cp, start, key, token = l.token, left, released = std::move(released),
+                   done = std::move(done)](round& rd) {
     std::vector<bool> again(rd.votes.size());
     bool any = false;
     for (std::size_t i = 0; i < rd.votes.size(); ++i) {
@@ -684,6 +704,14 @@ void release_round(core& c, const lease& l, std::function<void(report)> done) {
     std::error_code ec;
     if (rd.outcome != verdict::quorum) ec = failure_reason(op_kind::release, rd.votes);
     cp->stats().releases.fetch_add(1, std::memory_order_relaxed);
+    if (!ec && released) {
+      lock_event e;
+      e.at = cp->now();
+      e.resource = released->resource;
+      e.fence = released->fence;
+      if (released->acquired_at) e.held_for = duration_cast<microseconds>(e.at - *released->acquired_at);
+      cp->emit(&observer::on_lock_released, e, "on_lock_released");
+    }
     done(make_report(*cp, rd, ec, start, cp->now(), 1));
   };
   r->send(lock_command(script_id::release, c.key_for(l.resource), l.token));
@@ -692,22 +720,44 @@ void release_round(core& c, const lease& l, std::function<void(report)> done) {
 }  // namespace
 
 void core::extend(lease l, milliseconds ttl, std::function<void(report)> done) {
+  if (observing_) done = observe_op(operation_kind::extend, l.resource, false, std::move(done));
   if (closing_) return done(bare_report(*this, make_error_code(errc::cancelled), "client shut down"));
   // The lease of a live handle: its validity is the handle's to keep (lowered
   // before an extension to a shorter TTL is sent, moved later only by a success),
   // so the extension goes through the handle's bookkeeping.
   if (auto h = handle_for(l)) return extend_held(h, ttl, std::move(done));
-  extend_round(*this, l, ttl, [done = std::move(done)](report r, clock_tp, bool jumped) {
+  // A bare lease (no handle of this client): on_lock_extended from the lease.
+  std::optional<lease> bare;
+  if (observing_) {
+    bare.emplace();
+    bare->resource = l.resource;
+    bare->fence = l.fence;
+    bare->acquired_at = l.acquired_at;
+  }
+  extend_round(*this, l, ttl, [this, bare = std::move(bare), done = std::move(done)](report r, clock_tp valid_until, bool jumped) {
     // As for a handle: an extension run on a clock seen to jump leaves keys that
     // may expire at once; the lease is lost (not "valid until l.valid_until").
     if (r.error && jumped) r.error = make_error_code(errc::lock_lost);
+    if (!r.error && bare) {
+      lock_event e;
+      e.at = now();
+      e.resource = bare->resource;
+      e.fence = bare->fence;
+      e.valid_until = valid_until;
+      if (bare->acquired_at) e.held_for = duration_cast<microseconds>(e.at - *bare->acquired_at);
+      emit(&observer::on_lock_extended, e, "on_lock_extended");
+    }
     done(std::move(r));
   });
 }
 
-void core::release(lease l, std::function<void(report)> done) { release_round(*this, l, std::move(done)); }
+void core::release(lease l, std::function<void(report)> done) {
+  if (observing_) done = observe_op(operation_kind::release, l.resource, false, std::move(done));
+  release_round(*this, l, std::move(done));
+}
 
 void core::inspect(std::string resource, std::function<void(inspect_result)> done) {
+  if (observing_) done = observe_op(operation_kind::inspect, resource, false, std::move(done));
   if (closing_) {
     inspect_result res;
     res.report = bare_report(*this, make_error_code(errc::cancelled), "client shut down");
@@ -824,6 +874,16 @@ void core::declare_lost(const std::shared_ptr<held>& h, const report& why) {
   untrack_handle(*h);
   stats_.locks_lost.fetch_add(1, std::memory_order_relaxed);
   stop_watchdog(*h);
+  if (observing_) {
+    lock_lost_event e;
+    e.at = now();
+    e.resource = h->resource;
+    e.fence = h->fence;
+    e.held_for = duration_cast<microseconds>(e.at - h->acquired_at);
+    e.reason = why.error;
+    e.detail = why.message();
+    emit(&observer::on_lock_lost, e, "on_lock_lost");
+  }
   if (h->on_lost) {
     auto fn = h->on_lost;
     fn(h->snapshot(), why);
@@ -870,12 +930,42 @@ void core::watchdog_tick(const std::shared_ptr<held>& h) {
   std::weak_ptr<held> w = h;
   // Under max_hold the TTL may be shorter than what is left: lower the validity first.
   const std::uint64_t seq = begin_extension(*this, *h, *ttl);
-  extend_round(*this, h->snapshot(), *ttl, [this, w, seq](report r, clock_tp valid_until, bool jumped) {
+  // The watchdog's extension is a background operation for observers.
+  std::string observed;  // the resource, when observing (else empty: no allocation)
+  if (observing_) {
+    observed = h->resource;
+    operation_started s;
+    s.at = now();
+    s.kind = operation_kind::extend;
+    s.resource = observed;
+    s.background = true;
+    emit(&observer::on_operation_started, s, "on_operation_started");
+  }
+  extend_round(*this, h->snapshot(), *ttl,
+               [this, w, seq, observed = std::move(observed)](report r, clock_tp valid_until, bool jumped) {
+    // operation_finished after the lock events this outcome causes (extended,
+    // lost), as for a call: at the end of this scope, whichever way it is left.
+    struct finished_at_exit {
+      core& c;
+      const std::string& resource;
+      const report& rep;
+      ~finished_at_exit() {
+        if (!c.observing()) return;
+        operation_finished f;
+        f.at = c.now();
+        f.kind = operation_kind::extend;
+        f.resource = resource;
+        f.background = true;
+        f.report = &rep;
+        c.emit(&observer::on_operation_finished, f, "on_operation_finished");
+      }
+    } at_exit{*this, observed, r};
     auto hp = w.lock();
     if (!hp) return;
     if (!hp->watchdog || hp->finished.load() || hp->lost.load()) return;
     if (!r.error) {
       extension_succeeded(*hp, seq, valid_until);
+      if (observing_) emit(&observer::on_lock_extended, lock_event_of(*hp, false), "on_lock_extended");
       hp->timer = schedule(hp->interval, [this, w] {
         if (auto p = w.lock()) watchdog_tick(p);
       });
@@ -925,6 +1015,7 @@ void core::extend_held(const std::shared_ptr<held>& h, milliseconds ttl, std::fu
     } else if (hp && !hp->finished.load()) {
       if (!r.error) {
         extension_succeeded(*hp, seq, valid_until);
+        if (observing_) emit(&observer::on_lock_extended, lock_event_of(*hp, false), "on_lock_extended");
       } else if (r.error == errc::not_owner || r.error == errc::lock_lost || jumped) {
         r.error = errc::lock_lost;
         declare_lost(hp, r);

@@ -213,6 +213,8 @@ struct client_stats {
   std::uint64_t extends = 0;           // extend rounds completed (incl. watchdog)
   std::uint64_t locks_lost = 0;        // watchdog or extend declared a lock lost
   std::uint64_t reconnects = 0;        // connections (re)established after the first
+  // Exceptions thrown by observers (client_options::observers), caught and dropped.
+  std::uint64_t observer_errors = 0;
 };
 
 class REDLOCK_EXPORT client {

@@ -9,6 +9,14 @@
 // functions; it must not call the synchronous ones (they fail with
 // errc::would_deadlock) nor destroy the client.
 //
+// An observer that throws does not break the client: the exception is caught and
+// dropped (counted in client_stats::observer_errors), and the event still goes to
+// the observers after it in the list.
+//
+// Order: the lock events an operation causes come before its operation_finished
+// (started, acquired, finished; started, extended or lost, finished); a call's
+// completion callback runs after its operation_finished.
+//
 // No event carries a token or a password: nodes are named by their redacted URIs,
 // locks by their resource (and fence, when fenced). A client without observers
 // pays one branch per event site.
@@ -36,7 +44,9 @@ enum class operation_kind : std::uint8_t { acquire, extend, release, inspect };
 REDLOCK_EXPORT const char* to_string(operation_kind k) noexcept;
 
 // A public call (or the watchdog's extension, or a lock handle's destructor's
-// release) began.
+// release) began on the loop. Calls refused before they reach the loop (an invalid
+// argument to a synchronous call, a call after the client stopped) have no events.
+// client::ping has none (it is no lock operation).
 struct operation_started {
   event_time at;
   operation_kind kind{};
@@ -64,7 +74,10 @@ struct retry_scheduled {
 };
 
 // A lock was acquired, extended or released (by a call, the watchdog or a handle's
-// destructor).
+// destructor). Released: only when the release got its quorum (a failed release
+// is an operation_finished with the error). An extend or release of a bare lease
+// (client::extend/release of a lease, not through a handle) reports the lease's
+// fence, and held_for from its acquired_at (0 when the lease does not know it).
 struct lock_event {
   event_time at;
   std::string resource;
@@ -85,7 +98,9 @@ struct lock_lost_event {
   std::string detail;  // one line: what was seen
 };
 
-// A node's connection came up (handshake done) or went down.
+// A node's connection came up (handshake done) or went down. Down is sent once per
+// outage: when a node that was up fails, or at the first failed attempt of a node
+// not up yet; the failed attempts after it are reconnect_scheduled events only.
 struct node_event {
   event_time at;
   std::size_t index = 0;  // position in client_options::nodes
@@ -113,7 +128,12 @@ enum class quarantine_reason : std::uint8_t {
 REDLOCK_EXPORT const char* to_string(quarantine_reason r) noexcept;
 
 // A guard took a node out of acquire votes until `until`, or (cleared) the
-// quarantine ended and the node votes again.
+// quarantine ended and the node votes again. A quarantined node gets a timer (one
+// per node, only with observers) that sends on_node_cleared when the latest of its
+// quarantines is over, on the client's clock (within a few ms; a quarantine
+// extended meanwhile, by another restart or jump, moves it). `reason` of a
+// cleared event is that of the last quarantine. A client that stops first sends
+// no cleared event. first_sight is sent only while the node is still young.
 struct node_quarantine_event {
   event_time at;
   std::size_t index = 0;
@@ -123,7 +143,10 @@ struct node_quarantine_event {
   std::string detail;
 };
 
-// A reply took longer than client_options::slow_node_threshold.
+// A reply took longer than client_options::slow_node_threshold (from the request's
+// submission to its reply; also a reply that arrives after its request timed out).
+// kind: the operation the request belongs to (a fenced acquire's commit: acquire).
+// Handshake replies are not measured.
 struct node_slow_event {
   event_time at;
   std::size_t index = 0;
@@ -150,7 +173,9 @@ class REDLOCK_EXPORT observer {
   virtual void on_node_quarantined(const node_quarantine_event&) {}
   virtual void on_node_cleared(const node_quarantine_event&) {}
   virtual void on_node_slow(const node_slow_event&) {}
-  // Configuration warnings (the same ones client_options::on_warning gets).
+  // Configuration warnings (the same ones client_options::on_warning gets):
+  // even_node_count and single_node once at the client's start (before any node
+  // event; `node` empty), eviction_policy per connection where seen.
   virtual void on_warning(const warning&) {}
 };
 

@@ -264,8 +264,9 @@ struct client_options {
   // retried with the reconnect backoff; nothing propagates through the loop.
   // Unset = the URI's credentials.
   std::function<credentials(const std::string& node)> credentials_provider;
-  // Warnings about the nodes (see warning_code), each reported once per
-  // connection on which it is seen (at the handshake: a reconnect reports it again
+  // Warnings about the nodes (see warning_code): even_node_count and single_node
+  // once, when the client starts (on the loop thread, `node` empty); the others
+  // once per connection on which it is seen (at the handshake: a reconnect reports it again
   // if it still holds, and a policy changed by CONFIG SET is seen at the next
   // reconnect). Runs on the loop thread; must not block; an exception it throws is
   // swallowed. Unset = not reported. The warnings that hold now are also in

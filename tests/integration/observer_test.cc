@@ -1,0 +1,438 @@
+// Observer events (redlock/observer.h) against real redis-server nodes: the exact
+// sequences of operations and lock events, node events, guard quarantines, slow
+// replies, warnings, throwing and re-entrant observers, and no secrets anywhere.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "observer_recorder.h"
+#include "redis_node.h"
+#include "redlock/redlock.h"
+#include "test_util.h"
+
+namespace redlock::test {
+namespace {
+
+using lines = std::vector<std::string>;
+
+client_options observed(const std::vector<std::string>& uris, const std::shared_ptr<recorder>& rec) {
+  client_options o = options_for(uris);
+  o.observers.push_back(rec);
+  return o;
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+TEST(Observer, acquire_then_release_gives_the_exact_sequence) {
+  redis_cluster cl(3);
+  auto rec = std::make_shared<recorder>();
+  client c(observed(cl.uris(), rec));
+  ASSERT_TRUE(wait_connected(c));
+  auto r = c.acquire("ev-basic", once(5000ms));
+  ASSERT_TRUE(r) << r.report.message();
+  const lease l = r.lock.info();
+  ASSERT_TRUE(r.lock.release());
+  EXPECT_EQ(rec->about("ev-basic"), (lines{"started acquire ev-basic", "acquired ev-basic", "finished acquire ev-basic ok",
+                                           "started release ev-basic", "released ev-basic",
+                                           "finished release ev-basic ok"}));
+  const auto locks = rec->get(&recorder::locks_);
+  ASSERT_EQ(locks.size(), 2u);
+  ASSERT_TRUE(locks[0].valid_until.has_value());
+  EXPECT_EQ(*locks[0].valid_until, *l.valid_until);
+  EXPECT_FALSE(locks[0].fence.has_value());
+  EXPECT_GE(locks[0].held_for.count(), 0);
+  EXPECT_FALSE(locks[1].valid_until.has_value());  // released
+  EXPECT_GE(locks[1].held_for, locks[0].held_for);
+  EXPECT_GE(locks[1].at, locks[0].at);
+  // Every node came up once, in any order; no warnings for 3 noeviction nodes.
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(rec->count("up " + std::to_string(i)), 1u);
+  EXPECT_TRUE(rec->get(&recorder::warnings_).empty());
+  EXPECT_TRUE(rec->one_thread());
+  EXPECT_EQ(c.stats().observer_errors, 0u);
+}
+
+TEST(Observer, fenced_acquire_carries_the_fence) {
+  redis_cluster cl(3);
+  auto rec = std::make_shared<recorder>();
+  client c(observed(cl.uris(), rec));
+  ASSERT_TRUE(wait_connected(c));
+  acquire_options o = once(5000ms);
+  o.fencing = true;
+  auto r = c.acquire("ev-fence", o);
+  ASSERT_TRUE(r) << r.report.message();
+  ASSERT_TRUE(r.lock.release());
+  const auto locks = rec->get(&recorder::locks_);
+  ASSERT_EQ(locks.size(), 2u);
+  EXPECT_EQ(locks[0].fence, r.lock.fence());
+  EXPECT_EQ(locks[1].fence, r.lock.fence());
+}
+
+TEST(Observer, contended_acquire_reports_each_retry_within_the_policy) {
+  redis_cluster cl(3);
+  client holder(options_for(cl.uris()));
+  auto rec = std::make_shared<recorder>();
+  client c(observed(cl.uris(), rec));
+  ASSERT_TRUE(wait_connected(c));
+  auto held = holder.acquire("ev-contended", once(10000ms));
+  ASSERT_TRUE(held) << held.report.message();
+  acquire_options o = once(5000ms);
+  o.retry.max_attempts = 3;
+  o.retry.base_delay = 20ms;
+  o.retry.max_delay = 30ms;
+  auto r = c.acquire("ev-contended", o);
+  EXPECT_EQ(r.report.error, errc::contended);
+  EXPECT_EQ(rec->about("ev-contended"),
+            (lines{"started acquire ev-contended", "retry ev-contended 2", "retry ev-contended 3",
+                   "finished acquire ev-contended " + make_error_code(errc::contended).message()}));
+  const auto retries = rec->get(&recorder::retries_);
+  ASSERT_EQ(retries.size(), 2u);
+  // Attempt k waits in [d/2, d], d = min(max_delay, base * 2^(k-2)).
+  EXPECT_GE(retries[0].delay, 10ms);
+  EXPECT_LE(retries[0].delay, 20ms);
+  EXPECT_GE(retries[1].delay, 15ms);
+  EXPECT_LE(retries[1].delay, 30ms);
+  EXPECT_EQ(retries[0].last_error, errc::contended);
+  EXPECT_EQ(retries[1].next_attempt, 3);
+  std::vector<recorder::op_rec> ops;
+  for (const auto& op : rec->get(&recorder::ops_)) {
+    if (op.resource == "ev-contended") ops.push_back(op);
+  }
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[1].attempts, 3);
+  // The wait, retries included.
+  EXPECT_GE(ops[1].elapsed, retries[0].delay + retries[1].delay);
+  EXPECT_LE(ops[1].elapsed, r.report.elapsed);
+}
+
+TEST(Observer, watchdog_extensions_are_background_and_a_lost_lock_is_reported) {
+  redis_cluster cl(3);
+  auto rec = std::make_shared<recorder>();
+  client c(observed(cl.uris(), rec));
+  ASSERT_TRUE(wait_connected(c));
+  acquire_options o = once(900ms);
+  o.auto_extend = true;
+  o.extend_interval = 150ms;
+  auto r = c.acquire("ev-watch", o);
+  ASSERT_TRUE(r) << r.report.message();
+  ASSERT_TRUE(eventually([&] { return rec->count("extended ev-watch") >= 2; }, 3000ms));
+  for (std::size_t i = 0; i < cl.size(); ++i) cl[i].command({"DEL", "ev-watch"});
+  ASSERT_TRUE(eventually([&] { return rec->saw("lost ev-watch " + make_error_code(errc::lock_lost).message()); },
+                         3000ms));
+  ASSERT_TRUE(eventually([&] { return r.lock.lost(); }));
+  const lines seq = rec->about("ev-watch");
+  ASSERT_GE(seq.size(), 9u);
+  EXPECT_EQ(seq[0], "started acquire ev-watch");
+  EXPECT_EQ(seq[1], "acquired ev-watch");
+  EXPECT_EQ(seq[2], "finished acquire ev-watch ok");
+  EXPECT_EQ(seq[3], "started extend ev-watch bg");
+  EXPECT_EQ(seq[4], "extended ev-watch");
+  EXPECT_EQ(seq[5], "finished extend ev-watch bg ok");
+  // The end: the extension that found the keys gone, the loss, its finish.
+  ASSERT_TRUE(eventually([&] { return rec->about("ev-watch").back().rfind("finished extend ev-watch bg", 0) == 0; }));
+  const lines end = rec->about("ev-watch");
+  const std::size_t n = end.size();
+  EXPECT_EQ(end[n - 3], "started extend ev-watch bg");
+  EXPECT_EQ(end[n - 2], "lost ev-watch " + make_error_code(errc::lock_lost).message());
+  EXPECT_EQ(end[n - 1], "finished extend ev-watch bg " + make_error_code(errc::lock_lost).message());
+  const auto lost = rec->get(&recorder::lost_);
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].reason, errc::lock_lost);
+  EXPECT_FALSE(lost[0].detail.empty());
+  EXPECT_GT(lost[0].held_for.count(), 0);
+}
+
+TEST(Observer, a_destroyed_handle_releases_in_the_background) {
+  redis_cluster cl(3);
+  auto rec = std::make_shared<recorder>();
+  client c(observed(cl.uris(), rec));
+  ASSERT_TRUE(wait_connected(c));
+  {
+    auto r = c.acquire("ev-dtor", once(5000ms));
+    ASSERT_TRUE(r) << r.report.message();
+  }
+  ASSERT_TRUE(eventually([&] { return rec->saw("finished release ev-dtor bg ok"); }));
+  EXPECT_EQ(rec->about("ev-dtor"),
+            (lines{"started acquire ev-dtor", "acquired ev-dtor", "finished acquire ev-dtor ok",
+                   "started release ev-dtor bg", "released ev-dtor", "finished release ev-dtor bg ok"}));
+}
+
+TEST(Observer, a_stopped_node_goes_down_is_reconnected_and_comes_up) {
+  redis_cluster cl(3);
+  auto rec = std::make_shared<recorder>();
+  client c(observed(cl.uris(), rec));
+  ASSERT_TRUE(wait_connected(c));
+  cl[1].kill();
+  ASSERT_TRUE(eventually([&] { return rec->saw("down 1") && rec->count("reconnect 1") >= 2; }));
+  cl[1].start();
+  ASSERT_TRUE(eventually([&] { return rec->count("up 1") == 2; }));
+  EXPECT_EQ(rec->count("down 1"), 1u);  // once per outage, however many attempts failed
+  const auto nodes = rec->get(&recorder::nodes_);
+  bool saw_down = false;
+  for (const auto& e : nodes) {
+    if (e.index != 1 || e.status == node_status::ok) continue;
+    saw_down = true;
+    EXPECT_EQ(e.node, cl[1].uri());
+    EXPECT_EQ(e.status, node_status::connection_error);
+    EXPECT_FALSE(e.detail.empty());
+  }
+  EXPECT_TRUE(saw_down);
+  for (const auto& e : rec->get(&recorder::reconnects_)) {
+    EXPECT_EQ(e.index, 1u);
+    EXPECT_GE(e.backoff, 2ms);  // min backoff 5 ms, jittered down to half
+    EXPECT_LE(e.backoff, 100ms);
+    EXPECT_FALSE(e.reason.empty());
+  }
+  // The order: down, reconnects, up.
+  const lines all = rec->lines();
+  const auto down = std::find(all.begin(), all.end(), "down 1");
+  const auto up = std::find(down, all.end(), "up 1");
+  ASSERT_NE(up, all.end());
+  EXPECT_EQ(*(down + 1), "reconnect 1");
+}
+
+TEST(Observer, a_restarted_node_is_quarantined_then_cleared) {
+  redis_cluster cl(3);
+  auto rec = std::make_shared<recorder>();
+  client_options o = observed(cl.uris(), rec);
+  o.max_ttl = 1200ms;  // the quarantine (restart_quarantine defaults to max_ttl)
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  const auto before = std::chrono::steady_clock::now();
+  cl[0].restart(false);
+  ASSERT_TRUE(eventually([&] { return rec->saw("quarantined 0 restart"); }));
+  const auto q = rec->get(&recorder::quarantines_);
+  ASSERT_EQ(q.size(), 1u);
+  EXPECT_EQ(q[0].index, 0u);
+  EXPECT_EQ(q[0].node, cl[0].uri());
+  EXPECT_EQ(q[0].reason, quarantine_reason::restart);
+  EXPECT_EQ(q[0].until - q[0].at, std::chrono::milliseconds(1200));  // until = now + quarantine
+  EXPECT_GE(q[0].at, before);
+  auto r = c.acquire("ev-quarantine", once(1000ms));
+  ASSERT_TRUE(r) << r.report.message();
+  EXPECT_EQ(r.report.nodes[0].status, node_status::excluded);
+  EXPECT_FALSE(rec->saw("cleared 0 restart"));
+  ASSERT_TRUE(eventually([&] { return rec->saw("cleared 0 restart"); }, 3000ms));
+  const auto cleared = rec->get(&recorder::cleared_);
+  ASSERT_EQ(cleared.size(), 1u);
+  EXPECT_GE(cleared[0].at, q[0].until);
+  EXPECT_LE(cleared[0].at - q[0].until, 500ms);
+  EXPECT_EQ(cleared[0].until, q[0].until);
+  auto r2 = c.acquire("ev-quarantine-2", once(1000ms));
+  ASSERT_TRUE(r2) << r2.report.message();
+  EXPECT_EQ(r2.report.nodes[0].status, node_status::ok);
+}
+
+TEST(Observer, a_slow_reply_is_reported) {
+  redis_cluster cl(3);
+  auto rec = std::make_shared<recorder>();
+  client_options o = observed(cl.uris(), rec);
+  o.slow_node_threshold = 30ms;
+  o.command_timeout = 400ms;
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  EXPECT_TRUE(rec->get(&recorder::slow_).empty());
+  cl[2].pause();
+  std::promise<acquire_result> done;
+  auto fut = done.get_future();
+  c.acquire_async("ev-slow", once(5000ms), [&done](acquire_result r) { done.set_value(std::move(r)); });
+  ASSERT_EQ(fut.wait_for(3s), std::future_status::ready);
+  std::this_thread::sleep_for(80ms);
+  cl[2].resume();
+  ASSERT_TRUE(eventually([&] { return rec->saw("slow 2 acquire"); }));
+  const auto slow = rec->get(&recorder::slow_);
+  ASSERT_GE(slow.size(), 1u);
+  EXPECT_EQ(slow[0].index, 2u);
+  EXPECT_EQ(slow[0].node, cl[2].uri());
+  EXPECT_GE(slow[0].latency, 80ms);
+  EXPECT_EQ(slow[0].kind, operation_kind::acquire);
+}
+
+TEST(Observer, warns_about_four_nodes_once_at_start) {
+  redis_cluster cl(4);
+  auto rec = std::make_shared<recorder>();
+  std::atomic<int> callback{0};
+  client_options o = observed(cl.uris(), rec);
+  o.on_warning = [&callback](const warning& w) {
+    if (w.code == warning_code::even_node_count) ++callback;
+  };
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  const auto w = rec->get(&recorder::warnings_);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].code, warning_code::even_node_count);
+  EXPECT_TRUE(contains(w[0].message, "4 nodes")) << w[0].message;
+  EXPECT_EQ(callback.load(), 1);
+  // The first event of all: before any node came up.
+  EXPECT_EQ(rec->lines().front(), "warning " + std::to_string(static_cast<int>(warning_code::even_node_count)));
+}
+
+TEST(Observer, warns_about_a_single_node) {
+  redis_cluster cl(1);
+  auto rec = std::make_shared<recorder>();
+  client c(observed(cl.uris(), rec));
+  ASSERT_TRUE(wait_connected(c));
+  const auto w = rec->get(&recorder::warnings_);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].code, warning_code::single_node);
+  EXPECT_TRUE(contains(w[0].message, cl[0].uri())) << w[0].message;
+}
+
+TEST(Observer, the_eviction_policy_warning_reaches_observers) {
+  redis_cluster cl(3);
+  cl[2].command({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"});
+  auto rec = std::make_shared<recorder>();
+  client c(observed(cl.uris(), rec));
+  ASSERT_TRUE(wait_connected(c));
+  ASSERT_TRUE(eventually([&] { return !rec->get(&recorder::warnings_).empty(); }));
+  const auto w = rec->get(&recorder::warnings_);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].code, warning_code::eviction_policy);
+  EXPECT_EQ(w[0].node, cl[2].uri());
+}
+
+class thrower : public observer {
+ public:
+  void on_operation_started(const operation_started&) override { throw std::runtime_error("boom"); }
+  void on_lock_acquired(const lock_event&) override { throw 42; }
+  void on_node_up(const node_event&) override { throw std::runtime_error("boom"); }
+};
+
+TEST(Observer, a_throwing_observer_does_not_break_the_client_nor_the_next_observer) {
+  redis_cluster cl(3);
+  auto rec = std::make_shared<recorder>();
+  client_options o = options_for(cl.uris());
+  o.observers.push_back(std::make_shared<thrower>());
+  o.observers.push_back(rec);
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  auto r = c.acquire("ev-throw", once(5000ms));
+  ASSERT_TRUE(r) << r.report.message();
+  ASSERT_TRUE(r.lock.release());
+  EXPECT_EQ(rec->about("ev-throw"),
+            (lines{"started acquire ev-throw", "acquired ev-throw", "finished acquire ev-throw ok",
+                   "started release ev-throw", "released ev-throw", "finished release ev-throw ok"}));
+  // 3 node_up, and per inspect/acquire/release one started; one acquired.
+  EXPECT_GE(c.stats().observer_errors, 3u + 1u + 1u + 1u);
+}
+
+// An observer that starts an acquire from inside an event (the async API only).
+class reentrant : public observer {
+ public:
+  explicit reentrant(client** c) : c_(c) {}
+  void on_lock_acquired(const lock_event& e) override {
+    if (e.resource != "ev-outer") return;
+    (*c_)->acquire_async("ev-inner", once(5000ms), [this](acquire_result r) {
+      inner_ok = static_cast<bool>(r);
+      if (r) inner = std::move(r.lock);
+      done = true;
+    });
+  }
+  client** c_;
+  std::atomic<bool> done{false};
+  std::atomic<bool> inner_ok{false};
+  lock inner;
+};
+
+TEST(Observer, an_observer_may_start_an_acquire_from_an_event) {
+  redis_cluster cl(3);
+  auto rec = std::make_shared<recorder>();
+  client* cp = nullptr;
+  auto re = std::make_shared<reentrant>(&cp);
+  client_options o = observed(cl.uris(), rec);
+  o.observers.push_back(re);
+  client c(o);
+  cp = &c;
+  ASSERT_TRUE(wait_connected(c));
+  auto r = c.acquire("ev-outer", once(5000ms));
+  ASSERT_TRUE(r) << r.report.message();
+  ASSERT_TRUE(eventually([&] { return re->done.load(); }));
+  EXPECT_TRUE(re->inner_ok.load());
+  ASSERT_TRUE(eventually([&] { return rec->saw("finished acquire ev-inner ok"); }));
+  EXPECT_EQ(rec->about("ev-inner"),
+            (lines{"started acquire ev-inner", "acquired ev-inner", "finished acquire ev-inner ok"}));
+  EXPECT_EQ(c.stats().observer_errors, 0u);
+  // The handle must not outlive the client inside its own observer (a cycle).
+  EXPECT_TRUE(re->inner.release());
+}
+
+#ifndef NDEBUG
+class sleeper : public observer {
+ public:
+  void on_operation_started(const operation_started& e) override {
+    if (e.resource == "ev-sleepy") std::this_thread::sleep_for(5ms);
+  }
+};
+
+TEST(Observer, debug_builds_say_when_an_observer_is_slow) {
+  redis_cluster cl(3);
+  client_options o = options_for(cl.uris());
+  o.observers.push_back(std::make_shared<sleeper>());
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  ::testing::internal::CaptureStderr();
+  auto r = c.acquire("ev-sleepy", once(5000ms));
+  auto r2 = c.acquire("ev-sleepy-2", once(5000ms));
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(r) << r.report.message();
+  EXPECT_TRUE(contains(err, "redlock: observer slow: on_operation_started took ")) << err;
+  EXPECT_TRUE(contains(err, " ms; observers must not block")) << err;
+  // Rate-limited: one line.
+  EXPECT_EQ(err.find("observer slow"), err.rfind("observer slow")) << err;
+}
+#endif
+
+TEST(Observer, no_event_carries_a_password_or_a_token) {
+  const std::string password = "Pw0bserverS3cret";
+  node_config cfg;
+  cfg.password = password;
+  redis_cluster cl(3, cfg);
+  auto rec = std::make_shared<recorder>();
+  client_options o = observed(cl.uris(), rec);
+  o.max_ttl = 1200ms;
+  o.slow_node_threshold = 1ms;  // replies slower than 1 ms: slow events, maybe
+  for (const auto& u : o.nodes) ASSERT_TRUE(contains(u, password));
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  std::vector<std::string> tokens;
+  {
+    acquire_options a = once(1000ms);
+    a.auto_extend = true;
+    a.extend_interval = 200ms;
+    auto r = c.acquire("ev-secret", a);
+    ASSERT_TRUE(r) << r.report.message();
+    tokens.push_back(r.lock.info().token);
+    // A contender with retries, an explicit extend, an inspect.
+    acquire_options b = once(1000ms);
+    b.retry.max_attempts = 2;
+    b.retry.base_delay = 10ms;
+    EXPECT_FALSE(c.acquire("ev-secret", b));
+    EXPECT_TRUE(c.extend(r.lock.info(), 1000ms));
+    EXPECT_TRUE(c.inspect("ev-secret").holder.has_value());
+    ASSERT_TRUE(eventually([&] { return rec->saw("extended ev-secret"); }));
+    // A node goes down and comes back without its data (quarantine).
+    cl[1].restart(false);
+    ASSERT_TRUE(eventually([&] { return rec->saw("quarantined 1 restart"); }));
+    auto r2 = c.acquire("ev-secret-2", once(1000ms));
+    ASSERT_TRUE(r2) << r2.report.message();
+    tokens.push_back(r2.lock.info().token);
+    ASSERT_TRUE(r2.lock.release());
+    for (std::size_t i = 0; i < cl.size(); ++i) cl[i].command({"DEL", "ev-secret"});
+    ASSERT_TRUE(eventually([&] { return rec->saw("lost ev-secret " + make_error_code(errc::lock_lost).message()); }));
+  }
+  ASSERT_TRUE(eventually([&] { return rec->saw("cleared 1 restart"); }));
+  const auto strings = rec->strings();
+  EXPECT_GT(strings.size(), 50u);
+  for (const auto& s : strings) {
+    EXPECT_FALSE(contains(s, password)) << s;
+    for (const auto& t : tokens) EXPECT_FALSE(contains(s, t)) << s;
+  }
+}
+
+}  // namespace
+}  // namespace redlock::test
