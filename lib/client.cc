@@ -10,6 +10,7 @@
 
 #include "core.h"
 #include "decision.h"
+#include "operation_support.h"
 #include "redlock/uv.h"
 #include "retry.h"
 #include "sync.h"
@@ -152,6 +153,17 @@ std::string check_acquire(const detail::core& c, std::string_view resource, cons
   return "";
 }
 
+// "" if a set acquire's arguments are fine, else the problem.
+std::string check_acquire_many(const detail::core& c, const std::vector<std::string>& resources,
+                               const acquire_options& o) {
+  if (std::string bad = detail::check_resource_set(resources); !bad.empty()) return bad;
+  if (o.fencing) return "fencing is not supported for a set of resources: acquire them one by one with fencing";
+  for (const std::string& r : resources) {
+    if (std::string bad = check_acquire(c, r, o); !bad.empty()) return bad;
+  }
+  return "";
+}
+
 }  // namespace
 
 client::client(client_options options) : client(std::move(options), nullptr) {}
@@ -225,6 +237,57 @@ std::uint64_t client::acquire_async(std::string resource, acquire_options option
   });
   if (!posted) {
     // The client's loop has finished (see client.h): nobody else can run the callback.
+    core_->forget_unstarted(id);
+    acquire_result r;
+    r.report = invalid(*core_, errc::cancelled, "client shut down");
+    done(std::move(r));
+  }
+  return id;
+}
+
+acquire_result client::acquire_many(const std::vector<std::string>& resources, const acquire_options& options) {
+  auto refused = [this](errc e) {
+    acquire_result r;
+    r.report = invalid(*core_, e, e == errc::cancelled ? "client shut down" : "");
+    return r;
+  };
+  if (std::string bad = check_acquire_many(*core_, resources, options); !bad.empty()) {
+    acquire_result r;
+    r.report = invalid(*core_, errc::invalid_argument, bad);
+    return r;
+  }
+  const std::uint64_t id = core_->next_id();
+  const auto called = core_->now();
+  auto c = core_;
+  return detail::run_sync<acquire_result>(
+      *core_,
+      [c, id, called, resources, options](std::function<void(acquire_result)> done) mutable {
+        c->acquire_many(id, std::move(resources), std::move(options), detail::timed(c, called, std::move(done)),
+                        called);
+      },
+      refused);
+}
+
+std::uint64_t client::acquire_many_async(std::vector<std::string> resources, acquire_options options,
+                                         std::function<void(acquire_result)> done) {
+  const std::uint64_t id = core_->next_id();
+  const auto called = core_->now();
+  auto c = core_;
+  std::string bad = check_acquire_many(*core_, resources, options);
+  core_->expect_op(id);
+  bool posted =
+      core_->post([c, id, called, bad, res = std::move(resources), o = std::move(options), done]() mutable {
+        const bool cancelled_early = c->start_op(id);
+        if (!bad.empty() || cancelled_early) {
+          acquire_result r;
+          r.report = bad.empty() ? invalid(*c, errc::cancelled, "cancelled before it started")
+                                 : invalid(*c, errc::invalid_argument, bad);
+          c->stats().acquires.fetch_add(1, std::memory_order_relaxed);
+          return done(std::move(r));
+        }
+        c->acquire_many(id, std::move(res), std::move(o), detail::timed(c, called, std::move(done)), called);
+      });
+  if (!posted) {
     core_->forget_unstarted(id);
     acquire_result r;
     r.report = invalid(*core_, errc::cancelled, "client shut down");
