@@ -35,12 +35,14 @@ TEST(AcquireMany, a_set_holds_every_key_with_one_token_on_every_node) {
   EXPECT_EQ(l.resources, (strings{"m-a", "m-b", "m-c"}));
   EXPECT_EQ(l.resource, "m-a,m-b,m-c");
   EXPECT_GT(r.report.validity.count(), 9000);
+  // (Decided at a quorum: the last grant may land just after.)
   for (const char* k : {"m-a", "m-b", "m-c"}) {
-    EXPECT_TRUE(everywhere(cl, k, l.token)) << k;
+    EXPECT_TRUE(eventually([&] { return everywhere(cl, k, l.token); })) << k;
     for (std::size_t i = 0; i < cl.size(); ++i) EXPECT_GT(cl[i].pttl(k), 9000) << k;
   }
   EXPECT_TRUE(r.lock.release());
-  for (const char* k : {"m-a", "m-b", "m-c"}) EXPECT_EQ(cl.count_key(k), 0) << k;
+  // Decided at a quorum: the last node's delete may land just after.
+  for (const char* k : {"m-a", "m-b", "m-c"}) EXPECT_TRUE(eventually([&] { return cl.count_key(k) == 0; })) << k;
 }
 
 TEST(AcquireMany, a_single_key_of_a_held_set_is_contended_and_a_set_over_a_held_key_too) {
@@ -115,7 +117,7 @@ TEST(AcquireMany, a_quorum_of_whole_grants_wins_and_the_refusing_node_holds_none
     EXPECT_EQ(cl[i].get("q-b"), token);
   }
   EXPECT_TRUE(r.lock.release());
-  EXPECT_EQ(cl.count_key("q-a"), 0);
+  EXPECT_TRUE(eventually([&] { return cl.count_key("q-a") == 0 && cl.count_key("q-b") == 1; }));
   EXPECT_EQ(cl.count_value("q-b", "foreign"), 1);
 }
 
@@ -128,10 +130,12 @@ TEST(AcquireMany, extend_re_times_every_key_and_refuses_when_one_key_is_not_held
   const report ext = r.lock.extend(20000ms);
   ASSERT_TRUE(ext) << ext.message();
   EXPECT_GT(ext.validity.count(), 15000);
-  for (std::size_t i = 0; i < cl.size(); ++i) {
-    EXPECT_GT(cl[i].pttl("e-a"), 15000);
-    EXPECT_GT(cl[i].pttl("e-b"), 15000);
-  }
+  EXPECT_TRUE(eventually([&] {
+    for (std::size_t i = 0; i < cl.size(); ++i) {
+      if (cl[i].pttl("e-a") <= 15000 || cl[i].pttl("e-b") <= 15000) return false;
+    }
+    return true;
+  }));
   // client::extend of the lease goes through the handle, as for one key.
   const report again = a.extend(r.lock.info(), 15000ms);
   EXPECT_TRUE(again) << again.message();
@@ -158,7 +162,7 @@ TEST(AcquireMany, release_deletes_the_keys_holding_the_token_and_a_second_releas
   for (std::size_t i = 0; i < cl.size(); ++i) cl[i].command({"SET", "rel-b", "foreign", "PX", "60000"});
   const report rel = a.release(l);
   EXPECT_TRUE(rel) << rel.message();
-  EXPECT_EQ(cl.count_key("rel-a"), 0);
+  EXPECT_TRUE(eventually([&] { return cl.count_key("rel-a") == 0; }));
   EXPECT_EQ(cl.count_value("rel-b", "foreign"), 3);
   const report twice = a.release(l);
   EXPECT_EQ(twice.error, errc::not_owner) << twice.message();
@@ -328,7 +332,7 @@ TEST(AcquireMany, overlapping_sets_exclude_each_other_per_resource_without_deadl
     }
   }
   EXPECT_GT(checked, 10);
-  for (const char* k : {"o-a", "o-b", "o-c"}) EXPECT_EQ(cl.count_key(k), 0) << k;
+  for (const char* k : {"o-a", "o-b", "o-c"}) EXPECT_TRUE(eventually([&] { return cl.count_key(k) == 0; })) << k;
 }
 
 }  // namespace
