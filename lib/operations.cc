@@ -636,9 +636,8 @@ void extend_round(core& c, const lease& l, milliseconds ttl, std::function<void(
     done(std::move(rep), clock_tp{}, false);
     return;
   }
-  auto r = std::make_shared<round>(c, op_kind::extend, l.resources.empty() ? script_id::extend : script_id::extend_many,
-                                   false);
   command cmd = extend_command(c, l, ttl);
+  auto r = std::make_shared<round>(c, op_kind::extend, cmd.script, false);
   if (until_validity_ends && l.valid_until) {
     // Rounded up: the round must not give up before the validity is really gone.
     const auto left = duration_cast<milliseconds>(*l.valid_until - start) + milliseconds(1);
@@ -681,8 +680,8 @@ bool release_confirmed(const vote& v) {
 
 void release_round(core& c, const lease& l, std::function<void(report)> done) {
   const clock_tp start = c.now();
-  auto r = std::make_shared<round>(c, op_kind::release, l.resources.empty() ? script_id::release : script_id::release_many,
-                                   false);
+  const command rel = release_command(c, l);
+  auto r = std::make_shared<round>(c, op_kind::release, rel.script, false);
   core* cp = &c;
   // How long the key may live: the validity left plus its drift, or max_ttl for a
   // lease without a known validity.
@@ -692,7 +691,6 @@ void release_round(core& c, const lease& l, std::function<void(report)> done) {
            duration_cast<milliseconds>(drift_of(c.options().max_ttl, c.options().clock_drift_factor)) +
            milliseconds(1);
   }
-  const command rel = release_command(c, l);
   r->on_late = [cp, rel, left](round& rd, std::size_t node) {
     if (rd.votes[node].status == node_status::pending || release_confirmed(rd.votes[node])) return;
     std::vector<bool> only(cp->size());
