@@ -149,6 +149,33 @@ TEST(World, a_paused_node_queues_requests_and_runs_them_when_resumed) {
   EXPECT_EQ(k->value, r.lock.info().token);
 }
 
+// A set (client::acquire_many) in virtual time: all or none per node, the
+// overlapping set and the single key contended until the TTL frees the set.
+TEST(World, a_set_of_resources_is_held_all_or_none_and_frees_every_key_at_its_ttl) {
+  world w;
+  auto a = w.make_client();
+  auto b = w.make_client();
+  auto r = a->acquire_many({"x", "y"}, ttl_of(1s));
+  ASSERT_TRUE(r) << r.report.message();
+  w.advance(5ms);  // the answer after the quorum lands too
+  for (std::size_t i = 0; i < w.node_count(); ++i) {
+    ASSERT_TRUE(w.key_at(i, "x")) << i;
+    EXPECT_EQ(w.key_at(i, "y")->value, r.lock.info().token);
+  }
+  EXPECT_EQ(b->acquire("y", ttl_of(1s)).report.error, errc::contended);
+  auto overlap = b->acquire_many({"z", "y"}, ttl_of(1s));
+  EXPECT_EQ(overlap.report.error, errc::contended);
+  w.advance(5ms);
+  for (std::size_t i = 0; i < w.node_count(); ++i) EXPECT_FALSE(w.key_at(i, "z")) << i;
+  w.advance(1100ms);
+  EXPECT_FALSE(r.lock.owns_lock());
+  auto later = b->acquire_many({"z", "y"}, ttl_of(1s));
+  EXPECT_TRUE(later) << later.report.message();
+  ASSERT_TRUE(later.lock.release());
+  w.advance(5ms);
+  for (std::size_t i = 0; i < w.node_count(); ++i) EXPECT_TRUE(w.keys_at(i).empty()) << i;
+}
+
 TEST(World, a_crash_resets_connections_and_refuses_connects_until_the_restart) {
   world_options o;
   o.persistent_nodes = {true, false, false};
