@@ -304,9 +304,17 @@ void client::cancel(std::uint64_t operation_id) {
 }
 
 namespace {
+// "" if lease `l` names what to extend or release, else the problem: a resource
+// (or a set's resources, which must be a valid set) and a token.
+std::string check_lease(const lease& l) {
+  if ((l.resource.empty() && l.resources.empty()) || l.token.empty()) return "resource and token are required";
+  if (!l.resources.empty()) return detail::check_resource_set(l.resources);
+  return "";
+}
+
 // "" if an extend of `l` to `ttl` may be attempted, else the problem.
 std::string check_extend(const detail::core& c, const lease& l, std::chrono::milliseconds ttl) {
-  if (l.resource.empty() || l.token.empty()) return "resource and token are required";
+  if (std::string bad = check_lease(l); !bad.empty()) return bad;
   return c.ttl_problem(ttl);
 }
 }  // namespace
@@ -337,7 +345,7 @@ void client::extend_async(lease l, std::chrono::milliseconds ttl, std::function<
 }
 
 report client::release(const lease& l) {
-  if (l.resource.empty() || l.token.empty()) return invalid(*core_, errc::invalid_argument, "resource and token are required");
+  if (std::string bad = check_lease(l); !bad.empty()) return invalid(*core_, errc::invalid_argument, bad);
   const auto called = core_->now();
   auto c = core_;
   return detail::run_sync<report>(
@@ -349,9 +357,9 @@ report client::release(const lease& l) {
 void client::release_async(lease l, std::function<void(report)> done) {
   auto c = core_;
   const auto called = core_->now();
-  const bool bad = l.resource.empty() || l.token.empty();
+  std::string bad = check_lease(l);
   if (!core_->post([c, l = std::move(l), bad, called, done]() mutable {
-        if (bad) return done(invalid(*c, errc::invalid_argument, "resource and token are required"));
+        if (!bad.empty()) return done(invalid(*c, errc::invalid_argument, bad));
         c->release(std::move(l), detail::timed(c, called, std::move(done)));
       })) {
     // The client's loop has finished (see client.h): nobody else can run the callback.

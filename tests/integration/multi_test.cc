@@ -168,6 +168,27 @@ TEST(AcquireMany, release_deletes_the_keys_holding_the_token_and_a_second_releas
   EXPECT_EQ(twice.error, errc::not_owner) << twice.message();
 }
 
+// A lease rebuilt by hand (a CLI, another process) names the set in `resources`.
+TEST(AcquireMany, a_rebuilt_lease_of_a_set_extends_and_releases_every_key) {
+  redis_cluster cl(3);
+  client a(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(a));
+  auto r = a.acquire_many({"rb-a", "rb-b"}, once(5000ms));
+  ASSERT_TRUE(r) << r.report.message();
+  lease rebuilt;
+  rebuilt.token = r.lock.detach().token;
+  rebuilt.resources = {"rb-a", "rb-b"};
+  const report ext = a.extend(rebuilt, 30000ms);
+  EXPECT_TRUE(ext) << ext.message();
+  EXPECT_TRUE(eventually([&] { return cl[2].pttl("rb-b") > 25000; }));
+  lease bad = rebuilt;
+  bad.resources = {"rb-a", "rb-a"};
+  EXPECT_EQ(a.release(bad).error, errc::invalid_argument);
+  const report rel = a.release(rebuilt);
+  EXPECT_TRUE(rel) << rel.message();
+  EXPECT_TRUE(eventually([&] { return cl.count_key("rb-a") == 0 && cl.count_key("rb-b") == 0; }));
+}
+
 TEST(AcquireMany, the_watchdog_keeps_a_set_and_reports_its_loss) {
   redis_cluster cl(3);
   client a(options_for(cl.uris()));
