@@ -157,7 +157,8 @@ std::string check_acquire(const detail::core& c, std::string_view resource, cons
 std::string check_acquire_many(const detail::core& c, const std::vector<std::string>& resources,
                                const acquire_options& o) {
   if (std::string bad = detail::check_resource_set(resources); !bad.empty()) return bad;
-  if (o.fencing) return "fencing is not supported for a set of resources: acquire them one by one with fencing";
+  if (o.fencing)
+    return "fencing is not supported for a set of resources: acquire them one by one with fencing";
   for (const std::string& r : resources) {
     if (std::string bad = check_acquire(c, r, o); !bad.empty()) return bad;
   }
@@ -245,7 +246,8 @@ std::uint64_t client::acquire_async(std::string resource, acquire_options option
   return id;
 }
 
-acquire_result client::acquire_many(const std::vector<std::string>& resources, const acquire_options& options) {
+acquire_result client::acquire_many(const std::vector<std::string>& resources,
+                                    const acquire_options& options) {
   auto refused = [this](errc e) {
     acquire_result r;
     r.report = invalid(*core_, e, e == errc::cancelled ? "client shut down" : "");
@@ -262,8 +264,8 @@ acquire_result client::acquire_many(const std::vector<std::string>& resources, c
   return detail::run_sync<acquire_result>(
       *core_,
       [c, id, called, resources, options](std::function<void(acquire_result)> done) mutable {
-        c->acquire_many(id, std::move(resources), std::move(options), detail::timed(c, called, std::move(done)),
-                        called);
+        c->acquire_many(id, std::move(resources), std::move(options),
+                        detail::timed(c, called, std::move(done)), called);
       },
       refused);
 }
@@ -307,7 +309,8 @@ namespace {
 // "" if lease `l` names what to extend or release, else the problem: a resource
 // (or a set's resources, which must be a valid set) and a token.
 std::string check_lease(const lease& l) {
-  if ((l.resource.empty() && l.resources.empty()) || l.token.empty()) return "resource and token are required";
+  if ((l.resource.empty() && l.resources.empty()) || l.token.empty())
+    return "resource and token are required";
   if (!l.resources.empty()) return detail::check_resource_set(l.resources);
   return "";
 }

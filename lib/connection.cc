@@ -525,8 +525,8 @@ void connection::encode(request& r) {
   // an expiry that a later forward correction brings early; the holder must see
   // that jump at the very reply that extends (round::on_reply).
   const script_id id = r.cmd->script();
-  const bool acquires = id == script_id::acquire_set || id == script_id::acquire || id == script_id::acquire_fenced ||
-                        id == script_id::acquire_many;
+  const bool acquires = id == script_id::acquire_set || id == script_id::acquire ||
+                        id == script_id::acquire_fenced || id == script_id::acquire_many;
   r.with_time = (acquires || id == script_id::extend || id == script_id::extend_many) && time_sample_due();
   if (id == script_id::acquire_set) {
     // The plain SET form, unless this server rejected it before (then EVAL).

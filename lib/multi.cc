@@ -32,7 +32,8 @@ std::vector<std::string> keys_of(const core& c, const std::vector<std::string>& 
   return keys;
 }
 
-command set_command(script_id s, std::vector<std::string> keys, const std::string& token, std::string arg2 = {}) {
+command set_command(script_id s, std::vector<std::string> keys, const std::string& token,
+                    std::string arg2 = {}) {
   command cmd;
   cmd.script = s;
   cmd.keys = std::move(keys);
@@ -50,15 +51,17 @@ std::string joined(const std::vector<std::string>& resources) {
   return out;
 }
 
-std::int64_t to_ns(clock_tp t) { return duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count(); }
+std::int64_t to_ns(clock_tp t) {
+  return duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
 
 }  // namespace
 
 std::string check_resource_set(const std::vector<std::string>& resources) {
   if (resources.empty()) return "the set of resources must not be empty";
   if (resources.size() > kMaxSetSize) {
-    return "a set holds at most " + std::to_string(kMaxSetSize) + " resources (" + std::to_string(resources.size()) +
-           " given)";
+    return "a set holds at most " + std::to_string(kMaxSetSize) + " resources (" +
+           std::to_string(resources.size()) + " given)";
   }
   std::vector<std::string> sorted = resources;
   std::sort(sorted.begin(), sorted.end());
@@ -138,7 +141,9 @@ class acquire_many_op : public std::enable_shared_from_this<acquire_many_op> {
   }
 
  private:
-  command release_cmd(const std::string& token) const { return set_command(script_id::release_many, keys_, token); }
+  command release_cmd(const std::string& token) const {
+    return set_command(script_id::release_many, keys_, token);
+  }
 
   void on_acquired(round& r) {
     // A node that refused names the resource it holds for another owner.
@@ -160,8 +165,9 @@ class acquire_many_op : public std::enable_shared_from_this<acquire_many_op> {
   void on_late(round& r, std::size_t node, const std::string& token, bool failed) {
     if (!failed) return;
     const node_status st = r.votes[node].status;
-    const bool lost_answer = !r.unsent[node] && (st == node_status::timeout || st == node_status::connection_error ||
-                                                 st == node_status::protocol_error);
+    const bool lost_answer =
+        !r.unsent[node] && (st == node_status::timeout || st == node_status::connection_error ||
+                            st == node_status::protocol_error);
     if (!lost_answer && st != node_status::ok && !r.granted_excluded[node]) return;
     std::vector<bool> only(c_.size());
     only[node] = true;
@@ -171,7 +177,8 @@ class acquire_many_op : public std::enable_shared_from_this<acquire_many_op> {
   void succeed(round& r) {
     const clock_tp now = c_.now();
     const double f = c_.options().clock_drift_factor;
-    const clock_tp valid_until = r.started + duration_cast<clock_tp::duration>(microseconds(o_.ttl) - drift_of(o_.ttl, f));
+    const clock_tp valid_until =
+        r.started + duration_cast<clock_tp::duration>(microseconds(o_.ttl) - drift_of(o_.ttl, f));
     auto h = std::make_shared<held>();
     h->owner = c_.shared_from_this();
     h->resource = joined(resources_);
@@ -254,7 +261,8 @@ void core::acquire_many(std::uint64_t id, std::vector<std::string> resources, ac
     stats_.acquires.fetch_add(1, std::memory_order_relaxed);
     return done(std::move(res));
   }
-  auto op = std::make_shared<acquire_many_op>(*this, id, std::move(resources), std::move(o), std::move(done), called);
+  auto op = std::make_shared<acquire_many_op>(*this, id, std::move(resources), std::move(o), std::move(done),
+                                              called);
   many_ops_[id] = op;
   op->start_attempt();
 }

@@ -26,7 +26,8 @@ void rollback(core& c, command release, const round& r, std::chrono::millisecond
 void deliver_release(core& c, command release, const std::vector<bool>& nodes, std::chrono::milliseconds ttl);
 
 // The report of round `r`: per-node results named, attempts, elapsed since call_start.
-report round_report(const core& c, const round& r, std::error_code ec, std::chrono::steady_clock::time_point call_start,
+report round_report(const core& c, const round& r, std::error_code ec,
+                    std::chrono::steady_clock::time_point call_start,
                     std::chrono::steady_clock::time_point now, int attempts);
 // A report without a round: every node pending, `detail` on each.
 report empty_report(const core& c, std::error_code ec, const char* detail = "");

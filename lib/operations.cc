@@ -219,8 +219,8 @@ class cleanup final : public sink, public std::enable_shared_from_this<cleanup> 
     start(c, lock_command(script_id::release, key, token), nodes, force_eval, ttl);
   }
   // The same for any ownership-checked delete `release` (release, or release_many for a set).
-  static void start(core& c, command release, const std::vector<bool>& nodes, const std::vector<bool>& force_eval,
-                    milliseconds ttl) {
+  static void start(core& c, command release, const std::vector<bool>& nodes,
+                    const std::vector<bool>& force_eval, milliseconds ttl) {
     auto self = std::shared_ptr<cleanup>(new cleanup(c, std::move(release), ttl));
     bool any = false;
     for (std::size_t i = 0; i < nodes.size(); ++i) {
@@ -254,8 +254,9 @@ class cleanup final : public sink, public std::enable_shared_from_this<cleanup> 
   enum class node_state { none, waiting, in_flight, done };
 
   cleanup(core& c, command release, milliseconds ttl)
-      : c_(c), until_(c.now() + duration_cast<clock_tp::duration>(microseconds(ttl) +
-                                                                    drift_of(ttl, c.options().clock_drift_factor))),
+      : c_(c),
+        until_(c.now() + duration_cast<clock_tp::duration>(microseconds(ttl) +
+                                                           drift_of(ttl, c.options().clock_drift_factor))),
         backoff_(std::max(milliseconds(1), c.options().reconnect_min_backoff)),
         state_(c.size(), node_state::none) {
     wire_ = std::make_shared<const wire>(std::move(release));
@@ -360,7 +361,9 @@ report round_report(const core& c, const round& r, std::error_code ec, clock_tp 
   return make_report(c, r, ec, call_start, now, attempts);
 }
 
-report empty_report(const core& c, std::error_code ec, const char* detail) { return bare_report(c, ec, detail); }
+report empty_report(const core& c, std::error_code ec, const char* detail) {
+  return bare_report(c, ec, detail);
+}
 
 // ---------------------------------------------------------------- acquire
 

@@ -28,7 +28,7 @@ enum class script_id : unsigned {
 struct script {
   const char* body;
   const std::string& sha() const;  // SHA-1 of body, computed once
-  int num_keys;  // 0 for the set scripts: as many as command::keys holds
+  int num_keys;                    // 0 for the set scripts: as many as command::keys holds
 };
 
 const script& get_script(script_id id);

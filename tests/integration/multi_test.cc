@@ -42,7 +42,8 @@ TEST(AcquireMany, a_set_holds_every_key_with_one_token_on_every_node) {
   }
   EXPECT_TRUE(r.lock.release());
   // Decided at a quorum: the last node's delete may land just after.
-  for (const char* k : {"m-a", "m-b", "m-c"}) EXPECT_TRUE(eventually([&] { return cl.count_key(k) == 0; })) << k;
+  for (const char* k : {"m-a", "m-b", "m-c"})
+    EXPECT_TRUE(eventually([&] { return cl.count_key(k) == 0; })) << k;
 }
 
 TEST(AcquireMany, a_single_key_of_a_held_set_is_contended_and_a_set_over_a_held_key_too) {
@@ -239,7 +240,8 @@ TEST(AcquireMany, a_majority_down_is_unavailable_with_every_node_reported) {
   EXPECT_EQ(r.report.error, errc::unavailable) << r.report.message();
   ASSERT_EQ(r.report.nodes.size(), 3u);
   // Node 1's grant may still be pending: the two refusals decided.
-  EXPECT_TRUE(r.report.nodes[0].status == node_status::ok || r.report.nodes[0].status == node_status::pending);
+  EXPECT_TRUE(r.report.nodes[0].status == node_status::ok ||
+              r.report.nodes[0].status == node_status::pending);
   EXPECT_NE(r.report.nodes[1].status, node_status::ok);
   EXPECT_NE(r.report.nodes[2].status, node_status::ok);
   // The grant of node 1 is rolled back.
@@ -289,7 +291,8 @@ TEST(AcquireMany, async_acquire_of_a_set_and_cancel_of_its_retries) {
   o.retry.base_delay = 50ms;
   o.retry.max_delay = 50ms;
   std::promise<acquire_result> second;
-  const auto id = a.acquire_many_async({"as-b", "as-c"}, o, [&](acquire_result r) { second.set_value(std::move(r)); });
+  const auto id =
+      a.acquire_many_async({"as-b", "as-c"}, o, [&](acquire_result r) { second.set_value(std::move(r)); });
   std::this_thread::sleep_for(200ms);
   a.cancel(id);
   auto f = second.get_future();
@@ -348,12 +351,13 @@ TEST(AcquireMany, overlapping_sets_exclude_each_other_per_resource_without_deadl
     std::sort(list.begin(), list.end(), [](const interval& x, const interval& y) { return x.from < y.from; });
     for (std::size_t i = 1; i < list.size(); ++i) {
       ++checked;
-      EXPECT_LE(list[i - 1].to, list[i].from) << res << ": holders " << list[i - 1].who << " and " << list[i].who
-                                              << " overlap";
+      EXPECT_LE(list[i - 1].to, list[i].from)
+          << res << ": holders " << list[i - 1].who << " and " << list[i].who << " overlap";
     }
   }
   EXPECT_GT(checked, 10);
-  for (const char* k : {"o-a", "o-b", "o-c"}) EXPECT_TRUE(eventually([&] { return cl.count_key(k) == 0; })) << k;
+  for (const char* k : {"o-a", "o-b", "o-c"})
+    EXPECT_TRUE(eventually([&] { return cl.count_key(k) == 0; })) << k;
 }
 
 }  // namespace

@@ -1,8 +1,6 @@
 // The simulated world of redlock/testing.h: real clients over simulated nodes in
 // virtual time. Each test pins a behaviour testing.h documents, through the
 // public API only (the blocking calls run the world until their answer is in).
-#include "redlock/testing.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +12,7 @@
 #include <vector>
 
 #include "redlock/client.h"
+#include "redlock/testing.h"
 
 namespace redlock::testing {
 namespace {

@@ -174,13 +174,16 @@ TEST(ClassifyAcquire, FlagOtherThanZeroOrOneIsAProtocolError) {
 // --- acquire_many: {1, '0'} granted, {0, i} held at the i-th key (1-based) ---
 
 TEST(ClassifyAcquireMany, GrantedAndHeldNamingTheKeyIndex) {
-  const classified ok = classify_reply(script_id::acquire_many, acquire_reply(make_int(1), make_str("0")).get());
+  const classified ok =
+      classify_reply(script_id::acquire_many, acquire_reply(make_int(1), make_str("0")).get());
   EXPECT_EQ(ok.v.status, node_status::ok);
   EXPECT_FALSE(ok.blocked_by.has_value());
-  const classified held = classify_reply(script_id::acquire_many, acquire_reply(make_int(0), make_int(3)).get());
+  const classified held =
+      classify_reply(script_id::acquire_many, acquire_reply(make_int(0), make_int(3)).get());
   EXPECT_EQ(held.v.status, node_status::held);
   EXPECT_EQ(held.blocked_by, std::optional<std::size_t>(3));
-  const classified wrong = classify_reply(script_id::acquire_many, make_err("WRONGTYPE lock key holds a non-string value").get());
+  const classified wrong =
+      classify_reply(script_id::acquire_many, make_err("WRONGTYPE lock key holds a non-string value").get());
   EXPECT_EQ(wrong.v.permanent, errc::wrong_type);
 }
 

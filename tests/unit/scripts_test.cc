@@ -16,7 +16,8 @@ constexpr script_id kAllScripts[] = {script_id::acquire, script_id::acquire_fenc
                                      script_id::extend,  script_id::release,        script_id::inspect};
 
 // The set scripts (lib/multi.cc): any number of keys, given by the command.
-constexpr script_id kSetScripts[] = {script_id::acquire_many, script_id::extend_many, script_id::release_many};
+constexpr script_id kSetScripts[] = {script_id::acquire_many, script_id::extend_many,
+                                     script_id::release_many};
 
 TEST(Scripts, TableCoversEveryScriptIdBesidesThePlainCommands) {
   // `ping` and `acquire_set` are plain commands; acquire_set falls back to kAcquire.
