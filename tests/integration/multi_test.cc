@@ -220,6 +220,28 @@ TEST(AcquireMany, the_watchdog_keeps_a_set_and_reports_its_loss) {
   EXPECT_EQ(lost_resources, (strings{"w-a", "w-b"}));
 }
 
+// The set scripts go by EVALSHA once loaded; a flushed script cache (NOSCRIPT)
+// gets the body again, for the acquire, the extension and the release.
+TEST(AcquireMany, the_set_scripts_survive_a_flushed_script_cache) {
+  redis_cluster cl(3);
+  client a(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(a));
+  auto first = a.acquire_many({"f-a", "f-b"}, once());
+  ASSERT_TRUE(first) << first.report.message();
+  ASSERT_TRUE(first.lock.extend(10000ms));
+  ASSERT_TRUE(first.lock.release());
+  for (std::size_t i = 0; i < cl.size(); ++i) cl[i].command({"SCRIPT", "FLUSH"});
+  auto second = a.acquire_many({"f-a", "f-b"}, once());
+  ASSERT_TRUE(second) << second.report.message();
+  for (std::size_t i = 0; i < cl.size(); ++i) cl[i].command({"SCRIPT", "FLUSH"});
+  const report ext = second.lock.extend(10000ms);
+  EXPECT_TRUE(ext) << ext.message();
+  for (std::size_t i = 0; i < cl.size(); ++i) cl[i].command({"SCRIPT", "FLUSH"});
+  const report rel = second.lock.release();
+  EXPECT_TRUE(rel) << rel.message();
+  EXPECT_TRUE(eventually([&] { return cl.count_key("f-a") == 0 && cl.count_key("f-b") == 0; }));
+}
+
 TEST(AcquireMany, a_key_of_another_type_in_the_set_is_wrong_type_and_nothing_is_written) {
   redis_cluster cl(3);
   client a(options_for(cl.uris()));
