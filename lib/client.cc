@@ -10,6 +10,7 @@
 
 #include "core.h"
 #include "decision.h"
+#include "operation_support.h"
 #include "probe.h"
 #include "redlock/uv.h"
 #include "retry.h"
@@ -153,6 +154,18 @@ std::string check_acquire(const detail::core& c, std::string_view resource, cons
   return "";
 }
 
+// "" if a set acquire's arguments are fine, else the problem.
+std::string check_acquire_many(const detail::core& c, const std::vector<std::string>& resources,
+                               const acquire_options& o) {
+  if (std::string bad = detail::check_resource_set(resources); !bad.empty()) return bad;
+  if (o.fencing)
+    return "fencing is not supported for a set of resources: acquire them one by one with fencing";
+  for (const std::string& r : resources) {
+    if (std::string bad = check_acquire(c, r, o); !bad.empty()) return bad;
+  }
+  return "";
+}
+
 }  // namespace
 
 client::client(client_options options) : client(std::move(options), nullptr) {}
@@ -234,6 +247,58 @@ std::uint64_t client::acquire_async(std::string resource, acquire_options option
   return id;
 }
 
+acquire_result client::acquire_many(const std::vector<std::string>& resources,
+                                    const acquire_options& options) {
+  auto refused = [this](errc e) {
+    acquire_result r;
+    r.report = invalid(*core_, e, e == errc::cancelled ? "client shut down" : "");
+    return r;
+  };
+  if (std::string bad = check_acquire_many(*core_, resources, options); !bad.empty()) {
+    acquire_result r;
+    r.report = invalid(*core_, errc::invalid_argument, bad);
+    return r;
+  }
+  const std::uint64_t id = core_->next_id();
+  const auto called = core_->now();
+  auto c = core_;
+  return detail::run_sync<acquire_result>(
+      *core_,
+      [c, id, called, resources, options](std::function<void(acquire_result)> done) mutable {
+        c->acquire_many(id, std::move(resources), std::move(options),
+                        detail::timed(c, called, std::move(done)), called);
+      },
+      refused);
+}
+
+std::uint64_t client::acquire_many_async(std::vector<std::string> resources, acquire_options options,
+                                         std::function<void(acquire_result)> done) {
+  const std::uint64_t id = core_->next_id();
+  const auto called = core_->now();
+  auto c = core_;
+  std::string bad = check_acquire_many(*core_, resources, options);
+  core_->expect_op(id);
+  bool posted =
+      core_->post([c, id, called, bad, res = std::move(resources), o = std::move(options), done]() mutable {
+        const bool cancelled_early = c->start_op(id);
+        if (!bad.empty() || cancelled_early) {
+          acquire_result r;
+          r.report = bad.empty() ? invalid(*c, errc::cancelled, "cancelled before it started")
+                                 : invalid(*c, errc::invalid_argument, bad);
+          c->stats().acquires.fetch_add(1, std::memory_order_relaxed);
+          return done(std::move(r));
+        }
+        c->acquire_many(id, std::move(res), std::move(o), detail::timed(c, called, std::move(done)), called);
+      });
+  if (!posted) {
+    core_->forget_unstarted(id);
+    acquire_result r;
+    r.report = invalid(*core_, errc::cancelled, "client shut down");
+    done(std::move(r));
+  }
+  return id;
+}
+
 void client::cancel(std::uint64_t operation_id) {
   auto c = core_;
   c->post([c, operation_id] {
@@ -242,9 +307,18 @@ void client::cancel(std::uint64_t operation_id) {
 }
 
 namespace {
+// "" if lease `l` names what to extend or release, else the problem: a resource
+// (or a set's resources, which must be a valid set) and a token.
+std::string check_lease(const lease& l) {
+  if ((l.resource.empty() && l.resources.empty()) || l.token.empty())
+    return "resource and token are required";
+  if (!l.resources.empty()) return detail::check_resource_set(l.resources);
+  return "";
+}
+
 // "" if an extend of `l` to `ttl` may be attempted, else the problem.
 std::string check_extend(const detail::core& c, const lease& l, std::chrono::milliseconds ttl) {
-  if (l.resource.empty() || l.token.empty()) return "resource and token are required";
+  if (std::string bad = check_lease(l); !bad.empty()) return bad;
   return c.ttl_problem(ttl);
 }
 }  // namespace
@@ -275,7 +349,7 @@ void client::extend_async(lease l, std::chrono::milliseconds ttl, std::function<
 }
 
 report client::release(const lease& l) {
-  if (l.resource.empty() || l.token.empty()) return invalid(*core_, errc::invalid_argument, "resource and token are required");
+  if (std::string bad = check_lease(l); !bad.empty()) return invalid(*core_, errc::invalid_argument, bad);
   const auto called = core_->now();
   auto c = core_;
   return detail::run_sync<report>(
@@ -287,9 +361,9 @@ report client::release(const lease& l) {
 void client::release_async(lease l, std::function<void(report)> done) {
   auto c = core_;
   const auto called = core_->now();
-  const bool bad = l.resource.empty() || l.token.empty();
+  std::string bad = check_lease(l);
   if (!core_->post([c, l = std::move(l), bad, called, done]() mutable {
-        if (bad) return done(invalid(*c, errc::invalid_argument, "resource and token are required"));
+        if (!bad.empty()) return done(invalid(*c, errc::invalid_argument, bad));
         c->release(std::move(l), detail::timed(c, called, std::move(done)));
       })) {
     // The client's loop has finished (see client.h): nobody else can run the callback.

@@ -111,20 +111,30 @@ std::string address_text(const sockaddr_storage& a) {
   return std::string(ip) + ":" + std::to_string(ntohs(in4->sin_port));
 }
 
-void append_resp(std::string& out, std::initializer_list<std::string_view> argv) {
+namespace {
+void append_resp_array(std::string& out, const std::string_view* argv, std::size_t n) {
   char num[24];
-  auto put_len = [&](char prefix, std::size_t n) {
+  auto put_len = [&](char prefix, std::size_t len) {
     out.push_back(prefix);
-    auto res = std::to_chars(num, num + sizeof num, n);
+    auto res = std::to_chars(num, num + sizeof num, len);
     out.append(num, res.ptr);
     out.append("\r\n", 2);
   };
-  put_len('*', argv.size());
-  for (std::string_view a : argv) {
-    put_len('$', a.size());
-    out.append(a.data(), a.size());
+  put_len('*', n);
+  for (std::size_t i = 0; i < n; ++i) {
+    put_len('$', argv[i].size());
+    out.append(argv[i].data(), argv[i].size());
     out.append("\r\n", 2);
   }
+}
+}  // namespace
+
+void append_resp(std::string& out, std::initializer_list<std::string_view> argv) {
+  append_resp_array(out, argv.begin(), argv.size());
+}
+
+void append_resp(std::string& out, const std::vector<std::string_view>& argv) {
+  append_resp_array(out, argv.data(), argv.size());
 }
 
 wire::wire(command c) : cmd_(std::move(c)) {
@@ -155,6 +165,14 @@ std::string wire::encode(bool with_body) const {
     append_resp(out, {"PING"});
   } else if (cmd_.script == script_id::acquire_set && !with_body) {
     append_resp(out, {"SET", cmd_.key, cmd_.arg1, "NX", "PX", cmd_.arg2, "GET"});
+  } else if (sc.num_keys == 0) {
+    // A set script: every key, then the arguments (lib/scripts.h, kAcquireMany ...).
+    const std::string count = std::to_string(cmd_.keys.size());
+    std::vector<std::string_view> argv{verb, code, count};
+    for (const std::string& k : cmd_.keys) argv.push_back(k);
+    argv.push_back(cmd_.arg1);
+    if (!cmd_.arg2.empty()) argv.push_back(cmd_.arg2);
+    append_resp(out, argv);
   } else if (cmd_.script == script_id::inspect) {
     append_resp(out, {verb, code, nkeys, cmd_.key});
   } else if (sc.num_keys > 1) {
@@ -584,8 +602,9 @@ void connection::encode(request& r) {
   // an expiry that a later forward correction brings early; the holder must see
   // that jump at the very reply that extends (round::on_reply).
   const script_id id = r.cmd->script();
-  const bool acquires = id == script_id::acquire_set || id == script_id::acquire || id == script_id::acquire_fenced;
-  r.with_time = (acquires || id == script_id::extend) && time_sample_due();
+  const bool acquires = id == script_id::acquire_set || id == script_id::acquire ||
+                        id == script_id::acquire_fenced || id == script_id::acquire_many;
+  r.with_time = (acquires || id == script_id::extend || id == script_id::extend_many) && time_sample_due();
   if (id == script_id::acquire_set) {
     // The plain SET form, unless this server rejected it before (then EVAL).
     const bool plain = !r.force_eval && !r.cmd->force_eval() && !set_get_unsupported_;

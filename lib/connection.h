@@ -34,6 +34,7 @@ struct command {
   script_id script = script_id::release;
   std::string key;
   std::string key2;  // second key for scripts with two keys
+  std::vector<std::string> keys;  // every key, for the set scripts (num_keys 0); `key` unused
   std::string arg1;
   std::string arg2;
   bool force_eval = false;  // send the script body (EVAL), not EVALSHA
@@ -110,6 +111,7 @@ operation_kind kind_of(script_id s) noexcept;
 
 // Appends a RESP array of bulk strings.
 void append_resp(std::string& out, std::initializer_list<std::string_view> argv);
+void append_resp(std::string& out, const std::vector<std::string_view>& argv);
 
 // What a sink gets for one request.
 struct reply_event {

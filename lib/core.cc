@@ -30,6 +30,7 @@ std::uint64_t reactor::seed() {
 lease held::snapshot() const {
   lease l;
   l.resource = resource;
+  l.resources = resources;
   l.token = token;
   l.fence = fence;
   l.valid_until = std::chrono::steady_clock::time_point(
@@ -375,6 +376,11 @@ void core::begin_stop() {
     if (auto op = w.lock()) ops.push_back(op);
   }
   for (auto& op : ops) cancel_op(*op);
+  std::vector<std::shared_ptr<acquire_many_op>> many;
+  for (auto& [id, w] : many_ops_) {
+    if (auto op = w.lock()) many.push_back(op);
+  }
+  for (auto& op : many) cancel_op(*op);
   // Drain: in-flight requests finish or time out, and rollbacks still being
   // delivered (cleanup, operations.cc) get until the same bound: two command
   // timeouts. Past it, finish_stop() abandons the rollbacks not yet confirmed; the

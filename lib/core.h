@@ -28,13 +28,16 @@
 namespace redlock::detail {
 
 class acquire_op;
+class acquire_many_op;
 
 void cancel_op(acquire_op& op);
+void cancel_op(acquire_many_op& op);
 
 // State shared by a lock handle and the loop (the watchdog).
 struct held {
   std::shared_ptr<core> owner;
   std::string resource;
+  std::vector<std::string> resources;  // a set's (acquire_many); empty for one resource
   std::string token;
   std::optional<std::uint64_t> fence;
   std::atomic<std::int64_t> valid_until_ns{0};  // steady-clock ns since its epoch
@@ -126,6 +129,11 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   // `called`: when the public call was made (default: now).
   void acquire(std::uint64_t id, std::string resource, acquire_options o, std::function<void(acquire_result)> done,
                std::optional<std::chrono::steady_clock::time_point> called = std::nullopt);
+  // Several resources at once, all or none (multi.cc): `resources` checked by the
+  // caller (check_resource_set), o.fencing false.
+  void acquire_many(std::uint64_t id, std::vector<std::string> resources, acquire_options o,
+                    std::function<void(acquire_result)> done,
+                    std::optional<std::chrono::steady_clock::time_point> called = std::nullopt);
   void cancel(std::uint64_t id);
   void extend(lease l, std::chrono::milliseconds ttl, std::function<void(report)> done);
   void release(lease l, std::function<void(report)> done);
@@ -165,7 +173,10 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   connection& conn(std::size_t i) { return *conns_[i]; }
   stats_counters& stats() noexcept { return stats_; }
   std::uint64_t next_id() noexcept { return ids_.fetch_add(1) + 1; }
-  void forget_op(std::uint64_t id) { ops_.erase(id); }
+  void forget_op(std::uint64_t id) {
+    ops_.erase(id);
+    many_ops_.erase(id);
+  }
 
   // Observer events (redlock/observer.h), loop thread only. Every event site is
   // `if (c.observing()) { build the event; c.emit(...); }`: a client without
@@ -266,6 +277,7 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   std::uint64_t timer_armed_for_ = 0;
 
   std::unordered_map<std::uint64_t, std::weak_ptr<acquire_op>> ops_;
+  std::unordered_map<std::uint64_t, std::weak_ptr<acquire_many_op>> many_ops_;
   std::mutex unstarted_mu_;
   std::unordered_set<std::uint64_t> unstarted_;        // guarded by unstarted_mu_
   std::unordered_set<std::uint64_t> cancelled_early_;  // loop thread

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "core.h"
+#include "operation_support.h"
 #include "reply.h"
 #include "round.h"
 #include "token.h"
@@ -25,6 +26,7 @@ round::round(core& c, op_kind kind, script_id script, bool wait_all)
   fences.resize(n);
   values.resize(n);
   pttls.assign(n, -2);
+  blocked_by.resize(n);
   unsent.assign(n, false);
   granted_excluded.assign(n, false);
   clock_jumped.assign(n, false);
@@ -98,6 +100,7 @@ void round::on_reply(std::size_t node, std::uint32_t, const reply_event& ev) {
     fences[node] = c.fence;
     values[node] = std::move(c.value);
     pttls[node] = c.pttl;
+    blocked_by[node] = c.blocked_by;
     if (ev.time_sampled || kind_ == op_kind::acquire) {
       // The guards also cover this very reply: a grant from a node whose clock just
       // jumped (the TIME pipelined behind the acquire was observed by the connection
@@ -213,7 +216,12 @@ class cleanup final : public sink, public std::enable_shared_from_this<cleanup> 
   // nodes[i]: deliver to node i; force_eval[i]: send the script body at first.
   static void start(core& c, const std::string& key, const std::string& token, const std::vector<bool>& nodes,
                     const std::vector<bool>& force_eval, milliseconds ttl) {
-    auto self = std::shared_ptr<cleanup>(new cleanup(c, key, token, ttl));
+    start(c, lock_command(script_id::release, key, token), nodes, force_eval, ttl);
+  }
+  // The same for any ownership-checked delete `release` (release, or release_many for a set).
+  static void start(core& c, command release, const std::vector<bool>& nodes,
+                    const std::vector<bool>& force_eval, milliseconds ttl) {
+    auto self = std::shared_ptr<cleanup>(new cleanup(c, std::move(release), ttl));
     bool any = false;
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       if (!nodes[i]) continue;
@@ -232,7 +240,7 @@ class cleanup final : public sink, public std::enable_shared_from_this<cleanup> 
     if (finished_ || state_[node] != node_state::in_flight) return;
     bool confirmed = ev.status == node_status::cancelled;  // client shut down: nothing more to do
     if (ev.status == node_status::pending && ev.reply != nullptr) {
-      const classified cl = classify_reply(script_id::release, ev.reply);
+      const classified cl = classify_reply(wire_->script(), ev.reply);
       confirmed = cl.v.status == node_status::ok || cl.v.status == node_status::not_owner ||
                   cl.v.permanent == errc::wrong_type;
     }
@@ -245,16 +253,13 @@ class cleanup final : public sink, public std::enable_shared_from_this<cleanup> 
  private:
   enum class node_state { none, waiting, in_flight, done };
 
-  cleanup(core& c, const std::string& key, const std::string& token, milliseconds ttl)
-      : c_(c), until_(c.now() + duration_cast<clock_tp::duration>(microseconds(ttl) +
-                                                                    drift_of(ttl, c.options().clock_drift_factor))),
+  cleanup(core& c, command release, milliseconds ttl)
+      : c_(c),
+        until_(c.now() + duration_cast<clock_tp::duration>(microseconds(ttl) +
+                                                           drift_of(ttl, c.options().clock_drift_factor))),
         backoff_(std::max(milliseconds(1), c.options().reconnect_min_backoff)),
         state_(c.size(), node_state::none) {
-    command cmd;
-    cmd.script = script_id::release;
-    cmd.key = key;
-    cmd.arg1 = token;
-    wire_ = std::make_shared<const wire>(std::move(cmd));
+    wire_ = std::make_shared<const wire>(std::move(release));
     c_.cleanup_started();
   }
 
@@ -329,6 +334,13 @@ class cleanup final : public sink, public std::enable_shared_from_this<cleanup> 
 // connection refused the request at once cannot hold it. Nodes that did not
 // answer (their state is unknown, their script cache too) get EVAL at once.
 void rollback(core& c, const std::string& key, const std::string& token, const round& r, milliseconds ttl) {
+  rollback(c, lock_command(script_id::release, key, token), r, ttl);
+}
+
+}  // namespace
+
+// The rollback of any acquire round with its ownership-checked delete `release`.
+void rollback(core& c, command release, const round& r, milliseconds ttl) {
   const std::vector<vote>& votes = r.votes;
   std::vector<bool> nodes(votes.size()), force(votes.size());
   for (std::size_t i = 0; i < votes.size(); ++i) {
@@ -337,10 +349,21 @@ void rollback(core& c, const std::string& key, const std::string& token, const r
                (!r.unsent[i] && s != node_status::held && s != node_status::excluded && s != node_status::auth_error);
     force[i] = s != node_status::ok && !r.granted_excluded[i];
   }
-  cleanup::start(c, key, token, nodes, force, ttl);
+  cleanup::start(c, std::move(release), nodes, force, ttl);
 }
 
-}  // namespace
+void deliver_release(core& c, command release, const std::vector<bool>& nodes, milliseconds ttl) {
+  cleanup::start(c, std::move(release), nodes, {}, ttl);
+}
+
+report round_report(const core& c, const round& r, std::error_code ec, clock_tp call_start, clock_tp now,
+                    int attempts) {
+  return make_report(c, r, ec, call_start, now, attempts);
+}
+
+report empty_report(const core& c, std::error_code ec, const char* detail) {
+  return bare_report(c, ec, detail);
+}
 
 // ---------------------------------------------------------------- acquire
 
@@ -599,6 +622,10 @@ void core::acquire(std::uint64_t id, std::string resource, acquire_options o,
 }
 
 void core::cancel(std::uint64_t id) {
+  if (auto many = many_ops_.find(id); many != many_ops_.end()) {
+    if (auto op = many->second.lock()) cancel_op(*op);
+    return;
+  }
   auto it = ops_.find(id);
   if (it == ops_.end()) return;
   if (auto op = it->second.lock()) op->cancel();
@@ -623,8 +650,8 @@ void extend_round(core& c, const lease& l, milliseconds ttl, std::function<void(
     done(std::move(rep), clock_tp{}, false);
     return;
   }
-  auto r = std::make_shared<round>(c, op_kind::extend, script_id::extend, false);
-  command cmd = lock_command(script_id::extend, c.key_for(l.resource), l.token, std::to_string(ttl.count()));
+  command cmd = extend_command(c, l, ttl);
+  auto r = std::make_shared<round>(c, op_kind::extend, cmd.script, false);
   if (until_validity_ends && l.valid_until) {
     // Rounded up: the round must not give up before the validity is really gone.
     const auto left = duration_cast<milliseconds>(*l.valid_until - start) + milliseconds(1);
@@ -667,7 +694,8 @@ bool release_confirmed(const vote& v) {
 
 void release_round(core& c, const lease& l, std::function<void(report)> done) {
   const clock_tp start = c.now();
-  auto r = std::make_shared<round>(c, op_kind::release, script_id::release, false);
+  const command rel = release_command(c, l);
+  auto r = std::make_shared<round>(c, op_kind::release, rel.script, false);
   core* cp = &c;
   // How long the key may live: the validity left plus its drift, or max_ttl for a
   // lease without a known validity.
@@ -677,12 +705,11 @@ void release_round(core& c, const lease& l, std::function<void(report)> done) {
            duration_cast<milliseconds>(drift_of(c.options().max_ttl, c.options().clock_drift_factor)) +
            milliseconds(1);
   }
-  const std::string key = c.key_for(l.resource);
-  r->on_late = [cp, key, token = l.token, left](round& rd, std::size_t node) {
+  r->on_late = [cp, rel, left](round& rd, std::size_t node) {
     if (rd.votes[node].status == node_status::pending || release_confirmed(rd.votes[node])) return;
     std::vector<bool> only(cp->size());
     only[node] = true;
-    cleanup::start(*cp, key, token, only, {}, left);
+    cleanup::start(*cp, rel, only, {}, left);
   };
   // For on_lock_released (observers only: no copy otherwise).
   std::optional<lease> released;
@@ -692,15 +719,14 @@ void release_round(core& c, const lease& l, std::function<void(report)> done) {
     released->fence = l.fence;
     released->acquired_at = l.acquired_at;
   }
-  r->on_decided = [cp, start, key, token = l.token, left, released = std::move(released),
-                   done = std::move(done)](round& rd) {
+  r->on_decided = [cp, start, rel, left, released = std::move(released), done = std::move(done)](round& rd) {
     std::vector<bool> again(rd.votes.size());
     bool any = false;
     for (std::size_t i = 0; i < rd.votes.size(); ++i) {
       again[i] = rd.votes[i].status != node_status::pending && !release_confirmed(rd.votes[i]);
       any = any || again[i];
     }
-    if (any && rd.outcome == verdict::quorum) cleanup::start(*cp, key, token, again, {}, left);
+    if (any && rd.outcome == verdict::quorum) cleanup::start(*cp, rel, again, {}, left);
     std::error_code ec;
     if (rd.outcome != verdict::quorum) ec = failure_reason(op_kind::release, rd.votes);
     cp->stats().releases.fetch_add(1, std::memory_order_relaxed);
@@ -714,7 +740,7 @@ void release_round(core& c, const lease& l, std::function<void(report)> done) {
     }
     done(make_report(*cp, rd, ec, start, cp->now(), 1));
   };
-  r->send(lock_command(script_id::release, c.key_for(l.resource), l.token));
+  r->send(rel);
 }
 
 }  // namespace

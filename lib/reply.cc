@@ -9,16 +9,17 @@ namespace redlock::detail {
 
 const std::string& script::sha() const {
   // Computed once per script, thread-safe (static local init per index).
-  static const std::string shas[] = {sha1_hex(kAcquire), sha1_hex(kAcquireFenced), sha1_hex(kFenceCommit),
-                                     sha1_hex(kExtend), sha1_hex(kRelease), sha1_hex(kInspect), sha1_hex(""),
-                                     sha1_hex(kAcquire)};
+  static const std::string shas[] = {sha1_hex(kAcquire),    sha1_hex(kAcquireFenced), sha1_hex(kFenceCommit),
+                                     sha1_hex(kExtend),     sha1_hex(kRelease),       sha1_hex(kInspect),
+                                     sha1_hex(""),          sha1_hex(kAcquire),       sha1_hex(kAcquireMany),
+                                     sha1_hex(kExtendMany), sha1_hex(kReleaseMany)};
   return shas[this - &get_script(script_id::acquire)];
 }
 
 const script& get_script(script_id id) {
-  static const script table[] = {{kAcquire, 1}, {kAcquireFenced, 2}, {kFenceCommit, 2},
-                                 {kExtend, 1},   {kRelease, 1},      {kInspect, 1}, {"", 0},
-                                 {kAcquire, 1}};
+  static const script table[] = {{kAcquire, 1},     {kAcquireFenced, 2}, {kFenceCommit, 2}, {kExtend, 1},
+                                 {kRelease, 1},     {kInspect, 1},       {"", 0},           {kAcquire, 1},
+                                 {kAcquireMany, 0}, {kExtendMany, 0},    {kReleaseMany, 0}};
   return table[static_cast<unsigned>(id)];
 }
 
@@ -125,9 +126,25 @@ classified classify_reply(script_id script, const redisReply* r) {
       }
       return c;
     }
+    case script_id::acquire_many:
+      // {1, '0'} | {0, index of the held key}
+      if (r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+        return protocol("unexpected reply to a set acquire");
+      if (is_int(r->element[0], 1)) {
+        c.v.status = node_status::ok;
+      } else if (is_int(r->element[0], 0) && r->element[1]->type == REDIS_REPLY_INTEGER &&
+                 r->element[1]->integer >= 1) {
+        c.v.status = node_status::held;
+        c.blocked_by = static_cast<std::size_t>(r->element[1]->integer);
+      } else {
+        return protocol("unexpected reply to a set acquire");
+      }
+      return c;
     case script_id::fence_commit:
     case script_id::extend:
     case script_id::release:
+    case script_id::extend_many:
+    case script_id::release_many:
       if (is_int(r, 1)) {
         c.v.status = node_status::ok;
       } else if (is_int(r, 0)) {

@@ -3,6 +3,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -19,6 +20,7 @@ struct classified {
   std::optional<std::uint64_t> fence;   // acquire_fenced: the node's counter
   std::optional<std::string> value;     // inspect: the key's value
   std::int64_t pttl = -2;               // inspect: PTTL
+  std::optional<std::size_t> blocked_by;  // acquire_many refused: the 1-based index of the held key
 };
 
 // Classifies the reply of `script` (non-null; NOSCRIPT already handled).

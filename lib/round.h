@@ -48,6 +48,8 @@ class round final : public sink, public std::enable_shared_from_this<round> {
   std::vector<std::optional<std::uint64_t>> fences;
   std::vector<std::optional<std::string>> values;
   std::vector<std::int64_t> pttls;
+  // acquire_many: the 1-based index (in command::keys) of the key a node holds for another owner.
+  std::vector<std::optional<std::size_t>> blocked_by;
   // The request to this node was never written (reply_event::unsent): the node
   // cannot have run it, so there is nothing to roll back there.
   std::vector<bool> unsent;

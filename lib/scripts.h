@@ -1,6 +1,7 @@
 // The Lua scripts every node runs. Each is atomic on its node.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace redlock::detail {
@@ -18,13 +19,16 @@ enum class script_id : unsigned {
   inspect,
   ping,
   acquire_set,
+  acquire_many,  // the set scripts (lib/multi.cc): any number of KEYS (command::keys)
+  extend_many,
+  release_many,
   count
 };
 
 struct script {
   const char* body;
   const std::string& sha() const;  // SHA-1 of body, computed once
-  int num_keys;
+  int num_keys;                    // 0 for the set scripts: as many as command::keys holds
 };
 
 const script& get_script(script_id id);
@@ -81,5 +85,51 @@ inline constexpr const char kInspect[] =
     "  return redis.error_reply('WRONGTYPE lock key holds a non-string value')\n"
     "end\n"
     "return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}\n";
+
+// The set scripts: one lock over several keys at once (lib/multi.cc), each all or
+// none on its node. KEYS = every lock key of the set (at most kMaxSetSize).
+
+// KEYS lock keys; ARGV[1] token, ARGV[2] ttl ms. The first key (in KEYS order)
+// that exists decides: a string = {0, its index} (held, nothing written), another
+// type = WRONGTYPE error (nothing written). None exists: every key is set to the
+// token with the TTL, {1, '0'}. Calls no TIME (as kAcquire).
+inline constexpr const char kAcquireMany[] =
+    "for i = 1, #KEYS do\n"
+    "  local t = redis.call('TYPE', KEYS[i])['ok']\n"
+    "  if t == 'string' then return {0, i} end\n"
+    "  if t ~= 'none' then return redis.error_reply('WRONGTYPE lock key holds a non-string value') end\n"
+    "end\n"
+    "for i = 1, #KEYS do\n"
+    "  redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])\n"
+    "end\n"
+    "return {1, '0'}\n";
+
+// KEYS lock keys; ARGV[1] token, ARGV[2] ttl ms. 1 = every key held the token and
+// was re-timed; 0 = some key does not hold it (not owner: nothing changed). A
+// non-string key fails the GET (WRONGTYPE) before anything changed.
+inline constexpr const char kExtendMany[] =
+    "for i = 1, #KEYS do\n"
+    "  if redis.call('GET', KEYS[i]) ~= ARGV[1] then return 0 end\n"
+    "end\n"
+    "for i = 1, #KEYS do\n"
+    "  redis.call('PEXPIRE', KEYS[i], ARGV[2])\n"
+    "end\n"
+    "return 1\n";
+
+// KEYS lock keys; ARGV[1] token. Deletes each string key holding the token (a key
+// of another type is skipped, never an error: the others are still deleted).
+// 1 = deleted at least one, 0 = none held the token (not owner).
+inline constexpr const char kReleaseMany[] =
+    "local n = 0\n"
+    "for i = 1, #KEYS do\n"
+    "  if redis.call('TYPE', KEYS[i])['ok'] == 'string' and redis.call('GET', KEYS[i]) == ARGV[1] then\n"
+    "    n = n + redis.call('DEL', KEYS[i])\n"
+    "  end\n"
+    "end\n"
+    "if n > 0 then return 1 end\n"
+    "return 0\n";
+
+// The most resources one set may hold (client::acquire_many).
+inline constexpr std::size_t kMaxSetSize = 64;
 
 }  // namespace redlock::detail

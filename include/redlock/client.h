@@ -251,7 +251,27 @@ class REDLOCK_EXPORT client {
   // Asynchronous acquire. Returns an id for cancel().
   std::uint64_t acquire_async(std::string resource, acquire_options options,
                               std::function<void(acquire_result)> done);
-  // Cancels a pending acquire: its callback gets errc::cancelled and anything it
+  // Several resources at once: one lock, with one token, over every resource of
+  // the set, all or none. Each node grants the whole set or nothing in one atomic
+  // step (a script over all the keys), so an attempt never holds part of a set
+  // while waiting for the rest: overlapping sets ({a,b} and {b,c}) cannot
+  // deadlock, and a failed attempt rolls back every key it got. Quorum, validity,
+  // retries, rollback and errors are those of acquire(); a node that refuses names
+  // the first resource of the set it found held ("held: b" in its detail). The
+  // lock's extend, release, watchdog and on_lost act on the whole set; its info()
+  // has the set in lease::resources (and lease::resource is them joined by ',').
+  // A set and a single-key lock on one of its resources exclude each other.
+  // Errors as acquire(), and invalid_argument also for: an empty set, more than 64
+  // resources, a resource given twice, and options.fencing (not supported for a
+  // set: docs/coordination.md). The nodes are independent masters: against Redis
+  // Cluster endpoints, every key of the set must hash to one slot (a {hash tag}
+  // in the names), or the script is refused (CROSSSLOT, server_error).
+  [[nodiscard]] acquire_result acquire_many(const std::vector<std::string>& resources,
+                                            const acquire_options& options = {});
+  // Asynchronous acquire_many. Returns an id for cancel().
+  std::uint64_t acquire_many_async(std::vector<std::string> resources, acquire_options options,
+                                   std::function<void(acquire_result)> done);
+  // Cancels a pending acquire (or acquire_many): its callback gets errc::cancelled and anything it
   // took is rolled back. Also when the cancel reaches the loop before the acquire
   // has started (e.g. cancel() from the loop thread right after acquire_async()
   // from another thread): the acquire then never starts. No effect on completed

@@ -66,7 +66,7 @@ struct REDLOCK_EXPORT report {
 
 // The identity and validity of a held lock: plain data, copyable.
 struct lease {
-  std::string resource;  // as given to acquire (without the key prefix)
+  std::string resource;  // as given to acquire (without the key prefix); a set's: its resources joined by ','
   std::string token;     // 32 hex chars; the ownership credential: keep it private
   // End of validity on the client's monotonic clock; empty when unknown (a lease
   // rebuilt from a resource and token, as the CLI does). Read from a lock that was
@@ -77,6 +77,10 @@ struct lease {
   // When the winning acquire round was sent, on the client's monotonic clock: the
   // instant validity and max_hold count from. Empty when unknown (a rebuilt lease).
   std::optional<std::chrono::steady_clock::time_point> acquired_at;
+  // A set's resources in the order given to client::acquire_many (one token for
+  // all; extend and release act on every key of the set). Empty for one resource.
+  // Last, with a default, so that lease{resource, token, ...} still compiles.
+  std::vector<std::string> resources{};
 };
 
 }  // namespace redlock

@@ -429,6 +429,9 @@ enum class script_id : std::uint8_t {
   fenced_write,
   fenced_read,
   fenced_cas,
+  acquire_many,
+  extend_many,
+  release_many,
   count
 };
 
@@ -449,6 +452,9 @@ constexpr known_script kKnownScripts[] = {
     {script_id::fenced_read, redlock::fenced_read_script, "8f49c3a5093e09cc78141f74a6b1e888ea8fa596"},
     {script_id::fenced_cas, redlock::fenced_compare_and_set_script,
      "c344db41c4c1ddbfe708bee09c5e7ffc6619f9c2"},
+    {script_id::acquire_many, detail::kAcquireMany, "013ecbe290ea4d05bf1badddfb787997542a975f"},
+    {script_id::extend_many, detail::kExtendMany, "9d0f048c74a7982b8f76c183975ef78cf8e24bf8"},
+    {script_id::release_many, detail::kReleaseMany, "42191ca471fda62e886b2ad2f21f413ab86685c7"},
 };
 
 // Whether each pinned SHA-1 is still the SHA-1 of its body.
@@ -1186,6 +1192,12 @@ struct node::script_run {
       case script_id::fenced_read:
       case script_id::fenced_cas:
         return fenced();
+      case script_id::acquire_many:
+        return acquire_many();
+      case script_id::extend_many:
+        return extend_many();
+      case script_id::release_many:
+        return release_many();
       case script_id::count:
         return;
     }
@@ -1203,6 +1215,52 @@ struct node::script_run {
     if (!call(fenced_counter ? 4 : 2, cmd::type, {key(1)}, v)) return;
     if (v.text != "string") return error_reply("WRONGTYPE lock key holds a non-string value");
     reply_pair(0, "0");
+  }
+
+  // kAcquireMany: the first existing key decides; none: SET every key.
+  void acquire_many() {
+    value v;
+    for (std::size_t i = 1; i <= num_keys; ++i) {
+      if (!call(2, cmd::type, {key(i)}, v)) return;
+      if (v.text == "string") {
+        reply_array(x.out, 2);
+        reply_int(x.out, 0);
+        return reply_int(x.out, static_cast<long long>(i));
+      }
+      if (v.text != "none") return error_reply("WRONGTYPE lock key holds a non-string value");
+    }
+    for (std::size_t i = 1; i <= num_keys; ++i) {
+      if (!call(7, cmd::set, {key(i), arg(1), "PX", arg(2)}, v)) return;
+    }
+    reply_pair(1, "0");
+  }
+
+  // kExtendMany: every key must hold the token, then PEXPIRE each.
+  void extend_many() {
+    value v;
+    for (std::size_t i = 1; i <= num_keys; ++i) {
+      if (!call(2, cmd::get, {key(i)}, v)) return;
+      if (!v.equals(arg(1))) return reply_int(x.out, 0);
+    }
+    for (std::size_t i = 1; i <= num_keys; ++i) {
+      if (!call(5, cmd::pexpire, {key(i), arg(2)}, v)) return;
+    }
+    reply_int(x.out, 1);
+  }
+
+  // kReleaseMany: DEL each string key holding the token.
+  void release_many() {
+    long long deleted = 0;
+    value v;
+    for (std::size_t i = 1; i <= num_keys; ++i) {
+      if (!call(3, cmd::type, {key(i)}, v)) return;
+      if (v.text != "string") continue;
+      if (!call(3, cmd::get, {key(i)}, v)) return;
+      if (!v.equals(arg(1))) continue;
+      if (!call(4, cmd::del, {key(i)}, v)) return;
+      deleted += v.number;
+    }
+    reply_int(x.out, deleted > 0 ? 1 : 0);
   }
 
   // kFenceCommit

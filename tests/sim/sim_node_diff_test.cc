@@ -370,6 +370,9 @@ const script_ref kScripts[] = {
     {fenced_write_script, 2, "fenced_write"},
     {fenced_read_script, 2, "fenced_read"},
     {fenced_compare_and_set_script, 2, "fenced_compare_and_set"},
+    {detail::kAcquireMany, 2, "acquire_many"},
+    {detail::kExtendMany, 2, "extend_many"},
+    {detail::kReleaseMany, 2, "release_many"},
 };
 
 // The script's SHA-1, as the simulator's SCRIPT LOAD gives it (the comparisons
@@ -428,10 +431,15 @@ vector<string> script_request(gen& g) {
       keys = {g.key(), g.key()};
       args = {g.fence()};
       break;
-    default:  // fenced compare-and-set
+    case 8:  // fenced compare-and-set
       keys = {g.key(), g.key()};
       args = {g.fence(), g.value()};
       if (g.chance(50)) args.push_back(g.chance(50) ? g.value() : "t1");
+      break;
+    default:  // the set scripts: one to four keys (now and then one twice)
+      for (std::size_t k = g.below(4); k < 4; ++k) keys.push_back(g.key());
+      args = {g.token()};
+      if (which != 11) args.push_back(g.ttl());
       break;
   }
   // Now and then the wrong shape: an argument or key missing or extra.
@@ -1175,6 +1183,53 @@ TEST_F(SimNodeDiff, the_library_scripts_error_paths) {
                    {"EVALSHA", "2fb25dbccc67a6e8d5acba647f434430ddd9ff4", "x", "lk9"},
                    {"EVAL", detail::kAcquire, "2", "lk9"},
                    {"EVAL", detail::kAcquire, "-1", "lk9"},
+               });
+}
+
+TEST_F(SimNodeDiff, the_set_scripts_all_or_none_paths) {
+  const string t = "tok";
+  run_scenario(server(0), "set scripts", kBaseUs,
+               {
+                   {"RPUSH", "list", "x"},
+                   // Granted: every key set with the TTL.
+                   {"EVAL", detail::kAcquireMany, "3", "a", "b", "c", t, "1000"},
+                   {"PTTL", "a"},
+                   {"PTTL", "c"},
+                   // Refused at the first key that exists (held: index 2), nothing written.
+                   {"EVAL", detail::kAcquireMany, "3", "d", "b", "e", "u", "1000"},
+                   {"EXISTS", "d", "e"},
+                   // A list decides as WRONGTYPE when it comes first; a held key before it wins.
+                   {"EVAL", detail::kAcquireMany, "2", "list", "a", "u", "1000"},
+                   {"EVAL", detail::kAcquireMany, "2", "a", "list", "u", "1000"},
+                   {"EVAL", detail::kAcquireMany, "2", "d", "list", "u", "1000"},
+                   {"EXISTS", "d"},
+                   // Bad TTLs and missing arguments: an error before any key is written.
+                   {"EVAL", detail::kAcquireMany, "2", "d", "e", "u", "0"},
+                   {"EVAL", detail::kAcquireMany, "2", "d", "e", "u", "x"},
+                   {"EVAL", detail::kAcquireMany, "2", "d", "e", "u"},
+                   {"EVAL", detail::kAcquireMany, "2", "d", "e"},
+                   {"EXISTS", "d", "e"},
+                   {"EVAL", detail::kAcquireMany, "0", "u", "10"},
+                   {"EVAL", detail::kAcquireMany, "2", "d", "d", "u", "10"},
+                   // Extend: every key must hold the token.
+                   {"EVAL", detail::kExtendMany, "3", "a", "b", "c", t, "5000"},
+                   {"PTTL", "b"},
+                   {"EVAL", detail::kExtendMany, "3", "a", "b", "d", t, "9000"},
+                   {"PTTL", "b"},
+                   {"EVAL", detail::kExtendMany, "2", "a", "list", t, "9000"},
+                   {"EVAL", detail::kExtendMany, "2", "a", "b", t, "x"},
+                   {"EVAL", detail::kExtendMany, "2", "a", "b", t},
+                   {"EVAL", detail::kExtendMany, "2", "a", "b"},
+                   {"EVAL", detail::kExtendMany, "2", "a", "b", t, "-1"},
+                   {"EXISTS", "a", "b"},
+                   // Release: each key holding the token; others (and lists) left alone.
+                   {"EVAL", detail::kAcquireMany, "2", "a", "b", t, "1000"},
+                   {"SET", "b", "other"},
+                   {"EVAL", detail::kReleaseMany, "4", "list", "a", "b", "c", t},
+                   {"EXISTS", "a", "b", "c", "list"},
+                   {"EVAL", detail::kReleaseMany, "2", "a", "c", t},
+                   {"EVAL", detail::kReleaseMany, "1", "b"},
+                   {"EVAL", detail::kReleaseMany, "0", t},
                });
 }
 

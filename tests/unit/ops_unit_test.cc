@@ -5,6 +5,7 @@
 #include <string>
 
 #include "connection.h"
+#include "operation_support.h"
 
 namespace redlock::detail {
 namespace {
@@ -48,6 +49,39 @@ TEST(EvictionWarning, names_the_node_the_policy_what_it_evicts_and_the_fix) {
   // A hostile server's policy text stays one printable line.
   const std::string h = eviction_warning_text("redis://h:1", "allkeys-\r\nx\x01", "");
   EXPECT_EQ(h.find_first_of("\r\n\x01"), std::string::npos) << h;
+}
+
+// A set script carries every key of the command, then the token and the TTL.
+TEST(SetCommand, encodes_every_key_then_the_arguments) {
+  command c;
+  c.script = script_id::acquire_many;
+  c.keys = {"a", "bb"};
+  c.arg1 = "tok";
+  c.arg2 = "100";
+  const wire w(c);
+  const std::string sha = get_script(script_id::acquire_many).sha();
+  EXPECT_EQ(w.sha_form(), "*7\r\n$7\r\nEVALSHA\r\n$40\r\n" + sha + "\r\n$1\r\n2\r\n$1\r\na\r\n$2\r\nbb\r\n" +
+                              "$3\r\ntok\r\n$3\r\n100\r\n");
+  EXPECT_NE(w.eval_form().find(kAcquireMany), std::string::npos);
+  command r;
+  r.script = script_id::release_many;
+  r.keys = {"a"};
+  r.arg1 = "tok";
+  EXPECT_EQ(wire(r).sha_form(), "*5\r\n$7\r\nEVALSHA\r\n$40\r\n" + get_script(script_id::release_many).sha() +
+                                    "\r\n$1\r\n1\r\n$1\r\na\r\n$3\r\ntok\r\n");
+}
+
+TEST(ResourceSet, refuses_empty_sets_empty_names_duplicates_and_too_many) {
+  EXPECT_EQ(check_resource_set({"a"}), "");
+  EXPECT_EQ(check_resource_set({"b", "a", "c"}), "");
+  EXPECT_EQ(check_resource_set({}), "the set of resources must not be empty");
+  EXPECT_EQ(check_resource_set({"a", ""}), "resource name must not be empty");
+  EXPECT_EQ(check_resource_set({"a", "b", "a"}), "resource 'a' is given twice in the set");
+  std::vector<std::string> many;
+  for (std::size_t i = 0; i < kMaxSetSize; ++i) many.push_back("r" + std::to_string(i));
+  EXPECT_EQ(check_resource_set(many), "");
+  many.push_back("one-more");
+  EXPECT_EQ(check_resource_set(many), "a set holds at most 64 resources (65 given)");
 }
 
 }  // namespace

@@ -171,6 +171,40 @@ TEST(ClassifyAcquire, FlagOtherThanZeroOrOneIsAProtocolError) {
   }
 }
 
+// --- acquire_many: {1, '0'} granted, {0, i} held at the i-th key (1-based) ---
+
+TEST(ClassifyAcquireMany, GrantedAndHeldNamingTheKeyIndex) {
+  const classified ok =
+      classify_reply(script_id::acquire_many, acquire_reply(make_int(1), make_str("0")).get());
+  EXPECT_EQ(ok.v.status, node_status::ok);
+  EXPECT_FALSE(ok.blocked_by.has_value());
+  const classified held =
+      classify_reply(script_id::acquire_many, acquire_reply(make_int(0), make_int(3)).get());
+  EXPECT_EQ(held.v.status, node_status::held);
+  EXPECT_EQ(held.blocked_by, std::optional<std::size_t>(3));
+  const classified wrong =
+      classify_reply(script_id::acquire_many, make_err("WRONGTYPE lock key holds a non-string value").get());
+  EXPECT_EQ(wrong.v.permanent, errc::wrong_type);
+}
+
+TEST(ClassifyAcquireMany, OtherShapesAreProtocolErrors) {
+  const script_id id = script_id::acquire_many;
+  expect_protocol_error(id, make_int(1).get());
+  expect_protocol_error(id, make_nil().get());
+  expect_protocol_error(id, array_of(make_int(1)).get());
+  expect_protocol_error(id, acquire_reply(make_int(0), make_str("2")).get());  // the index is an integer
+  expect_protocol_error(id, acquire_reply(make_int(0), make_int(0)).get());    // 1-based
+  expect_protocol_error(id, acquire_reply(make_int(2), make_str("0")).get());
+}
+
+TEST(ClassifyExtendReleaseMany, OneOkZeroNotOwner) {
+  for (script_id id : {script_id::extend_many, script_id::release_many}) {
+    EXPECT_EQ(classify_reply(id, make_int(1).get()).v.status, node_status::ok);
+    EXPECT_EQ(classify_reply(id, make_int(0).get()).v.status, node_status::not_owner);
+    expect_protocol_error(id, make_int(2).get());
+  }
+}
+
 // The plain TIME reply the connection pipelines behind each acquire (the SET, or
 // the acquire script) for the clock-jump guard.
 TEST(ParseTimeReply, AcceptsTwoDecimalStringsAndRejectsAnythingElse) {

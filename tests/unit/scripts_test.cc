@@ -15,9 +15,13 @@ namespace {
 constexpr script_id kAllScripts[] = {script_id::acquire, script_id::acquire_fenced, script_id::fence_commit,
                                      script_id::extend,  script_id::release,        script_id::inspect};
 
+// The set scripts (lib/multi.cc): any number of keys, given by the command.
+constexpr script_id kSetScripts[] = {script_id::acquire_many, script_id::extend_many,
+                                     script_id::release_many};
+
 TEST(Scripts, TableCoversEveryScriptIdBesidesThePlainCommands) {
   // `ping` and `acquire_set` are plain commands; acquire_set falls back to kAcquire.
-  EXPECT_EQ(std::size(kAllScripts) + 2, static_cast<std::size_t>(script_id::count));
+  EXPECT_EQ(std::size(kAllScripts) + std::size(kSetScripts) + 2, static_cast<std::size_t>(script_id::count));
   EXPECT_STREQ(get_script(script_id::ping).body, "");
   EXPECT_EQ(get_script(script_id::ping).num_keys, 0);
   EXPECT_STREQ(get_script(script_id::acquire_set).body, kAcquire);
@@ -87,6 +91,24 @@ TEST(Scripts, KeyCountMatchesTheKeysTheBodyUses) {
     EXPECT_NE(std::strstr(s.body, "KEYS[1]"), nullptr);
     EXPECT_EQ(std::strstr(s.body, "KEYS[2]") != nullptr, s.num_keys == 2);
     EXPECT_EQ(std::strstr(s.body, "KEYS[3]"), nullptr);
+  }
+}
+
+TEST(Scripts, TheSetScriptsTakeEveryKeyTheCommandGivesAndCallNoTime) {
+  EXPECT_STREQ(get_script(script_id::acquire_many).body, kAcquireMany);
+  EXPECT_STREQ(get_script(script_id::extend_many).body, kExtendMany);
+  EXPECT_STREQ(get_script(script_id::release_many).body, kReleaseMany);
+  std::set<std::string> shas;
+  for (script_id id : kAllScripts) shas.insert(get_script(id).sha());
+  for (script_id id : kSetScripts) {
+    SCOPED_TRACE(::testing::Message() << "script " << static_cast<unsigned>(id));
+    const script& s = get_script(id);
+    EXPECT_EQ(s.num_keys, 0);
+    EXPECT_EQ(s.sha(), sha1_hex(s.body));
+    EXPECT_TRUE(shas.insert(s.sha()).second);
+    EXPECT_NE(std::strstr(s.body, "#KEYS"), nullptr);
+    EXPECT_EQ(std::strstr(s.body, "KEYS[1]"), nullptr);
+    EXPECT_EQ(std::strstr(s.body, "TIME"), nullptr);
   }
 }
 
