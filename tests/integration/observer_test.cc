@@ -57,6 +57,30 @@ TEST(Observer, acquire_then_release_gives_the_exact_sequence) {
   EXPECT_EQ(c.stats().observer_errors, 0u);
 }
 
+TEST(Observer, a_set_of_resources_is_one_operation_on_the_joined_name) {
+  redis_cluster cl(3);
+  auto rec = std::make_shared<recorder>();
+  client c(observed(cl.uris(), rec));
+  ASSERT_TRUE(wait_connected(c));
+  auto r = c.acquire_many({"ev-set-a", "ev-set-b"}, once(5000ms));
+  ASSERT_TRUE(r) << r.report.message();
+  ASSERT_TRUE(r.lock.release());
+  EXPECT_EQ(rec->about("ev-set-a,ev-set-b"),
+            (lines{"started acquire ev-set-a,ev-set-b", "acquired ev-set-a,ev-set-b",
+                   "finished acquire ev-set-a,ev-set-b ok", "started release ev-set-a,ev-set-b",
+                   "released ev-set-a,ev-set-b", "finished release ev-set-a,ev-set-b ok"}));
+  // A contended set retries like one key: retry_scheduled on the joined name.
+  client other(observed(cl.uris(), rec));
+  ASSERT_TRUE(wait_connected(other));
+  auto held = other.acquire("ev-set2-b", once(5000ms));
+  ASSERT_TRUE(held) << held.report.message();
+  acquire_options a = once(5000ms);
+  a.retry.max_attempts = 2;
+  a.retry.base_delay = 10ms;
+  EXPECT_EQ(c.acquire_many({"ev-set2-a", "ev-set2-b"}, a).report.error, errc::contended);
+  EXPECT_EQ(rec->count("retry ev-set2-a,ev-set2-b 2"), 1u);
+}
+
 TEST(Observer, fenced_acquire_carries_the_fence) {
   redis_cluster cl(3);
   auto rec = std::make_shared<recorder>();
