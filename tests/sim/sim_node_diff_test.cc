@@ -1296,7 +1296,11 @@ TEST_F(SimNodeDiff, errors_for_unknown_commands_and_bad_arguments) {
                    {"NOSUCH", long_arg},
                    {"NOSUCH", string(100, 'a'), string(100, 'b'), "c"},
                    {"NOSUCH", "line\r\nbreak", with_nuls("nul\0byte")},
-                   {with_nuls("GET\0x"), "k"},
+                   // Not {"GET\0x", "k"}: it failed once in ~10 runs; the likely cause: redis-server looks commands up in a dict that
+                   // hashes the whole name (with a per-process random seed) but compares
+                   // with strcasecmp, which stops at the NUL: the command is "unknown"
+                   // unless "GET\0x" happens to share GET's bucket, then it runs GET.
+                   // Real Redis is nondeterministic there (seen once in ~10 runs).
                    {"SCRIPT", "nope"},
                    {"script", with_nuls("nul\0x")},
                    {"SCRIPT", "HELLO\r\nWORLD"},
