@@ -16,6 +16,7 @@
 #include "e2e.h"
 #include "library_load.h"
 #include "raw_floor.h"
+#include "redlock/metrics.h"
 #include "tls_certs.h"
 
 namespace redlock::bench {
@@ -874,6 +875,7 @@ std::vector<std::pair<std::string, observer_factory>>& observer_variants() {
   static std::vector<std::pair<std::string, observer_factory>> v = {
       {"none", nullptr},
       {"noop", [] { return std::make_shared<observer>(); }},
+      {"metrics", [] { return std::make_shared<redlock::metrics>(); }},
   };
   return v;
 }

@@ -13,6 +13,7 @@
 
 #include "decision.h"
 #include "redlock/client.h"
+#include "redlock/metrics.h"
 #include "redlock/observer.h"
 #include "redlock/testing.h"
 #include "reply.h"
@@ -281,5 +282,14 @@ void BM_sim_pair_observers(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_sim_pair_observers)->Arg(0)->Arg(1)->Arg(2);
+
+// The same pairs with the metrics adapter (redlock/metrics.h) as the observer.
+void BM_sim_pair_metrics(benchmark::State& state) {
+  const auto saved = bench_observer_factory;
+  bench_observer_factory = [] { return std::make_shared<redlock::metrics>(); };
+  BM_sim_pair_observers(state);
+  bench_observer_factory = saved;
+}
+BENCHMARK(BM_sim_pair_metrics)->Arg(1);
 
 }  // namespace
