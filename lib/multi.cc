@@ -197,6 +197,7 @@ class acquire_many_op : public std::enable_shared_from_this<acquire_many_op> {
     res.lock = c_.make_lock(h);
     if (o_.auto_extend) c_.start_watchdog(h);
     c_.stats().acquired.fetch_add(1, std::memory_order_relaxed);
+    if (c_.observing()) c_.emit(&observer::on_lock_acquired, c_.lock_event_of(*h, false), "on_lock_acquired");
     finish(std::move(res));
   }
 
@@ -211,6 +212,15 @@ class acquire_many_op : public std::enable_shared_from_this<acquire_many_op> {
       if (o_.retry.deadline.count() == 0 || spent + delay <= o_.retry.deadline) {
         auto self = shared_from_this();
         retry_timer_ = c_.schedule(delay, [self] { self->start_attempt(); });
+        if (c_.observing()) {
+          retry_scheduled e;
+          e.at = c_.now();
+          e.resource = joined(resources_);
+          e.next_attempt = attempt_ + 1;
+          e.delay = delay;
+          e.last_error = ec;
+          c_.emit(&observer::on_retry_scheduled, e, "on_retry_scheduled");
+        }
         return;
       }
     }
@@ -255,6 +265,8 @@ void cancel_op(acquire_many_op& op) { op.cancel(); }
 
 void core::acquire_many(std::uint64_t id, std::vector<std::string> resources, acquire_options o,
                         std::function<void(acquire_result)> done, std::optional<clock_tp> called) {
+  // One lock over the set: its resource is the joined list, as the handle's.
+  if (observing_) done = observe_op(operation_kind::acquire, joined(resources), false, std::move(done));
   if (closing_) {
     acquire_result res;
     res.report = empty_report(*this, make_error_code(errc::cancelled), "client shut down");
