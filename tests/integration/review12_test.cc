@@ -49,9 +49,9 @@ TEST(Review12, acquire_many_emits_its_events_and_the_held_gauge_stays_consistent
   EXPECT_EQ(held_gauge(m->render()), 1) << "after acquire_many";
   ASSERT_TRUE(r.lock.release());
   EXPECT_EQ(held_gauge(m->render()), 0) << "after its release";
-  EXPECT_EQ(rec->about(res), (lines{"started acquire " + res, "acquired " + res, "finished acquire " + res + " ok",
-                                    "started release " + res, "released " + res,
-                                    "finished release " + res + " ok"}));
+  EXPECT_EQ(rec->about(res),
+            (lines{"started acquire " + res, "acquired " + res, "finished acquire " + res + " ok",
+                   "started release " + res, "released " + res, "finished release " + res + " ok"}));
 }
 
 // The semaphore holds one permit: the gauge says 1 while held, 0 after.
@@ -123,6 +123,64 @@ TEST(Review12, lost_by_extension_cap_then_released_decrements_the_gauge_once) {
   EXPECT_LE(rec->count("lost r12-cap " + make_error_code(errc::extension_limit).message()) +
                 rec->count("released r12-cap"),
             1u);
+}
+
+// Throws from every callback.
+struct thrower : observer {
+  void on_operation_started(const operation_started&) override { throw 1; }
+  void on_operation_finished(const operation_finished&) override { throw 2; }
+  void on_retry_scheduled(const retry_scheduled&) override { throw 3; }
+  void on_lock_acquired(const lock_event&) override { throw 4; }
+  void on_lock_extended(const lock_event&) override { throw 5; }
+  void on_lock_released(const lock_event&) override { throw 6; }
+  void on_lock_lost(const lock_lost_event&) override { throw 7; }
+  void on_node_up(const node_event&) override { throw 8; }
+  void on_node_down(const node_event&) override { throw 9; }
+  void on_reconnect_scheduled(const reconnect_scheduled&) override { throw 10; }
+  void on_warning(const warning&) override { throw 11; }
+};
+
+// A throwing observer, a set lock under a watchdog and a client shut down under
+// it: the set's on_lost runs exactly once (cancelled), the async acquire's callback
+// exactly once, and a second in-flight acquire_many is cancelled exactly once.
+TEST(Review12, throwing_observer_and_shutdown_under_a_set_watchdog_call_back_exactly_once) {
+  redis_cluster cl(3);
+  std::atomic<int> lost{0}, done_ok{0}, done_other{0};
+  auto rec = std::make_shared<recorder>();
+  lock kept;
+  {
+    client_options o = options_for(cl.uris());
+    o.observers.push_back(std::make_shared<thrower>());
+    o.observers.push_back(rec);
+    client c(o);
+    ASSERT_TRUE(wait_connected(c));
+    acquire_options a = once(2000ms);
+    a.auto_extend = true;
+    a.on_lost = [&](const lease&, const report&) { lost.fetch_add(1); };
+    auto r = c.acquire_many({"r12-t-a", "r12-t-b"}, a);
+    ASSERT_TRUE(r) << r.report.message();
+    kept = std::move(r.lock);
+    client holder(options_for(cl.uris()));
+    auto h = holder.acquire("r12-t-c", once(10000ms));
+    ASSERT_TRUE(h);
+    acquire_options w = once(2000ms);
+    w.retry.max_attempts = 1000;
+    w.retry.base_delay = 10ms;
+    w.retry.max_delay = 20ms;
+    c.acquire_many_async({"r12-t-c", "r12-t-d"}, w, [&](acquire_result res) {
+      (res ? done_ok : done_other).fetch_add(1);
+    });
+    ASSERT_TRUE(eventually([&] { return rec->count("retry r12-t-c,r12-t-d 3") > 0; }, 3000ms));
+    EXPECT_GT(c.stats().observer_errors, 0u);
+  }
+  EXPECT_EQ(lost.load(), 1);
+  EXPECT_EQ(done_ok.load(), 0);
+  EXPECT_EQ(done_other.load(), 1);
+  // The cancelled acquire's events: started ... finished, exactly once.
+  EXPECT_EQ(rec->count("started acquire r12-t-c,r12-t-d"), 1u);
+  EXPECT_EQ(rec->count("finished acquire r12-t-c,r12-t-d " + make_error_code(errc::cancelled).message()), 1u);
+  EXPECT_EQ(rec->count("lost r12-t-a,r12-t-b " + make_error_code(errc::cancelled).message()), 1u);
+  kept = lock();  // the handle outlives its client: destroyed after it
 }
 
 }  // namespace

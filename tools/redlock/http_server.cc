@@ -85,7 +85,8 @@ struct http_server::impl {
     c->responded = true;
     // The write is bounded too: a peer that never reads a response larger than the
     // socket buffers would otherwise hold the connection (and its copy) forever.
-    uv_timer_start(&c->timer, on_timer, static_cast<std::uint64_t>(cfg.head_timeout.count()) + linger_ms, 0);
+    const auto write_limit = static_cast<std::uint64_t>(cfg.head_timeout.count()) + linger_ms;
+    uv_timer_start(&c->timer, on_timer, write_limit, 0);
     c->response = std::move(text);
     c->received.clear();
     c->received.shrink_to_fit();
