@@ -83,7 +83,10 @@ struct http_server::impl {
 
   void respond(conn* c, std::string text) {
     c->responded = true;
-    uv_timer_stop(&c->timer);
+    // The write is bounded too: a peer that never reads a response larger than the
+    // socket buffers would otherwise hold the connection (and its copy) forever.
+    const auto write_limit = static_cast<std::uint64_t>(cfg.head_timeout.count()) + linger_ms;
+    uv_timer_start(&c->timer, on_timer, write_limit, 0);
     c->response = std::move(text);
     c->received.clear();
     c->received.shrink_to_fit();

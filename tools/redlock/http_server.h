@@ -2,7 +2,8 @@
 // GET `path` answers 200 with whatever body() returns (called on the server's
 // thread). One response per connection; a request head is capped at
 // max_http_head bytes (431, then close); a client that has not sent a full head
-// within head_timeout is closed, while the others are served.
+// within head_timeout is closed, while the others are served; one that has not
+// taken its whole response within head_timeout + 2 s is closed too.
 #pragma once
 
 #include <chrono>
