@@ -692,7 +692,9 @@ bool release_confirmed(const vote& v) {
   return v.status == node_status::ok || v.status == node_status::not_owner || v.permanent == errc::wrong_type;
 }
 
-void release_round(core& c, const lease& l, std::function<void(report)> done) {
+// `report_released`: send on_lock_released on success (not for a handle already
+// declared lost: its lock ended with on_lock_lost; the release only deletes keys).
+void release_round(core& c, const lease& l, std::function<void(report)> done, bool report_released = true) {
   const clock_tp start = c.now();
   const command rel = release_command(c, l);
   auto r = std::make_shared<round>(c, op_kind::release, rel.script, false);
@@ -713,7 +715,7 @@ void release_round(core& c, const lease& l, std::function<void(report)> done) {
   };
   // For on_lock_released (observers only: no copy otherwise).
   std::optional<lease> released;
-  if (c.observing()) {
+  if (c.observing() && report_released) {
     released.emplace();
     released->resource = l.resource;
     released->fence = l.fence;
@@ -940,7 +942,14 @@ void core::watchdog_tick(const std::shared_ptr<held>& h) {
   if (t >= *l.valid_until) {
     // Report what the last failed extension saw (which nodes, and why), if any.
     report why = h->last_failure.nodes.empty() ? bare_report(*this, {}, "") : h->last_failure;
-    why.error = make_error_code(h->capped ? errc::extension_limit : errc::lock_lost);
+    // The cap's end: no more extensions (max_extensions), or the validity ran to
+    // acquisition + max_hold (extensions shrunk to fit it), not short of it.
+    const bool at_hold_cap =
+        h->max_hold.count() > 0 &&
+        *l.valid_until + duration_cast<clock_tp::duration>(drift_of(h->ttl, options_.clock_drift_factor)) +
+                milliseconds(1) >=
+            h->acquired_at + h->max_hold;
+    why.error = make_error_code(h->capped || at_hold_cap ? errc::extension_limit : errc::lock_lost);
     return declare_lost(h, why);
   }
   const auto ttl = h->capped_ttl(h->ttl, t, options_.clock_drift_factor);
@@ -992,7 +1001,12 @@ void core::watchdog_tick(const std::shared_ptr<held>& h) {
     if (!r.error) {
       extension_succeeded(*hp, seq, valid_until);
       if (observing_) emit(&observer::on_lock_extended, lock_event_of(*hp, false), "on_lock_extended");
-      hp->timer = schedule(hp->interval, [this, w] {
+      // Next tick: after the interval, or just past the validity when it ends
+      // sooner (an extension shrunk by max_hold), so a loss is reported when it
+      // happens, not at the next regular tick.
+      const clock_tp until = hp->snapshot().valid_until.value_or(now());
+      const milliseconds to_end = duration_cast<milliseconds>(until - now()) + milliseconds(1);
+      hp->timer = schedule(std::max(milliseconds(0), std::min(hp->interval, to_end)), [this, w] {
         if (auto p = w.lock()) watchdog_tick(p);
       });
       return;
@@ -1055,7 +1069,7 @@ void core::release_held(const std::shared_ptr<held>& h, std::function<void(repor
   // The watchdog stops first: nothing extends after this point.
   stop_watchdog(*h);
   untrack_handle(*h);
-  release_round(*this, h->snapshot(), std::move(done));
+  release_round(*this, h->snapshot(), std::move(done), /*report_released=*/!h->lost.load());
 }
 
 }  // namespace redlock::detail

@@ -75,7 +75,9 @@ struct retry_scheduled {
 
 // A lock was acquired, extended or released (by a call, the watchdog or a handle's
 // destructor). Released: only when the release got its quorum (a failed release
-// is an operation_finished with the error). An extend or release of a bare lease
+// is an operation_finished with the error). A lock acquired by this client ends in
+// exactly one of on_lock_released and on_lock_lost: the release of a handle already
+// declared lost deletes what is left of its keys but sends no on_lock_released. An extend or release of a bare lease
 // (client::extend/release of a lease, not through a handle) reports the lease's
 // fence, and held_for from its acquired_at (0 when the lease does not know it).
 struct lock_event {

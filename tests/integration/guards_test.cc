@@ -141,6 +141,42 @@ TEST(ExtensionCap, explicit_extend_is_refused_past_the_cap_and_shortened_by_max_
   EXPECT_TRUE(r.lock.owns_lock());  // still held until it runs out
 }
 
+// The watchdog under max_hold: its extensions shrink to fit the hold, the last one
+// ending the validity at acquisition + max_hold (minus drift). That end is the
+// cap's: on_lost says extension_limit (not lock_lost), and says it when the
+// validity ends, not at the next regular tick (here up to 700 ms later).
+TEST(ExtensionCap, the_watchdog_reaching_max_hold_reports_extension_limit_when_validity_ends) {
+  redis_cluster cl(3);
+  client c(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(c));
+  acquire_options o;
+  o.ttl = 1500ms;
+  o.retry = retry_policy::once();
+  o.auto_extend = true;
+  o.extend_interval = 700ms;
+  o.max_hold = 1800ms;
+  std::atomic<int> calls{0};
+  std::atomic<int> code{0};
+  std::atomic<long long> lost_at_ns{0};
+  o.on_lost = [&](const lease&, const report& r) {
+    code = r.error.value();
+    lost_at_ns = clk::now().time_since_epoch().count();
+    ++calls;
+  };
+  const auto t0 = clk::now();
+  auto r = c.acquire("cap-watchdog", o);
+  ASSERT_TRUE(r) << r.report.message();
+  const clk::time_point acquired = *r.lock.info().acquired_at;
+  ASSERT_TRUE(eventually([&] { return calls.load() > 0; }, 5000ms));
+  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(code.load(), static_cast<int>(errc::extension_limit));
+  const clk::time_point lost_at{clk::duration(lost_at_ns.load())};
+  // The validity ended by acquired + max_hold; the report comes within a generous
+  // bound of it (a loaded machine), well before the next regular tick would.
+  EXPECT_LE(lost_at - (acquired + o.max_hold), 250ms);
+  EXPECT_GE(lost_at - t0, 1500ms);
+}
+
 // Script calls (EVALSHA + EVAL) a node executed.
 long long script_calls(redis_node& n) { return n.calls("evalsha") + n.calls("eval"); }
 
