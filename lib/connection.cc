@@ -475,7 +475,7 @@ void connection::become_ready() {
   if (connect_timer_ != 0) core_.cancel_timer(connect_timer_);
   connect_timer_ = 0;
   state_ = state::ready;
-  if (ever_connected_) core_.stats().reconnects.fetch_add(1, std::memory_order_relaxed);
+  if (ever_connected_ && push_ == nullptr) core_.stats().reconnects.fetch_add(1, std::memory_order_relaxed);
   ever_connected_ = true;
   failures_ = 0;
   permanent_failure_ = false;
@@ -495,6 +495,7 @@ void connection::become_ready() {
   queue_.erase(std::remove_if(queue_.begin(), queue_.end(), [](const request& r) { return !r.sent; }),
                queue_.end());
   core_.want_flush(this);
+  if (push_ != nullptr) push_->on_sub_ready(index_);
 }
 
 void connection::encode(request& r) {
@@ -604,6 +605,12 @@ void connection::complete(request& r, const reply_event& ev) {
 }
 
 void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> owned) {
+  if (push_ != nullptr && owned->type == REDIS_REPLY_ARRAY && owned->elements == 3 &&
+      owned->element[0]->type == REDIS_REPLY_STRING &&
+      std::string_view(owned->element[0]->str, owned->element[0]->len) == "message") {
+    push_->on_push(index_, *owned);
+    return;
+  }
   if (queue_.empty()) {
     fail_connection(node_status::protocol_error, "reply without a request");
     return;
@@ -764,6 +771,7 @@ void connection::fail_connection(node_status status, std::string detail, bool pe
     ev.unsent = !r.sent;
     complete(r, ev);
   }
+  if (push_ != nullptr) push_->on_sub_down(index_);
   if (core_.closing()) {
     state_ = state::closed;
     core_.note_quiet();

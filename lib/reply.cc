@@ -155,6 +155,7 @@ classified classify_reply(script_id script, const redisReply* r) {
         c.v.status = node_status::ok;
       } else if (r->type == REDIS_REPLY_STRING) {
         c.v.status = node_status::held;
+        c.value = std::string(r->str, r->len);  // the holder's token (waiting: lib/notify.h)
       } else if (r->type == REDIS_REPLY_ARRAY) {
         return classify_reply(script_id::acquire, r);  // the EVAL fallback's reply
       } else {
