@@ -77,6 +77,7 @@ void scenario_slow(env& e, std::size_t nodes, std::chrono::milliseconds delay);
 void scenario_watchdog(env& e, std::size_t nodes);
 void scenario_memory(env& e, std::size_t nodes);
 void scenario_tls(env& e, std::size_t nodes, int inflight);
+void scenario_handover(env& e, std::size_t nodes);
 
 // The summary table (floors, library figures, ratios, targets) on `f`.
 void print_summary(std::FILE* f, const std::vector<record>& records);

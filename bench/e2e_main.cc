@@ -5,7 +5,7 @@
 //             [--scale F] [--inflight LIST] [--command-timeout MS] [--watchdog-locks N]
 //             [--watchdog-ttl LIST] [SCENARIO...]
 //
-// SCENARIO: floor latency throughput contention paused slow watchdog memory tls, or all
+// SCENARIO: floor latency throughput contention paused slow watchdog memory tls handover, or all
 // (the default). See docs/benchmarks.md.
 #include <signal.h>
 #include <unistd.h>
@@ -29,7 +29,7 @@ namespace redlock::bench {
 namespace {
 
 const std::vector<std::string> kScenarios = {"floor",  "latency", "throughput", "contention",
-                                             "paused", "slow",    "watchdog",   "memory", "tls"};
+                                             "paused", "slow",    "watchdog",   "memory", "tls", "handover"};
 
 void usage(std::FILE* f) {
   std::fprintf(f,
@@ -48,6 +48,8 @@ void usage(std::FILE* f) {
                "  watchdog    CPU and memory of 10,000 auto-extended locks (ttl 30 s and 3 s)\n"
                "  memory      bytes per held lock, per in-flight acquire; peak RSS\n"
                "  tls         TLS (rediss://) vs plain TCP: pair latency and 64-in-flight throughput\n"
+               "  handover    waiting acquires, polling vs release notifications: hand-over latency,\n"
+               "              48 contenders holding 10 ms (fairness, server commands per acquisition)\n"
                "\n"
                "options:\n"
                "  --quick             each scenario well under 2 s (CI smoke run)\n"
@@ -273,6 +275,7 @@ int run(int argc, char** argv) {
       {"watchdog", [&] { scenario_watchdog(e, n); }},
       {"memory", [&] { scenario_memory(e, n); }},
       {"tls", [&] { scenario_tls(e, n, 64); }},
+      {"handover", [&] { scenario_handover(e, n); }},
   };
   int failures = 0;
   for (const auto& name : order) {
