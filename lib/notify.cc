@@ -36,7 +36,7 @@ class notifier::reply_sink final : public sink {
       // Releases published while the subscription was down were lost: one waiter
       // tries now.
       auto it = n_.channels_.find(key_);
-      if (it != n_.channels_.end() && it->second.woken == nullptr) n_.wake_one(it->second, nullptr);
+      if (it != n_.channels_.end() && it->second.woken == nullptr) n_.wake_one(it->second);
     }
   }
 
@@ -93,6 +93,7 @@ void notifier::on_subscribe_reply(const std::string& key, std::size_t node, bool
 }
 
 void notifier::check_settled(channel& ch) {
+  if (joining_) return;  // join() checks once every node was asked
   if (std::any_of(ch.nodes.begin(), ch.nodes.end(), [](sub s) { return s == sub::pending; })) return;
   const bool any_on = std::any_of(ch.nodes.begin(), ch.nodes.end(), [](sub s) { return s == sub::on; });
   auto fns = std::move(ch.on_settled);
@@ -113,11 +114,14 @@ void notifier::join(const std::string& key, waiter& w, clock_tp attempt_started,
   if (std::find(ch.waiters.begin(), ch.waiters.end(), &w) == ch.waiters.end()) ch.waiters.push_back(&w);
   ch.on_settled.push_back(std::move(settled));
   ch.settled_for.push_back(attempt_started);
+  // A node may answer at once (down: refused synchronously): settle only after all.
+  joining_ = true;
   for (std::size_t i = 0; i < ch.nodes.size(); ++i) {
     if (ch.nodes[i] == sub::none || (ch.nodes[i] == sub::off && subs_[i] && subs_[i]->ready() && !refused_[i])) {
       subscribe(key, ch, i);
     }
   }
+  joining_ = false;
   check_settled(ch);
 }
 
@@ -159,17 +163,16 @@ void notifier::attempt_done(const std::string& key, waiter& w) {
 void notifier::after_woken(channel& ch) {
   // Releases absorbed while the woken attempt was in flight: the next waiter they
   // blocked tries now.
-  auto absorbed = std::move(ch.absorbed);
+  const bool any = !ch.absorbed.empty();
   ch.absorbed.clear();
-  for (const std::string& t : absorbed) {
-    if (ch.woken != nullptr) break;
-    wake_one(ch, &t);
-  }
+  if (any && ch.woken == nullptr) wake_one(ch);
 }
 
-void notifier::wake_one(channel& ch, const std::string* token) {
+void notifier::wake_one(channel& ch) {
+  // Any new release of the key: the holders a waiter saw may be stale (the lock
+  // changed hands since its last attempt); duplicates were dropped already.
   for (waiter* w : ch.waiters) {
-    if (!w->idle_waiting() || (token != nullptr && !w->blocked_by(*token))) continue;
+    if (!w->idle_waiting()) continue;
     ch.woken = w;
     ++wakes_;
     w->wake();
@@ -198,7 +201,7 @@ void notifier::on_push(std::size_t, const redisReply& m) {
     ch.absorbed.push_back(std::move(token));
     return;
   }
-  wake_one(ch, &token);
+  wake_one(ch);
 }
 
 void notifier::on_sub_ready(std::size_t node) {

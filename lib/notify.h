@@ -7,8 +7,8 @@
 // mode: the same handshake, TLS, credentials, deadlines and reconnect backoff),
 // made on first need and closed after notify_idle_close without waiters, and
 // subscribes the key's channel on every node. A notification wakes ONE waiter of
-// the key in this client (the earliest registered that the released token
-// blocked), and none while a woken waiter's attempt is in flight: W waiters cost
+// the key in this client (the earliest registered one waiting), and none while a
+// woken waiter's attempt is in flight: W waiters cost
 // one attempt per release, not W. Expiry publishes nothing: every waiter keeps
 // its fallback timer (the retry schedule), so a lost message, a node that refuses
 // SUBSCRIBE, or a holder that publishes nothing (another library) costs latency,
@@ -103,7 +103,7 @@ class notifier final : private push_listener {
   void subscribe(const std::string& key, channel& ch, std::size_t node);
   void on_subscribe_reply(const std::string& key, std::size_t node, bool ok, bool refused);
   void check_settled(channel& ch);
-  void wake_one(channel& ch, const std::string* token);
+  void wake_one(channel& ch);
   void after_woken(channel& ch);
   void arm_sweep();
   void sweep();
@@ -115,6 +115,7 @@ class notifier final : private push_listener {
   std::unordered_map<std::string, channel> channels_;
   std::uint64_t sweep_timer_ = 0;
   bool closed_ = false;
+  bool joining_ = false;
   std::uint64_t messages_ = 0, wakes_ = 0;
 };
 

@@ -77,14 +77,22 @@ std::chrono::milliseconds handover(client& holder_client, client& waiter_client,
   return took;
 }
 
+// Generous timeouts: these tests time wake-ups, not timeouts, on a loaded machine.
+client_options opts(const std::vector<std::string>& uris) {
+  client_options o = options_for(uris);
+  o.command_timeout = 1000ms;
+  o.connect_timeout = 2000ms;
+  return o;
+}
+
 redis_cluster& nodes() {
   static redis_cluster* cl = new redis_cluster(3);
   return *cl;
 }
 
 TEST(Wait, waiter_wakes_at_the_release_not_at_its_retry_delay) {
-  client a(options_for(nodes().uris()));
-  client b(options_for(nodes().uris()));
+  client a(opts(nodes().uris()));
+  client b(opts(nodes().uris()));
   ASSERT_TRUE(wait_connected(a));
   ASSERT_TRUE(wait_connected(b));
   const auto took = handover(a, b, nodes(), unique("wake"));
@@ -92,9 +100,9 @@ TEST(Wait, waiter_wakes_at_the_release_not_at_its_retry_delay) {
 }
 
 TEST(Wait, polling_when_notifications_are_off) {
-  client_options o = options_for(nodes().uris());
+  client_options o = opts(nodes().uris());
   o.wait_notifications = false;
-  client a(options_for(nodes().uris()));
+  client a(opts(nodes().uris()));
   client b(o);
   ASSERT_TRUE(wait_connected(a));
   ASSERT_TRUE(wait_connected(b));
@@ -124,7 +132,7 @@ TEST(Wait, release_between_failed_attempt_and_subscription_is_not_missed) {
   client_options ob = options_for(via);
   ob.command_timeout = 2000ms;
   ob.connect_timeout = 3000ms;
-  client a(options_for(nodes().uris()));
+  client a(opts(nodes().uris()));
   client b(ob);
   ASSERT_TRUE(wait_connected(a));
   ASSERT_TRUE(wait_connected(b));
@@ -150,7 +158,7 @@ TEST(Wait, release_between_failed_attempt_and_subscription_is_not_missed) {
 // The holder is another client library: a plain SET NX PX by hand, and nothing is
 // published when it goes. The waiter gets the lock by its fallback timer.
 TEST(Wait, holder_that_publishes_nothing_is_waited_out_by_the_fallback_timer) {
-  client b(options_for(nodes().uris()));
+  client b(opts(nodes().uris()));
   ASSERT_TRUE(wait_connected(b));
   const std::string res = unique("foreign");
   for (std::size_t i = 0; i < nodes().size(); ++i) {
@@ -172,8 +180,8 @@ TEST(Wait, holder_that_publishes_nothing_is_waited_out_by_the_fallback_timer) {
 // acquire rounds (one woken waiter), not W rounds on every node.
 TEST(Wait, one_release_wakes_one_waiter_not_the_herd) {
   constexpr int kWaiters = 20;
-  client a(options_for(nodes().uris()));
-  client b(options_for(nodes().uris()));
+  client a(opts(nodes().uris()));
+  client b(opts(nodes().uris()));
   ASSERT_TRUE(wait_connected(a));
   ASSERT_TRUE(wait_connected(b));
   const std::string res = unique("herd");
@@ -209,8 +217,8 @@ TEST(Wait, one_release_wakes_one_waiter_not_the_herd) {
 }
 
 TEST(Wait, subscriber_reconnects_after_a_node_restart) {
-  client a(options_for(nodes().uris()));
-  client b(options_for(nodes().uris()));
+  client a(opts(nodes().uris()));
+  client b(opts(nodes().uris()));
   ASSERT_TRUE(wait_connected(a));
   ASSERT_TRUE(wait_connected(b));
   const std::string res = unique("restart");
@@ -234,9 +242,9 @@ TEST(Wait, subscriber_reconnects_after_a_node_restart) {
 }
 
 TEST(Wait, idle_subscriber_connection_closes) {
-  client_options o = options_for(nodes().uris());
+  client_options o = opts(nodes().uris());
   o.notify_idle_close = 200ms;
-  client a(options_for(nodes().uris()));
+  client a(opts(nodes().uris()));
   client b(o);
   ASSERT_TRUE(wait_connected(a));
   ASSERT_TRUE(wait_connected(b));
@@ -259,7 +267,7 @@ TEST(Wait, tls_nodes_notify_too) {
   c.tls_key_file = tls_certs::get().server_key;
   c.tls_ca_file = tls_certs::get().ca_file;
   redis_cluster cl(3, c);
-  client_options o = options_for(cl.uris());
+  client_options o = opts(cl.uris());
   o.tls.ca_file = tls_certs::get().ca_file;
   client a(o);
   client b(o);
