@@ -156,7 +156,7 @@ void fairness(env& e, std::size_t n, bool notify, record& r) {
   r.set_int("contenders", kClients * kPerClient);
   r.set("fair_seconds", seconds);
   r.set_int("acquired", total);
-  r.set("acquired_per_s", total / seconds);
+  r.set("acquired_per_s", static_cast<double>(total) / seconds);
   r.set_int("min_per_contender", min);
   r.set("jain", sq > 0 ? static_cast<double>(total) * static_cast<double>(total) / (static_cast<double>(count.size()) * sq) : 0);
   r.set("commands_per_acquisition", total > 0 ? static_cast<double>(cmds1 - cmds0) / static_cast<double>(total) : 0);
