@@ -232,7 +232,7 @@ class cleanup final : public sink, public std::enable_shared_from_this<cleanup> 
     if (finished_ || state_[node] != node_state::in_flight) return;
     bool confirmed = ev.status == node_status::cancelled;  // client shut down: nothing more to do
     if (ev.status == node_status::pending && ev.reply != nullptr) {
-      const classified cl = classify_reply(script_id::release, ev.reply);
+      const classified cl = classify_reply(script_id::release_quiet, ev.reply);
       confirmed = cl.v.status == node_status::ok || cl.v.status == node_status::not_owner ||
                   cl.v.permanent == errc::wrong_type;
     }
@@ -251,7 +251,7 @@ class cleanup final : public sink, public std::enable_shared_from_this<cleanup> 
         backoff_(std::max(milliseconds(1), c.options().reconnect_min_backoff)),
         state_(c.size(), node_state::none) {
     command cmd;
-    cmd.script = script_id::release;
+    cmd.script = script_id::release_quiet;
     cmd.key = key;
     cmd.arg1 = token;
     wire_ = std::make_shared<const wire>(std::move(cmd));

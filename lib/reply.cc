@@ -11,14 +11,14 @@ const std::string& script::sha() const {
   // Computed once per script, thread-safe (static local init per index).
   static const std::string shas[] = {sha1_hex(kAcquire), sha1_hex(kAcquireFenced), sha1_hex(kFenceCommit),
                                      sha1_hex(kExtend), sha1_hex(kRelease), sha1_hex(kInspect), sha1_hex(""),
-                                     sha1_hex(kAcquire)};
+                                     sha1_hex(kAcquire), sha1_hex(kReleaseQuiet)};
   return shas[this - &get_script(script_id::acquire)];
 }
 
 const script& get_script(script_id id) {
   static const script table[] = {{kAcquire, 1}, {kAcquireFenced, 2}, {kFenceCommit, 2},
                                  {kExtend, 1},   {kRelease, 1},      {kInspect, 1}, {"", 0},
-                                 {kAcquire, 1}};
+                                 {kAcquire, 1}, {kReleaseQuiet, 1}};
   return table[static_cast<unsigned>(id)];
 }
 
@@ -128,6 +128,7 @@ classified classify_reply(script_id script, const redisReply* r) {
     case script_id::fence_commit:
     case script_id::extend:
     case script_id::release:
+    case script_id::release_quiet:
       if (is_int(r, 1)) {
         c.v.status = node_status::ok;
       } else if (is_int(r, 0)) {

@@ -18,6 +18,7 @@ enum class script_id : unsigned {
   inspect,
   ping,
   acquire_set,
+  release_quiet,
   count
 };
 
@@ -78,6 +79,16 @@ inline constexpr const char kRelease[] =
     "  local n = redis.call('DEL', KEYS[1])\n"
     "  redis.pcall('PUBLISH', KEYS[1] .. ':released', ARGV[1])\n"
     "  return n\n"
+    "end\n"
+    "return 0\n";
+
+// KEYS[1] lock key; ARGV[1] token. As kRelease without the notification: the
+// rollback of a failed attempt and the redelivered deletes (operations.cc,
+// cleanup). A rollback that published would wake the waiters it competes with —
+// itself included — into another split vote at once; they keep their timers.
+inline constexpr const char kReleaseQuiet[] =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+    "  return redis.call('DEL', KEYS[1])\n"
     "end\n"
     "return 0\n";
 

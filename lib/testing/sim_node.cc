@@ -429,6 +429,7 @@ enum class script_id : std::uint8_t {
   fenced_write,
   fenced_read,
   fenced_cas,
+  release_quiet,
   count
 };
 
@@ -449,6 +450,7 @@ constexpr known_script kKnownScripts[] = {
     {script_id::fenced_read, redlock::fenced_read_script, "8f49c3a5093e09cc78141f74a6b1e888ea8fa596"},
     {script_id::fenced_cas, redlock::fenced_compare_and_set_script,
      "c344db41c4c1ddbfe708bee09c5e7ffc6619f9c2"},
+    {script_id::release_quiet, detail::kReleaseQuiet, "c89cee65b7ab260d98c281f3c3eb6fa7c992cdd2"},
 };
 
 // Whether each pinned SHA-1 is still the SHA-1 of its body.
@@ -1179,6 +1181,7 @@ struct node::script_run {
       case script_id::extend:
         return owner_then(cmd::pexpire);
       case script_id::release:
+      case script_id::release_quiet:
         return owner_then(cmd::del);
       case script_id::inspect:
         return inspect();

@@ -370,6 +370,7 @@ const script_ref kScripts[] = {
     {fenced_write_script, 2, "fenced_write"},
     {fenced_read_script, 2, "fenced_read"},
     {fenced_compare_and_set_script, 2, "fenced_compare_and_set"},
+    {detail::kReleaseQuiet, 1, "release_quiet"},
 };
 
 // The script's SHA-1, as the simulator's SCRIPT LOAD gives it (the comparisons
@@ -414,6 +415,7 @@ vector<string> script_request(gen& g) {
       args = {g.token(), g.ttl()};
       break;
     case 4:  // release
+    case 9:  // release_quiet
       keys = {g.key()};
       args = {g.token()};
       break;
