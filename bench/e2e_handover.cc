@@ -161,6 +161,7 @@ void fairness(env& e, std::size_t n, bool notify, record& r) {
   r.set("jain", sq > 0 ? static_cast<double>(total) * static_cast<double>(total) / (static_cast<double>(count.size()) * sq) : 0);
   r.set("commands_per_acquisition", total > 0 ? static_cast<double>(cmds1 - cmds0) / static_cast<double>(total) : 0);
   r.set_int("acquire_failures", failures.load());
+  if (std::getenv("HANDOVER_STATS")) std::fprintf(stderr, "%s\n", (*e.cluster)[0].command({"INFO", "commandstats"}).c_str());
 }
 
 }  // namespace

@@ -153,10 +153,21 @@ std::optional<std::string> notifier::missed_release(const std::string& key, wait
   return std::nullopt;
 }
 
+std::optional<std::size_t> notifier::queue_position(const std::string& key, const waiter& w) const {
+  auto it = channels_.find(key);
+  if (it == channels_.end()) return std::nullopt;
+  const channel& ch = it->second;
+  if (std::none_of(ch.nodes.begin(), ch.nodes.end(), [](sub s) { return s == sub::on; })) return std::nullopt;
+  auto pos = std::find(ch.waiters.begin(), ch.waiters.end(), &w);
+  if (pos == ch.waiters.end()) return std::nullopt;
+  return static_cast<std::size_t>(pos - ch.waiters.begin());
+}
+
 void notifier::attempt_done(const std::string& key, waiter& w) {
   auto it = channels_.find(key);
   if (it == channels_.end() || it->second.woken != &w) return;
   it->second.woken = nullptr;
+  it->second.lost_at = c_.now();
   after_woken(it->second);
 }
 
@@ -175,7 +186,15 @@ void notifier::wake_one(channel& ch) {
     if (!w->idle_waiting()) continue;
     ch.woken = w;
     ++wakes_;
-    w->wake();
+    // Across clients: each wakes its own earliest waiter, so C clients race C
+    // attempts into split votes. While this client has lost such a race within the
+    // last second, its wake-ups come after a random 0-3 ms, so that the first
+    // attempt usually lands alone; a single waiter is never delayed.
+    std::chrono::milliseconds stagger(0);
+    if (ch.lost_at != clock_tp{} && c_.now() - ch.lost_at < std::chrono::seconds(1)) {
+      stagger = std::chrono::milliseconds(static_cast<std::chrono::milliseconds::rep>(c_.jitter() % 4));
+    }
+    w->wake(stagger);
     return;
   }
 }

@@ -42,8 +42,8 @@ class waiter {
   // holders are unknown: the fenced script does not name them).
   virtual bool blocked_by(const std::string& token) const = 0;
   virtual bool knows_blockers() const = 0;
-  // Starts the next attempt now (the notifier marked it woken).
-  virtual void wake() = 0;
+  // Starts the next attempt after `stagger` (the notifier marked it woken).
+  virtual void wake(std::chrono::milliseconds stagger) = 0;
 
  protected:
   ~waiter() = default;
@@ -73,6 +73,10 @@ class notifier final : private push_listener {
   // The attempt of a woken waiter ended (it may have been marked woken again by
   // missed_release); releases seen meanwhile wake the next waiter.
   void attempt_done(const std::string& key, waiter& w);
+  // How many waiters of `key` registered before `w` in this client, when the key's
+  // channel is subscribed on at least one node (notifications can arrive); nullopt
+  // when nothing notifies (then every waiter polls at its own schedule).
+  std::optional<std::size_t> queue_position(const std::string& key, const waiter& w) const;
 
   void shutdown();
   // Counters for tests and the benchmark.
@@ -91,6 +95,7 @@ class notifier final : private push_listener {
     std::deque<std::pair<std::string, clock_tp>> recent;  // released tokens seen, newest last
     std::vector<std::string> absorbed;  // released while a woken attempt was in flight
     waiter* woken = nullptr;
+    clock_tp lost_at{};  // a woken attempt last failed (another client won the race)
     clock_tp idle_since{};
   };
   class reply_sink;

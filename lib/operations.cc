@@ -424,11 +424,11 @@ class acquire_op : public std::enable_shared_from_this<acquire_op>, private wait
   bool blocked_by(const std::string& token) const override {
     return blockers_.empty() || std::find(blockers_.begin(), blockers_.end(), token) != blockers_.end();
   }
-  void wake() override {
+  void wake(milliseconds stagger) override {
     auto self = shared_from_this();  // the cancelled timer held the last reference
     c_.cancel_timer(retry_timer_);
     idle_wait_ = false;
-    retry_timer_ = c_.schedule(milliseconds(0), [self] { self->start_attempt(); });
+    retry_timer_ = c_.schedule(stagger, [self] { self->start_attempt(); });
   }
 
   // An acquire that may wait (retry.deadline) and found the lock held (or, once
@@ -474,9 +474,18 @@ class acquire_op : public std::enable_shared_from_this<acquire_op>, private wait
     arm_wait(delay);
   }
 
-  void arm_wait(milliseconds delay) {
+  void arm_wait(milliseconds delay, bool exact = false) {
     const auto spent = duration_cast<milliseconds>(c_.now() - call_start_);
     if (spent >= o_.retry.deadline) return finish_failure(last_, last_.error);
+    // Notifications arrive: a release wakes the earliest waiter of this client, so
+    // the ones behind it need their fallback only for lost messages and expiry —
+    // stretched by their place in the queue (the earliest keeps the schedule and
+    // catches a holder that publishes nothing).
+    if (delay.count() > 0 && !exact) {
+      if (auto pos = c_.notify().queue_position(key_, *this); pos && *pos > 0) {
+        delay *= static_cast<milliseconds::rep>(std::min<std::size_t>(*pos + 1, 64));
+      }
+    }
     delay = std::min(delay, o_.retry.deadline - spent);
     idle_wait_ = delay.count() > 0;
     auto self = shared_from_this();
