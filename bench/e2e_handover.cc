@@ -4,8 +4,9 @@
 //
 //   handover latency  one holder, one waiter: release -> the waiter's success
 //                     (p50/p99), against the node round trip (PING p50).
-//   fairness          48 contenders (12 per client, 4 clients) each looping
-//                     acquire (waiting) -> hold 10 ms -> release on one resource:
+//   fairness          48 contenders (12 per client over 4 clients, then all 48
+//                     in one client) each looping acquire (waiting) -> hold
+//                     10 ms -> release on one resource:
 //                     acquisitions per contender (min, Jain's index), and server
 //                     commands (every node's total_commands_processed) per
 //                     acquisition.
@@ -114,13 +115,15 @@ void handover_latency(env& e, std::size_t n, bool notify, record& r) {
   r.set_int("handover_failures", failures);
 }
 
-void fairness(env& e, std::size_t n, bool notify, record& r) {
-  constexpr int kClients = 4, kPerClient = 12;
+// 48 contenders spread over `kClients` clients; fields prefixed "c<kClients>_".
+void fairness(env& e, std::size_t n, bool notify, record& r, int kClients) {
+  const int kPerClient = 48 / kClients;
+  const std::string p = "c" + std::to_string(kClients) + "_";
   std::vector<std::unique_ptr<client>> clients;
   for (int i = 0; i < kClients; ++i) clients.push_back(waiting_client(e, n, notify));
-  const std::string res = std::string("bench:fair:") + (notify ? "n" : "p");
+  const std::string res = std::string("bench:fair:") + (notify ? "n" : "p") + std::to_string(kClients);
   const auto window = e.size.quick ? milliseconds(1500) : milliseconds(8000);
-  std::vector<long long> count(kClients * kPerClient, 0);
+  std::vector<long long> count(static_cast<std::size_t>(kClients * kPerClient), 0);
   std::atomic<long long> failures{0};
   std::atomic<bool> stop{false};
   const long long cmds0 = commands_processed(e, n);
@@ -153,15 +156,14 @@ void fairness(env& e, std::size_t n, bool notify, record& r) {
     min = std::min(min, c);
     sq += static_cast<double>(c) * static_cast<double>(c);
   }
-  r.set_int("contenders", kClients * kPerClient);
-  r.set("fair_seconds", seconds);
-  r.set_int("acquired", total);
-  r.set("acquired_per_s", static_cast<double>(total) / seconds);
-  r.set_int("min_per_contender", min);
-  r.set("jain", sq > 0 ? static_cast<double>(total) * static_cast<double>(total) / (static_cast<double>(count.size()) * sq) : 0);
-  r.set("commands_per_acquisition", total > 0 ? static_cast<double>(cmds1 - cmds0) / static_cast<double>(total) : 0);
-  r.set_int("acquire_failures", failures.load());
-  if (std::getenv("HANDOVER_STATS")) std::fprintf(stderr, "%s\n", (*e.cluster)[0].command({"INFO", "commandstats"}).c_str());
+  r.set_int(p + "contenders", kClients * kPerClient);
+  r.set(p + "fair_seconds", seconds);
+  r.set_int(p + "acquired", total);
+  r.set(p + "acquired_per_s", static_cast<double>(total) / seconds);
+  r.set_int(p + "min_per_contender", min);
+  r.set(p + "jain", sq > 0 ? static_cast<double>(total) * static_cast<double>(total) / (static_cast<double>(count.size()) * sq) : 0);
+  r.set(p + "commands_per_acquisition", total > 0 ? static_cast<double>(cmds1 - cmds0) / static_cast<double>(total) : 0);
+  r.set_int(p + "acquire_failures", failures.load());
 }
 
 }  // namespace
@@ -173,13 +175,19 @@ void scenario_handover(env& e, std::size_t n) {
     r.set_str("mode", notify ? "notify" : "polling");
     r.set_int("nodes", static_cast<std::int64_t>(n));
     handover_latency(e, n, notify, r);
-    fairness(e, n, notify, r);
+    fairness(e, n, notify, r, 4);
+    fairness(e, n, notify, r, 1);
     e.out->emit(r);
-    e.out->note("  handover %-7s: p50 %.0f us p99 %.0f us (%.1f node RTTs); 48 contenders: %.0f acq/s, min %lld, "
-                "Jain %.3f, %.1f server commands/acquisition",
-                notify ? "notify" : "polling", r.num("handover_p50_us"), r.num("handover_p99_us"),
-                r.num("handover_p50_rtts"), r.num("acquired_per_s"), static_cast<long long>(r.num("min_per_contender")),
-                r.num("jain"), r.num("commands_per_acquisition"));
+    e.out->note("  handover %-7s: p50 %.0f us p99 %.0f us (%.1f node RTTs)", notify ? "notify" : "polling",
+                r.num("handover_p50_us"), r.num("handover_p99_us"), r.num("handover_p50_rtts"));
+    for (const char* p : {"c4_", "c1_"}) {
+      const std::string q = p;
+      e.out->note("    48 contenders over %s client(s): %.0f acq/s, min %lld per contender, Jain %.3f, "
+                  "%.1f server commands/acquisition",
+                  q == "c4_" ? "4" : "1", r.num(q + "acquired_per_s"),
+                  static_cast<long long>(r.num(q + "min_per_contender")), r.num(q + "jain"),
+                  r.num(q + "commands_per_acquisition"));
+    }
   }
 }
 
