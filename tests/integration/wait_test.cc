@@ -261,6 +261,29 @@ TEST(Wait, idle_subscriber_connection_closes) {
   }, 3000ms));
 }
 
+// A user without pub/sub permissions (Redis 7's acl-pubsub-default resetchannels):
+// the release still succeeds (redis.pcall around PUBLISH), SUBSCRIBE is refused with
+// NOPERM, and the waiter gets the lock by its fallback timer.
+TEST(Wait, a_user_without_channel_permissions_releases_and_waits_by_timer) {
+  for (std::size_t i = 0; i < nodes().size(); ++i) {
+    ASSERT_EQ(nodes()[i].command({"ACL", "SETUSER", "nochan", "on", ">pw", "~*", "+@all", "resetchannels"}), "OK");
+  }
+  client a(opts(uris_as(nodes(), "nochan", "pw")));
+  client b(opts(uris_as(nodes(), "nochan", "pw")));
+  ASSERT_TRUE(wait_connected(a));
+  ASSERT_TRUE(wait_connected(b));
+  const std::string res = unique("nochan");
+  auto held = a.acquire(res, once());
+  ASSERT_TRUE(held.lock) << held.report.message();
+  auto fut = std::async(std::launch::async, [&] { return b.acquire(res, waiting(200ms, 10000ms)); });
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(subscribers(nodes()[0], res), 0);
+  const report rel = held.lock.release();
+  EXPECT_FALSE(rel.error) << rel.message();
+  auto got = fut.get();
+  EXPECT_TRUE(got.lock) << got.report.message();
+}
+
 TEST(Wait, tls_nodes_notify_too) {
   node_config c;
   c.tls = true;
