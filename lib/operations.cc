@@ -432,9 +432,9 @@ class acquire_op : public std::enable_shared_from_this<acquire_op>, private wait
   }
 
   // An acquire that may wait (retry.deadline) and found the lock held (or, once
-  // waiting, failed any retryable way) waits for
-  // its release: the key's channel is subscribed on every node before the next
-  // attempt; a notification (or the fallback timer, `delay`) starts it.
+  // waiting, failed any retryable way) waits for its release: the key's channel is
+  // subscribed on every node before the next attempt; a notification (or the
+  // fallback timer, `delay`) starts it.
   bool waits_for_release(std::error_code ec) const {
     return (ec == errc::contended || joined_) && o_.retry.deadline.count() > 0 && c_.options().wait_notifications;
   }
@@ -474,14 +474,14 @@ class acquire_op : public std::enable_shared_from_this<acquire_op>, private wait
     arm_wait(delay);
   }
 
-  void arm_wait(milliseconds delay, bool exact = false) {
+  void arm_wait(milliseconds delay) {
     const auto spent = duration_cast<milliseconds>(c_.now() - call_start_);
     if (spent >= o_.retry.deadline) return finish_failure(last_, last_.error);
     // Notifications arrive: a release wakes the earliest waiter of this client, so
     // the ones behind it need their fallback only for lost messages and expiry —
     // stretched by their place in the queue (the earliest keeps the schedule and
     // catches a holder that publishes nothing).
-    if (delay.count() > 0 && !exact) {
+    if (delay.count() > 0) {
       if (auto pos = c_.notify().queue_position(key_, *this); pos && *pos > 0) {
         delay *= static_cast<milliseconds::rep>(std::min<std::size_t>(*pos + 1, 64));
       }
