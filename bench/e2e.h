@@ -89,6 +89,7 @@ void scenario_semaphore(env& e, std::size_t nodes);  // e2e_semaphore.cc
 using observer_factory = std::function<std::shared_ptr<observer>()>;
 std::vector<std::pair<std::string, observer_factory>>& observer_variants();
 void scenario_observers(env& e, std::size_t nodes, int inflight);
+void scenario_handover(env& e, std::size_t nodes);
 
 // The summary table (floors, library figures, ratios, targets) on `f`.
 void print_summary(std::FILE* f, const std::vector<record>& records);

@@ -5,7 +5,8 @@
 //             [--scale F] [--inflight LIST] [--command-timeout MS] [--watchdog-locks N]
 //             [--watchdog-ttl LIST] [SCENARIO...]
 //
-// SCENARIO: floor latency throughput contention paused slow watchdog memory tls semaphore, or all
+// SCENARIO: floor latency throughput contention paused slow watchdog memory tls semaphore observers
+// handover, or all
 // (the default). See docs/benchmarks.md.
 #include <signal.h>
 #include <unistd.h>
@@ -30,7 +31,7 @@ namespace {
 
 const std::vector<std::string> kScenarios = {"floor",  "latency", "throughput", "contention",
                                              "paused", "slow",    "watchdog",   "memory", "tls",
-                                             "semaphore", "observers"};
+                                             "semaphore", "observers", "handover"};
 
 void usage(std::FILE* f) {
   std::fprintf(f,
@@ -53,6 +54,8 @@ void usage(std::FILE* f) {
                "  observers   no observer vs a no-op observer vs the metrics adapter (observer_variants(),\n"
                "              e2e.h): pair latency,\n"
                "              32-in-flight throughput and client CPU per pair, as ratios to none\n"
+               "  handover    waiting acquires, polling vs release notifications: hand-over latency,\n"
+               "              48 contenders holding 10 ms (fairness, server commands per acquisition)\n"
                "\n"
                "options:\n"
                "  --quick             each scenario well under 2 s (CI smoke run)\n"
@@ -280,6 +283,7 @@ int run(int argc, char** argv) {
       {"tls", [&] { scenario_tls(e, n, 64); }},
       {"semaphore", [&] { scenario_semaphore(e, n); }},
       {"observers", [&] { scenario_observers(e, n, 32); }},
+      {"handover", [&] { scenario_handover(e, n); }},
   };
   int failures = 0;
   for (const auto& name : order) {

@@ -96,6 +96,9 @@ std::vector<detail::node_address> validate(const client_options& o) {
   if (o.reconnect_max_backoff < o.reconnect_min_backoff) {
     throw config_error("reconnect_max_backoff must be at least reconnect_min_backoff");
   }
+  if (o.notify_idle_close.count() <= 0) {
+    throw config_error("notify_idle_close must be > 0");
+  }
   if (o.clock_jump_threshold.count() < 0) throw config_error("clock_jump_threshold must not be negative");
   if (o.clock_sample_interval.count() < 0) throw config_error("clock_sample_interval must not be negative");
   if (o.max_reply_bytes == 0) throw config_error("max_reply_bytes must be positive");

@@ -276,7 +276,10 @@ void connection::on_link_up() {
   }
   append_resp(out_, {"PING"});
   handshake_steps_.push_back('P');
-  if (core_.options().restart_quarantine.count() != 0) {
+  // A subscriber connection (push_: waiters' notifications, lib/notify.h) casts no
+  // vote: the guards and the eviction check watch the voting connection only.
+  const bool voting = push_ == nullptr;
+  if (voting && core_.options().restart_quarantine.count() != 0) {
     append_resp(out_, {"INFO", "server"});
     handshake_steps_.push_back('I');
   }
@@ -285,11 +288,11 @@ void connection::on_link_up() {
   // With both guards off the handshake stays AUTH/SELECT/PING alone, for servers
   // and proxies that speak only the lock's commands. A separate INFO, not
   // "INFO server memory": servers before 7.0 take one section and refuse two.
-  if (core_.options().restart_quarantine.count() != 0 || core_.options().clock_jump_threshold.count() > 0) {
+  if (voting && (core_.options().restart_quarantine.count() != 0 || core_.options().clock_jump_threshold.count() > 0)) {
     append_resp(out_, {"INFO", "memory"});
     handshake_steps_.push_back('M');
   }
-  if (core_.options().clock_jump_threshold.count() > 0) {
+  if (voting && core_.options().clock_jump_threshold.count() > 0) {
     append_resp(out_, {"TIME"});
     handshake_steps_.push_back('T');
     time_sent_ = core_.now();
@@ -562,8 +565,8 @@ void connection::become_ready() {
   if (connect_timer_ != 0) core_.cancel_timer(connect_timer_);
   connect_timer_ = 0;
   state_ = state::ready;
-  if (ever_connected_) core_.stats().reconnects.fetch_add(1, std::memory_order_relaxed);
-  if (core_.observing()) {
+  if (ever_connected_ && push_ == nullptr) core_.stats().reconnects.fetch_add(1, std::memory_order_relaxed);
+  if (core_.observing() && push_ == nullptr) {
     reported_down_ = false;
     node_event e;
     e.at = core_.now();
@@ -590,6 +593,7 @@ void connection::become_ready() {
   queue_.erase(std::remove_if(queue_.begin(), queue_.end(), [](const request& r) { return !r.sent; }),
                queue_.end());
   core_.want_flush(this);
+  if (push_ != nullptr) push_->on_sub_ready(index_);
 }
 
 void connection::encode(request& r) {
@@ -700,6 +704,12 @@ void connection::complete(request& r, const reply_event& ev) {
 }
 
 void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> owned) {
+  if (push_ != nullptr && owned->type == REDIS_REPLY_ARRAY && owned->elements == 3 &&
+      owned->element[0]->type == REDIS_REPLY_STRING &&
+      std::string_view(owned->element[0]->str, owned->element[0]->len) == "message") {
+    push_->on_push(index_, *owned);
+    return;
+  }
   if (queue_.empty()) {
     fail_connection(node_status::protocol_error, "reply without a request");
     return;
@@ -863,7 +873,9 @@ void connection::fail_connection(node_status status, std::string detail, bool pe
   const bool was_ready = state_ == state::ready;
   state_ = state::backoff;
   ++failures_;
-  if (core_.observing() && (was_ready || !reported_down_)) {
+  // Events are about the node's voting connection, not a waiters' subscriber
+  // connection to it (push_: lib/notify.h).
+  if (core_.observing() && push_ == nullptr && (was_ready || !reported_down_)) {
     // Before the requests it fails (their operations may finish now). Once per
     // outage: when a node that was up goes down, or the first failed attempt of a
     // node not seen up yet; later failed attempts of the same outage are
@@ -888,6 +900,7 @@ void connection::fail_connection(node_status status, std::string detail, bool pe
     ev.unsent = !r.sent;
     complete(r, ev);
   }
+  if (push_ != nullptr) push_->on_sub_down(index_);
   if (core_.closing()) {
     state_ = state::closed;
     core_.note_quiet();
@@ -901,7 +914,7 @@ void connection::fail_connection(node_status status, std::string detail, bool pe
   if (permanent) d = std::max<std::int64_t>(d, o.reconnect_max_backoff.count());
   const std::int64_t delay = d / 2 + static_cast<std::int64_t>(core_.jitter() % static_cast<std::uint64_t>(d / 2 + 1));
   backoff_timer_ = core_.schedule(std::chrono::milliseconds(delay), [this] { connect_now(); });
-  if (core_.observing()) {
+  if (core_.observing() && push_ == nullptr) {
     reconnect_scheduled e;
     e.at = core_.now();
     e.index = index_;

@@ -134,6 +134,18 @@ class sink {
   virtual void on_reply(std::size_t node, std::uint32_t tag, const reply_event& ev) = 0;
 };
 
+// A subscriber connection's listener (lib/notify.cc): pushed messages, and the
+// connection coming up (every handshake's end) or going down (subscriptions lost).
+class push_listener {
+ public:
+  virtual void on_push(std::size_t node, const redisReply& message) = 0;
+  virtual void on_sub_ready(std::size_t node) = 0;
+  virtual void on_sub_down(std::size_t node) = 0;
+
+ protected:
+  ~push_listener() = default;
+};
+
 class connection final : private link_events {
  public:
   connection(core& owner, std::size_t index, node_address address);
@@ -155,6 +167,10 @@ class connection final : private link_events {
   // Fails everything still queued with `cancelled` and closes the handles.
   void shutdown();
   bool ready() const noexcept { return state_ == state::ready; }
+  // Subscriber mode (RESP2): "message" pushes go to `l`, not to the request queue;
+  // SUBSCRIBE and UNSUBSCRIBE of one channel each answer like any request. Set
+  // before start().
+  void set_push_listener(push_listener* l) noexcept { push_ = l; }
 
   // Safety guards (loop thread). Why this node must not vote on an acquire now,
   // given the quarantine period; "" when it may.
@@ -236,6 +252,7 @@ class connection final : private link_events {
   void resend_with_body(request& r);
 
   core& core_;
+  push_listener* push_ = nullptr;
   std::size_t index_;
   node_address address_;
   state state_ = state::idle;

@@ -55,6 +55,7 @@ core::core(client_options options, std::vector<node_address> nodes, std::unique_
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     conns_.push_back(std::make_unique<connection>(*this, i, nodes_[i]));
   }
+  notifier_ = std::make_unique<notifier>(*this);
 }
 
 core::~core() {
@@ -160,6 +161,11 @@ void core::want_flush(connection* c) {
     idle_on_ = true;
     io_->idle(true);
   }
+}
+
+void core::forget_conn(connection* c) {
+  dirty_.erase(std::remove(dirty_.begin(), dirty_.end(), c), dirty_.end());
+  c->dirty_ = false;
 }
 
 void core::on_idle() {
@@ -402,6 +408,7 @@ void core::finish_stop() {
   if (finished_) return;
   for (auto& c : conns_) c->flush();
   for (auto& c : conns_) c->shutdown();
+  notifier_->shutdown();
   finished_ = true;
   {
     std::lock_guard<std::mutex> g(tasks_mu_);

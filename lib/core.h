@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "connection.h"
+#include "notify.h"
 #include "reactor.h"
 #include "redlock/client.h"
 #include "redlock/observer.h"
@@ -113,6 +114,9 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   std::uint64_t schedule(std::chrono::milliseconds delay, std::function<void()> fn);
   void cancel_timer(std::uint64_t id) noexcept;
   void want_flush(connection* c);
+  // `c` is about to be destroyed (a closed subscriber connection): no flush for it.
+  void forget_conn(connection* c);
+  notifier& notify() noexcept { return *notifier_; }
   std::uint64_t jitter() noexcept { return rng_.next(); }
   bool closing() const noexcept { return closing_; }
   void note_quiet();  // a connection may have become quiet; finishes a pending stop
@@ -259,6 +263,8 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   std::vector<node_address> nodes_;
   std::vector<std::unique_ptr<connection>> conns_;
   std::unique_ptr<reactor> io_;
+  // Declared before the timers: destroyed after them (a timer's op may leave it).
+  std::unique_ptr<notifier> notifier_;
   bool owns_loop_;  // own_thread
   std::thread thread_;
   std::thread::id loop_thread_id_;

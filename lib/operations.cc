@@ -216,7 +216,9 @@ class cleanup final : public sink, public std::enable_shared_from_this<cleanup> 
   // nodes[i]: deliver to node i; force_eval[i]: send the script body at first.
   static void start(core& c, const std::string& key, const std::string& token, const std::vector<bool>& nodes,
                     const std::vector<bool>& force_eval, milliseconds ttl) {
-    start(c, lock_command(script_id::release, key, token), nodes, force_eval, ttl);
+    // Quiet: a rollback or late grant's delete publishes no release notification
+    // (it would wake this client's own waiter into another failed attempt).
+    start(c, lock_command(script_id::release_quiet, key, token), nodes, force_eval, ttl);
   }
   // The same for any ownership-checked delete `release` (release, or release_many for a set).
   static void start(core& c, command release, const std::vector<bool>& nodes,
@@ -334,7 +336,7 @@ class cleanup final : public sink, public std::enable_shared_from_this<cleanup> 
 // connection refused the request at once cannot hold it. Nodes that did not
 // answer (their state is unknown, their script cache too) get EVAL at once.
 void rollback(core& c, const std::string& key, const std::string& token, const round& r, milliseconds ttl) {
-  rollback(c, lock_command(script_id::release, key, token), r, ttl);
+  rollback(c, lock_command(script_id::release_quiet, key, token), r, ttl);
 }
 
 }  // namespace
@@ -373,7 +375,7 @@ struct attempt_state {
   bool failed = false;  // decided as failed and rolled back
 };
 
-class acquire_op : public std::enable_shared_from_this<acquire_op> {
+class acquire_op : public std::enable_shared_from_this<acquire_op>, private waiter {
  public:
   acquire_op(core& c, std::uint64_t id, std::string resource, acquire_options o,
              std::function<void(acquire_result)> done, std::optional<clock_tp> called)
@@ -384,8 +386,14 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
     call_start_ = called.value_or(c_.now());
   }
 
+  ~acquire_op() {
+    if (joined_) c_.notify().leave(key_, *this);
+  }
+
   void start_attempt() {
     retry_timer_ = 0;
+    idle_wait_ = false;
+    attempt_started_ = c_.now();
     ++attempt_;
     token_ = c_.io().token();
     current_ = std::make_shared<attempt_state>();
@@ -421,10 +429,94 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
       c_.cancel_timer(retry_timer_);
       retry_timer_ = 0;
       finish_failure(last_, make_error_code(errc::cancelled));
+    } else if (subscribing_) {
+      subscribing_ = false;
+      finish_failure(last_, make_error_code(errc::cancelled));
     }
   }
 
  private:
+  // ---- waiting without polling (lib/notify.h)
+  bool idle_wait_ = false;     // the fallback timer is armed, no attempt in flight
+  bool joined_ = false;        // registered with the notifier
+  bool subscribing_ = false;   // waiting for the subscriptions before the next attempt
+  std::vector<std::string> blockers_;  // holders seen by the last failed attempt
+  std::string retried_for_;    // the last released token that made it try at once
+  clock_tp attempt_started_{};
+
+  bool idle_waiting() const override { return idle_wait_ && retry_timer_ != 0; }
+  bool knows_blockers() const override { return !blockers_.empty(); }
+  bool blocked_by(const std::string& token) const override {
+    return blockers_.empty() || std::find(blockers_.begin(), blockers_.end(), token) != blockers_.end();
+  }
+  void wake(milliseconds stagger) override {
+    auto self = shared_from_this();  // the cancelled timer held the last reference
+    c_.cancel_timer(retry_timer_);
+    idle_wait_ = false;
+    retry_timer_ = c_.schedule(stagger, [self] { self->start_attempt(); });
+  }
+
+  // An acquire that may wait (retry.deadline) and found the lock held (or, once
+  // waiting, failed any retryable way) waits for its release: the key's channel is
+  // subscribed on every node before the next attempt; a notification (or the
+  // fallback timer, `delay`) starts it.
+  bool waits_for_release(std::error_code ec) const {
+    return (ec == errc::contended || joined_) && o_.retry.deadline.count() > 0 && c_.options().wait_notifications;
+  }
+
+  void wait_for_release(const round& r, milliseconds delay) {
+    blockers_.clear();
+    for (std::size_t i = 0; i < r.votes.size(); ++i) {
+      if (r.votes[i].status != node_status::held || !r.values[i] || r.values[i]->empty()) continue;
+      if (std::find(blockers_.begin(), blockers_.end(), *r.values[i]) == blockers_.end()) {
+        blockers_.push_back(*r.values[i]);
+      }
+    }
+    auto self = shared_from_this();
+    if (!joined_) {
+      joined_ = true;
+      subscribing_ = true;
+      c_.notify().join(key_, *this, attempt_started_, [self, delay](bool fresh) {
+        if (!self->subscribing_) return;  // cancelled meanwhile
+        self->subscribing_ = false;
+        if (self->cancelled_ || self->c_.closing()) {
+          return self->finish_failure(self->last_, make_error_code(errc::cancelled));
+        }
+        // Subscribed after the failed attempt: a release in between was missed.
+        // The fallback timer starts only now (the subscription took part of it).
+        self->arm_wait(fresh ? milliseconds(0) : delay);
+      });
+      return;
+    }
+    // A release of a holder that blocked this attempt, seen during it: try again at
+    // once — once per released token (a node that missed the delete still shows it).
+    if (auto t = c_.notify().missed_release(key_, *this, attempt_started_); t && *t != retried_for_) {
+      retried_for_ = *t;
+      return arm_wait(milliseconds(0));
+    } else if (t) {
+      c_.notify().attempt_done(key_, *this);
+    }
+    arm_wait(delay);
+  }
+
+  void arm_wait(milliseconds delay) {
+    const auto spent = duration_cast<milliseconds>(c_.now() - call_start_);
+    if (spent >= o_.retry.deadline) return finish_failure(last_, last_.error);
+    // Notifications arrive: a release wakes the earliest waiter of this client, so
+    // the ones behind it need their fallback only for lost messages and expiry —
+    // stretched by their place in the queue (the earliest keeps the schedule and
+    // catches a holder that publishes nothing).
+    if (delay.count() > 0) {
+      if (auto pos = c_.notify().queue_position(key_, *this); pos && *pos > 0) {
+        delay *= static_cast<milliseconds::rep>(std::min<std::size_t>(*pos + 1, 64));
+      }
+    }
+    delay = std::min(delay, o_.retry.deadline - spent);
+    idle_wait_ = delay.count() > 0;
+    auto self = shared_from_this();
+    retry_timer_ = c_.schedule(delay, [self] { self->start_attempt(); });
+  }
+
   void on_acquired(round& r) {
     const clock_tp now = c_.now();
     if (r.outcome != verdict::quorum) {
@@ -518,6 +610,10 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
 
   void succeed(round& r, std::optional<std::uint64_t> fence) {
     const clock_tp now = c_.now();
+    if (joined_) {
+      joined_ = false;
+      c_.notify().leave(key_, *this);
+    }
     const clock_tp valid_until =
         r.started + duration_cast<clock_tp::duration>(microseconds(o_.ttl) - drift_of(o_.ttl, drift()));
     auto h = std::make_shared<held>();
@@ -544,12 +640,18 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
 
   void fail_attempt(round& r, std::error_code ec) {
     current_->failed = true;
+    // A woken attempt ended: releases seen meanwhile may wake another waiter.
+    if (joined_) c_.notify().attempt_done(key_, *this);
     rollback(c_, key_, token_, r, o_.ttl);
     last_ = make_report(c_, r, ec, call_start_, c_.now(), attempt_);
     if (ec == errc::contended) c_.stats().contended.fetch_add(1, std::memory_order_relaxed);
     if (retryable(ec) && !cancelled_ && !c_.closing() && attempt_ < o_.retry.max_attempts) {
       const milliseconds delay = retry_delay(o_.retry, attempt_ + 1, c_.jitter());
       const auto spent = duration_cast<milliseconds>(c_.now() - call_start_);
+      if (waits_for_release(ec) && spent < o_.retry.deadline) {
+        fence_.reset();
+        return wait_for_release(r, delay);
+      }
       if (o_.retry.deadline.count() == 0 || spent + delay <= o_.retry.deadline) {
         fence_.reset();
         auto self = shared_from_this();
@@ -582,6 +684,10 @@ class acquire_op : public std::enable_shared_from_this<acquire_op> {
   void finish(acquire_result res) {
     if (done_called_) return;
     done_called_ = true;
+    if (joined_) {
+      joined_ = false;
+      c_.notify().leave(key_, *this);
+    }
     c_.forget_op(id_);
     c_.stats().acquires.fetch_add(1, std::memory_order_relaxed);
     auto done = std::move(done_);

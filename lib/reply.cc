@@ -12,14 +12,14 @@ const std::string& script::sha() const {
   static const std::string shas[] = {sha1_hex(kAcquire),    sha1_hex(kAcquireFenced), sha1_hex(kFenceCommit),
                                      sha1_hex(kExtend),     sha1_hex(kRelease),       sha1_hex(kInspect),
                                      sha1_hex(""),          sha1_hex(kAcquire),       sha1_hex(kAcquireMany),
-                                     sha1_hex(kExtendMany), sha1_hex(kReleaseMany)};
+                                     sha1_hex(kExtendMany), sha1_hex(kReleaseMany),   sha1_hex(kReleaseQuiet)};
   return shas[this - &get_script(script_id::acquire)];
 }
 
 const script& get_script(script_id id) {
   static const script table[] = {{kAcquire, 1},     {kAcquireFenced, 2}, {kFenceCommit, 2}, {kExtend, 1},
                                  {kRelease, 1},     {kInspect, 1},       {"", 0},           {kAcquire, 1},
-                                 {kAcquireMany, 0}, {kExtendMany, 0},    {kReleaseMany, 0}};
+                                 {kAcquireMany, 0}, {kExtendMany, 0},    {kReleaseMany, 0}, {kReleaseQuiet, 1}};
   return table[static_cast<unsigned>(id)];
 }
 
@@ -145,6 +145,7 @@ classified classify_reply(script_id script, const redisReply* r) {
     case script_id::release:
     case script_id::extend_many:
     case script_id::release_many:
+    case script_id::release_quiet:
       if (is_int(r, 1)) {
         c.v.status = node_status::ok;
       } else if (is_int(r, 0)) {
@@ -172,6 +173,7 @@ classified classify_reply(script_id script, const redisReply* r) {
         c.v.status = node_status::ok;
       } else if (r->type == REDIS_REPLY_STRING) {
         c.v.status = node_status::held;
+        c.value = std::string(r->str, r->len);  // the holder's token (waiting: lib/notify.h)
       } else if (r->type == REDIS_REPLY_ARRAY) {
         return classify_reply(script_id::acquire, r);  // the EVAL fallback's reply
       } else {

@@ -22,6 +22,7 @@ enum class script_id : unsigned {
   acquire_many,  // the set scripts (lib/multi.cc): any number of KEYS (command::keys)
   extend_many,
   release_many,
+  release_quiet,
   count
 };
 
@@ -72,7 +73,24 @@ inline constexpr const char kExtend[] =
     "return 0\n";
 
 // KEYS[1] lock key; ARGV[1] token. 1 = deleted, 0 = not owner.
+// A delete publishes the released token on the channel KEYS[1] .. ':released'
+// (waiting acquires subscribe to it: docs/coordination.md, "Waiting without
+// polling"). redis.pcall: a user whose ACL forbids PUBLISH (Redis 7's default
+// acl-pubsub-default resetchannels) still releases; waiters then fall back to
+// their timers.
 inline constexpr const char kRelease[] =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+    "  local n = redis.call('DEL', KEYS[1])\n"
+    "  redis.pcall('PUBLISH', KEYS[1] .. ':released', ARGV[1])\n"
+    "  return n\n"
+    "end\n"
+    "return 0\n";
+
+// KEYS[1] lock key; ARGV[1] token. As kRelease without the notification: the
+// rollback of a failed attempt and the redelivered deletes (operations.cc,
+// cleanup). A rollback that published would wake the waiters it competes with —
+// itself included — into another split vote at once; they keep their timers.
+inline constexpr const char kReleaseQuiet[] =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
     "  return redis.call('DEL', KEYS[1])\n"
     "end\n"

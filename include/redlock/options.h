@@ -170,6 +170,16 @@ struct client_options {
   // Background reconnect backoff: starts at min, doubles per failure, capped at max.
   std::chrono::milliseconds reconnect_min_backoff{10};
   std::chrono::milliseconds reconnect_max_backoff{1000};
+  // Waiting without polling (docs/coordination.md): an acquire that may wait
+  // (retry.deadline > 0) and finds the lock held subscribes to the key's release
+  // channel on every node (one subscriber connection per node, shared by all
+  // waiters, made on first need) and tries again as soon as a release is
+  // published; its retry schedule stays the fallback. false = poll by the retry
+  // schedule alone.
+  bool wait_notifications = true;
+  // A subscriber connection with no waiter for this long is closed (its channels
+  // unsubscribed first). > 0.
+  std::chrono::milliseconds notify_idle_close{10000};
   // Clock drift allowance: drift = ttl * clock_drift_factor + 2 ms. In [0, 0.5).
   double clock_drift_factor = 0.01;
   // Reported when a release that nobody waits for (a lock handle's destructor)

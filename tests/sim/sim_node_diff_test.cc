@@ -373,6 +373,7 @@ const script_ref kScripts[] = {
     {detail::kAcquireMany, 2, "acquire_many"},
     {detail::kExtendMany, 2, "extend_many"},
     {detail::kReleaseMany, 2, "release_many"},
+    {detail::kReleaseQuiet, 1, "release_quiet"},
 };
 
 // The script's SHA-1, as the simulator's SCRIPT LOAD gives it (the comparisons
@@ -417,6 +418,7 @@ vector<string> script_request(gen& g) {
       args = {g.token(), g.ttl()};
       break;
     case 4:  // release
+    case 9:  // release_quiet
       keys = {g.key()};
       args = {g.token()};
       break;

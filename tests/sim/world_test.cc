@@ -576,5 +576,32 @@ TEST(World, a_zero_delay_timer_loop_lets_virtual_time_pass) {
   EXPECT_FALSE(r.lock.owns_lock());
 }
 
+// Waiting without polling (docs/coordination.md): the simulated nodes refuse
+// SUBSCRIBE, so a waiting acquire falls back to its retry schedule — and still
+// gets the lock once the holder's keys expire.
+TEST(World, a_waiting_acquire_falls_back_to_its_timer_when_nodes_refuse_subscribe) {
+  world w;
+  auto holder = w.make_client();
+  auto waiter = w.make_client();
+  connected(*holder);
+  connected(*waiter);
+  auto h = holder->acquire("w", ttl_of(600ms));
+  ASSERT_TRUE(h) << h.report.message();
+  const auto start = w.elapsed();
+  acquire_options o = ttl_of(10s);
+  o.retry.max_attempts = 100;
+  o.retry.base_delay = 100ms;
+  o.retry.max_delay = 100ms;
+  o.retry.deadline = 5s;
+  auto r = waiter->acquire("w", o);
+  ASSERT_TRUE(r) << r.report.message();
+  const auto waited = w.elapsed() - start;
+  EXPECT_GE(waited, 590ms);
+  EXPECT_LT(waited, 900ms);
+  EXPECT_GT(r.report.attempts, 3);
+  h.lock.detach();
+  ASSERT_TRUE(r.lock.release());
+}
+
 }  // namespace
 }  // namespace redlock::testing

@@ -104,7 +104,8 @@ parsed_reply parse_resp(std::string_view wire) {
 }
 
 // Scripts whose answer is 1 = ok / 0 = not owner.
-constexpr script_id kOwnershipScripts[] = {script_id::extend, script_id::release, script_id::fence_commit};
+constexpr script_id kOwnershipScripts[] = {script_id::extend, script_id::release, script_id::fence_commit,
+                                           script_id::release_quiet};
 constexpr script_id kAllScripts[] = {script_id::acquire, script_id::acquire_fenced, script_id::fence_commit,
                                      script_id::extend,  script_id::release,        script_id::inspect};
 
@@ -558,6 +559,8 @@ TEST(ClassifyAcquireSet, NilIsGrantedAStringIsHeldWrongTypeIsPermanent) {
   holder.str = tok;
   holder.len = 32;
   EXPECT_EQ(classify_reply(script_id::acquire_set, &holder).v.status, node_status::held);
+  // The holder's token: a waiting acquire matches it with release notifications.
+  EXPECT_EQ(classify_reply(script_id::acquire_set, &holder).value, std::string(tok));
   redisReply err{};
   err.type = REDIS_REPLY_ERROR;
   char text[] = "WRONGTYPE Operation against a key holding the wrong kind of value";

@@ -13,7 +13,8 @@ namespace redlock::detail {
 namespace {
 
 constexpr script_id kAllScripts[] = {script_id::acquire, script_id::acquire_fenced, script_id::fence_commit,
-                                     script_id::extend,  script_id::release,        script_id::inspect};
+                                     script_id::extend,  script_id::release,        script_id::inspect,
+                                     script_id::release_quiet};
 
 // The set scripts (lib/multi.cc): any number of keys, given by the command.
 constexpr script_id kSetScripts[] = {script_id::acquire_many, script_id::extend_many,
@@ -64,6 +65,16 @@ TEST(Scripts, EachIdMapsToItsOwnBody) {
   EXPECT_STREQ(get_script(script_id::extend).body, kExtend);
   EXPECT_STREQ(get_script(script_id::release).body, kRelease);
   EXPECT_STREQ(get_script(script_id::inspect).body, kInspect);
+  EXPECT_STREQ(get_script(script_id::release_quiet).body, kReleaseQuiet);
+}
+
+// Waiting without polling (docs/coordination.md): the release publishes the
+// released token on <key>:released, through redis.pcall (a user without channel
+// permissions still releases); the rollback's delete publishes nothing.
+TEST(Scripts, ReleasePublishesOnTheKeysChannelAndTheQuietOneDoesNot) {
+  EXPECT_NE(std::strstr(kRelease, "redis.pcall('PUBLISH', KEYS[1] .. ':released', ARGV[1])"), nullptr);
+  EXPECT_EQ(std::strstr(kRelease, "redis.call('PUBLISH'"), nullptr);
+  EXPECT_EQ(std::strstr(kReleaseQuiet, "PUBLISH"), nullptr);
 }
 
 // A least-privilege ACL user without +time must be able to run every script: the
@@ -81,6 +92,7 @@ TEST(Scripts, OnlyTheFencingScriptsTouchTwoKeys) {
   EXPECT_EQ(get_script(script_id::acquire).num_keys, 1);
   EXPECT_EQ(get_script(script_id::extend).num_keys, 1);
   EXPECT_EQ(get_script(script_id::release).num_keys, 1);
+  EXPECT_EQ(get_script(script_id::release_quiet).num_keys, 1);
   EXPECT_EQ(get_script(script_id::inspect).num_keys, 1);
 }
 

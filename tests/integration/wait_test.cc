@@ -1,0 +1,305 @@
+// Waiting without polling (lib/notify.h, docs/coordination.md): release
+// notifications on real redis-server nodes.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fault_proxy.h"
+#include "redis_node.h"
+#include "redlock/redlock.h"
+#include "test_util.h"
+#include "tls_certs.h"
+
+namespace redlock::test {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+std::string unique(const std::string& base) {
+  static std::atomic<int> n{0};
+  return base + "-" + std::to_string(n.fetch_add(1)) + "-" + std::to_string(::getpid());
+}
+
+// A waiting acquire: a long retry delay (the fallback), a long deadline.
+acquire_options waiting(std::chrono::milliseconds delay, std::chrono::milliseconds deadline = 20000ms) {
+  acquire_options o;
+  o.ttl = 10000ms;
+  o.retry.max_attempts = 1000;
+  o.retry.base_delay = delay;
+  o.retry.max_delay = delay;
+  o.retry.deadline = deadline;
+  return o;
+}
+
+// Subscribers of `key`'s release channel on node n.
+long long subscribers(redis_node& n, const std::string& key) {
+  const std::string r = n.command({"PUBSUB", "NUMSUB", key + ":released"});
+  const auto comma = r.rfind(", ");
+  return comma == std::string::npos ? -1 : std::atoll(r.c_str() + comma + 2);
+}
+
+bool all_subscribed(redis_cluster& cl, const std::string& key, long long want = 1) {
+  for (std::size_t i = 0; i < cl.size(); ++i) {
+    if (subscribers(cl[i], key) != want) return false;
+  }
+  return true;
+}
+
+long long total_calls(redis_cluster& cl, const std::string& cmd) {
+  long long t = 0;
+  for (std::size_t i = 0; i < cl.size(); ++i) t += cl[i].calls(cmd);
+  return t;
+}
+
+// How long a waiter with a 5 s retry delay takes to get the lock after the holder
+// releases it.
+std::chrono::milliseconds handover(client& holder_client, client& waiter_client, redis_cluster& cl,
+                                   const std::string& res) {
+  auto held = holder_client.acquire(res, once());
+  EXPECT_TRUE(held.lock) << held.report.error.message();
+  auto fut = std::async(std::launch::async, [&] { return waiter_client.acquire(res, waiting(5000ms)); });
+  EXPECT_TRUE(eventually([&] { return all_subscribed(cl, "" + res); }, 5000ms));
+  std::this_thread::sleep_for(50ms);  // the second attempt (right after subscribing) has failed
+  const auto t0 = clock_type::now();
+  EXPECT_FALSE(held.lock.release().error);
+  auto got = fut.get();
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0);
+  EXPECT_TRUE(got.lock) << got.report.error.message();
+  if (took > 500ms) {
+    for (const auto& n : got.report.nodes) ADD_FAILURE() << "attempts " << got.report.attempts << " " << n.node << " " << n.detail;
+  }
+  return took;
+}
+
+// Generous timeouts: these tests time wake-ups, not timeouts, on a loaded machine.
+client_options opts(const std::vector<std::string>& uris) {
+  client_options o = options_for(uris);
+  o.command_timeout = 1000ms;
+  o.connect_timeout = 2000ms;
+  return o;
+}
+
+redis_cluster& nodes() {
+  static redis_cluster* cl = new redis_cluster(3);
+  return *cl;
+}
+
+TEST(Wait, waiter_wakes_at_the_release_not_at_its_retry_delay) {
+  client a(opts(nodes().uris()));
+  client b(opts(nodes().uris()));
+  ASSERT_TRUE(wait_connected(a));
+  ASSERT_TRUE(wait_connected(b));
+  const auto took = handover(a, b, nodes(), unique("wake"));
+  EXPECT_LT(took, 500ms) << "retry delay is 5 s";
+}
+
+TEST(Wait, polling_when_notifications_are_off) {
+  client_options o = opts(nodes().uris());
+  o.wait_notifications = false;
+  client a(opts(nodes().uris()));
+  client b(o);
+  ASSERT_TRUE(wait_connected(a));
+  ASSERT_TRUE(wait_connected(b));
+  const std::string res = unique("poll");
+  auto held = a.acquire(res, once());
+  ASSERT_TRUE(held.lock);
+  auto fut = std::async(std::launch::async, [&] { return b.acquire(res, waiting(300ms, 5000ms)); });
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(subscribers(nodes()[0], res), 0);
+  EXPECT_FALSE(held.lock.release().error);
+  auto got = fut.get();
+  EXPECT_TRUE(got.lock);
+}
+
+// The release happens after the waiter's failed attempt ran on the nodes but
+// before its subscription is in place (a 150 ms proxy latency each way on the
+// waiter's links; the holder releases directly): the notification is missed, and
+// the waiter must not sleep its 5 s retry delay — it tries again as soon as its
+// subscription is confirmed.
+TEST(Wait, release_between_failed_attempt_and_subscription_is_not_missed) {
+  std::vector<std::unique_ptr<fault_proxy>> proxies;
+  std::vector<std::string> via;
+  for (std::size_t i = 0; i < nodes().size(); ++i) {
+    proxies.push_back(std::make_unique<fault_proxy>(nodes()[i].port()));
+    via.push_back(proxies.back()->uri());
+  }
+  client_options ob = options_for(via);
+  ob.command_timeout = 2000ms;
+  ob.connect_timeout = 3000ms;
+  client a(opts(nodes().uris()));
+  client b(ob);
+  ASSERT_TRUE(wait_connected(a));
+  ASSERT_TRUE(wait_connected(b));
+  for (auto& p : proxies) p->latency(150ms);
+  const std::string res = unique("race");
+  auto held = a.acquire(res, once());
+  ASSERT_TRUE(held.lock);
+  const long long sets_before = total_calls(nodes(), "set");
+  const auto t0 = clock_type::now();
+  auto fut = std::async(std::launch::async, [&] { return b.acquire(res, waiting(5000ms, 15000ms)); });
+  // The waiter's SET ran on every node (and failed): release now, long before its
+  // reply is back (150 ms) and its SUBSCRIBE arrives (another 150 ms).
+  ASSERT_TRUE(eventually([&] { return total_calls(nodes(), "set") >= sets_before + 3; }, 3000ms));
+  EXPECT_EQ(subscribers(nodes()[0], res), 0);
+  EXPECT_FALSE(held.lock.release().error);
+  auto got = fut.get();
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0);
+  EXPECT_TRUE(got.lock) << got.report.error.message();
+  EXPECT_LT(took, 3000ms) << "retry delay is 5 s";
+  EXPECT_EQ(got.report.attempts, 2);
+}
+
+// The holder is another client library: a plain SET NX PX by hand, and nothing is
+// published when it goes. The waiter gets the lock by its fallback timer.
+TEST(Wait, holder_that_publishes_nothing_is_waited_out_by_the_fallback_timer) {
+  client b(opts(nodes().uris()));
+  ASSERT_TRUE(wait_connected(b));
+  const std::string res = unique("foreign");
+  for (std::size_t i = 0; i < nodes().size(); ++i) {
+    ASSERT_EQ(nodes()[i].command({"SET", res, "other-library-token", "NX", "PX", "800"}), "OK");
+  }
+  const auto t0 = clock_type::now();
+  auto fut = std::async(std::launch::async, [&] { return b.acquire(res, waiting(200ms, 10000ms)); });
+  std::this_thread::sleep_for(300ms);
+  // Deleted by hand on one node, expiring on the others: no message at all.
+  nodes()[0].command({"DEL", res});
+  auto got = fut.get();
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0);
+  EXPECT_TRUE(got.lock) << got.report.message() << " attempts " << got.report.attempts;
+  EXPECT_GE(took, 700ms);   // not before the foreign keys expired on a quorum
+  EXPECT_LT(took, 2500ms);  // the holder's TTL + one fallback delay, with slack
+}
+
+// W waiters of one resource in one client, one release: a bounded number of
+// acquire rounds (one woken waiter), not W rounds on every node.
+TEST(Wait, one_release_wakes_one_waiter_not_the_herd) {
+  constexpr int kWaiters = 20;
+  client a(opts(nodes().uris()));
+  client b(opts(nodes().uris()));
+  ASSERT_TRUE(wait_connected(a));
+  ASSERT_TRUE(wait_connected(b));
+  const std::string res = unique("herd");
+  auto held = a.acquire(res, once());
+  ASSERT_TRUE(held.lock);
+  std::atomic<int> done{0}, got{0};
+  std::vector<std::uint64_t> ids;
+  for (int i = 0; i < kWaiters; ++i) {
+    ids.push_back(b.acquire_async(res, waiting(5000ms, 30000ms), [&](acquire_result r) {
+      if (r.lock) {
+        ++got;
+        r.lock.detach();
+      }
+      ++done;
+    }));
+  }
+  ASSERT_TRUE(eventually([&] { return all_subscribed(nodes(), res); }, 5000ms));
+  // Every waiter made its two attempts (one before, one right after subscribing).
+  const long long sets_start = total_calls(nodes(), "set");
+  ASSERT_TRUE(eventually([&] {
+    std::this_thread::sleep_for(100ms);
+    return total_calls(nodes(), "set") == sets_start;
+  }));
+  const long long sets_before = total_calls(nodes(), "set");
+  EXPECT_FALSE(held.lock.release().error);
+  // Bounded by the fallback (5 s) even if the woken attempt failed on a loaded machine.
+  ASSERT_TRUE(eventually([&] { return got.load() == 1; }, 8000ms));
+  std::this_thread::sleep_for(300ms);
+  const long long rounds = (total_calls(nodes(), "set") - sets_before) / static_cast<long long>(nodes().size());
+  EXPECT_EQ(got.load(), 1);
+  EXPECT_LE(rounds, 2) << "one release woke " << rounds << " acquire rounds for " << kWaiters << " waiters";
+  for (auto id : ids) b.cancel(id);
+  ASSERT_TRUE(eventually([&] { return done.load() == kWaiters; }, 3000ms));
+}
+
+TEST(Wait, subscriber_reconnects_after_a_node_restart) {
+  client a(opts(nodes().uris()));
+  client b(opts(nodes().uris()));
+  ASSERT_TRUE(wait_connected(a));
+  ASSERT_TRUE(wait_connected(b));
+  const std::string res = unique("restart");
+  auto held = a.acquire(res, once());
+  ASSERT_TRUE(held.lock);
+  auto fut = std::async(std::launch::async, [&] { return b.acquire(res, waiting(5000ms)); });
+  ASSERT_TRUE(eventually([&] { return all_subscribed(nodes(), res); }, 5000ms));
+  // Node 2 restarts (keeping its data: the lock key stays): the subscription comes back.
+  nodes()[2].restart(true);
+  ASSERT_TRUE(eventually([&] { return subscribers(nodes()[2], res) == 1; }, 5000ms));
+  // Only node 2 notifies now that the other nodes' messages are gone: drop theirs.
+  std::this_thread::sleep_for(100ms);
+  const auto t0 = clock_type::now();
+  EXPECT_FALSE(held.lock.release().error);
+  auto got = fut.get();
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0);
+  // The restarted node is quarantined (restart guard): the waiter gets a quorum
+  // of the two others, woken by their notifications.
+  EXPECT_TRUE(got.lock) << got.report.error.message();
+  EXPECT_LT(took, 1000ms);
+}
+
+TEST(Wait, idle_subscriber_connection_closes) {
+  client_options o = opts(nodes().uris());
+  o.notify_idle_close = 200ms;
+  client a(opts(nodes().uris()));
+  client b(o);
+  ASSERT_TRUE(wait_connected(a));
+  ASSERT_TRUE(wait_connected(b));
+  const std::string res = unique("idle");
+  const auto took = handover(a, b, nodes(), res);
+  EXPECT_LT(took, 500ms);
+  EXPECT_TRUE(eventually([&] { return all_subscribed(nodes(), res, 0); }, 3000ms));
+  // No subscriber connection left: CLIENT LIST shows no client in pub/sub mode (flag P)
+  // but this test's own clients may; count b's by name-less flag after the channel went.
+  EXPECT_TRUE(eventually([&] {
+    const std::string list = nodes()[0].command({"CLIENT", "LIST"});
+    return list.find("flags=P") == std::string::npos;
+  }, 3000ms));
+}
+
+// A user without pub/sub permissions (Redis 7's acl-pubsub-default resetchannels):
+// the release still succeeds (redis.pcall around PUBLISH), SUBSCRIBE is refused with
+// NOPERM, and the waiter gets the lock by its fallback timer.
+TEST(Wait, a_user_without_channel_permissions_releases_and_waits_by_timer) {
+  for (std::size_t i = 0; i < nodes().size(); ++i) {
+    ASSERT_EQ(nodes()[i].command({"ACL", "SETUSER", "nochan", "on", ">pw", "~*", "+@all", "resetchannels"}), "OK");
+  }
+  client a(opts(uris_as(nodes(), "nochan", "pw")));
+  client b(opts(uris_as(nodes(), "nochan", "pw")));
+  ASSERT_TRUE(wait_connected(a));
+  ASSERT_TRUE(wait_connected(b));
+  const std::string res = unique("nochan");
+  auto held = a.acquire(res, once());
+  ASSERT_TRUE(held.lock) << held.report.message();
+  auto fut = std::async(std::launch::async, [&] { return b.acquire(res, waiting(200ms, 10000ms)); });
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(subscribers(nodes()[0], res), 0);
+  const report rel = held.lock.release();
+  EXPECT_FALSE(rel.error) << rel.message();
+  auto got = fut.get();
+  EXPECT_TRUE(got.lock) << got.report.message();
+}
+
+TEST(Wait, tls_nodes_notify_too) {
+  node_config c;
+  c.tls = true;
+  c.tls_cert_file = tls_certs::get().server_cert;
+  c.tls_key_file = tls_certs::get().server_key;
+  c.tls_ca_file = tls_certs::get().ca_file;
+  redis_cluster cl(3, c);
+  client_options o = opts(cl.uris());
+  o.tls.ca_file = tls_certs::get().ca_file;
+  client a(o);
+  client b(o);
+  ASSERT_TRUE(wait_connected(a));
+  ASSERT_TRUE(wait_connected(b));
+  const auto took = handover(a, b, cl, unique("tls"));
+  EXPECT_LT(took, 500ms);
+}
+
+}  // namespace
+}  // namespace redlock::test
