@@ -375,7 +375,7 @@ struct attempt_state {
   bool failed = false;  // decided as failed and rolled back
 };
 
-class acquire_op : public std::enable_shared_from_this<acquire_op>, private waiter {
+class acquire_op final : public std::enable_shared_from_this<acquire_op>, private waiter {
  public:
   acquire_op(core& c, std::uint64_t id, std::string resource, acquire_options o,
              std::function<void(acquire_result)> done, std::optional<clock_tp> called)
