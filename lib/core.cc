@@ -382,11 +382,6 @@ void core::begin_stop() {
     if (auto op = w.lock()) ops.push_back(op);
   }
   for (auto& op : ops) cancel_op(*op);
-  std::vector<std::shared_ptr<acquire_many_op>> many;
-  for (auto& [id, w] : many_ops_) {
-    if (auto op = w.lock()) many.push_back(op);
-  }
-  for (auto& op : many) cancel_op(*op);
   // Drain: in-flight requests finish or time out, and rollbacks still being
   // delivered (cleanup, operations.cc) get until the same bound: two command
   // timeouts. Past it, finish_stop() abandons the rollbacks not yet confirmed; the

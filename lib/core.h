@@ -29,10 +29,8 @@
 namespace redlock::detail {
 
 class acquire_op;
-class acquire_many_op;
 
 void cancel_op(acquire_op& op);
-void cancel_op(acquire_many_op& op);
 
 // State shared by a lock handle and the loop (the watchdog).
 struct held {
@@ -179,7 +177,6 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   std::uint64_t next_id() noexcept { return ids_.fetch_add(1) + 1; }
   void forget_op(std::uint64_t id) {
     ops_.erase(id);
-    many_ops_.erase(id);
   }
 
   // Observer events (redlock/observer.h), loop thread only. Every event site is
@@ -283,7 +280,6 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   std::uint64_t timer_armed_for_ = 0;
 
   std::unordered_map<std::uint64_t, std::weak_ptr<acquire_op>> ops_;
-  std::unordered_map<std::uint64_t, std::weak_ptr<acquire_many_op>> many_ops_;
   std::mutex unstarted_mu_;
   std::unordered_set<std::uint64_t> unstarted_;        // guarded by unstarted_mu_
   std::unordered_set<std::uint64_t> cancelled_early_;  // loop thread

@@ -10,6 +10,7 @@
 
 #include "connection.h"
 #include "core.h"
+#include "decision.h"
 #include "leader_view.h"
 #include "sync.h"
 
@@ -161,6 +162,9 @@ struct campaigns {
 
 namespace {
 
+// The retry deadline of one acquire of a campaign without a deadline.
+constexpr milliseconds kUnboundedSlice = std::chrono::hours(24);
+
 // One campaign's lifecycle on the loop thread: acquire (waiting, fenced,
 // auto-extended) -> publish -> done; a publication short of a quorum releases
 // and acquires again while the deadline allows.
@@ -216,6 +220,11 @@ class campaign_op final : public std::enable_shared_from_this<campaign_op> {
       const auto left = std::chrono::ceil<milliseconds>(started_ + options_.deadline - core_->now());
       if (left.count() <= 0) return finish(last_failure_.error ? last_failure_ : refused(errc::contended, "deadline"));
       ao.retry.deadline = left;
+    } else {
+      // Without a bound: a finite one all the same, so that the acquire waits for
+      // release notifications (they need a retry deadline); the campaign acquires
+      // again when it passes (review 13, E1).
+      ao.retry.deadline = kUnboundedSlice;
     }
     if (options_.on_demoted) {
       // Only a leadership handed out can be demoted: a lock lost while its
@@ -236,7 +245,14 @@ class campaign_op final : public std::enable_shared_from_this<campaign_op> {
   void acquired(acquire_result r) {
     acquiring_ = false;
     if (cancelled_) return finish(refused(errc::cancelled, "campaign cancelled"));  // r.lock releases
-    if (!r) return finish(std::move(r.report));
+    if (!r) {
+      // An unbounded campaign's acquire reached its slice's deadline: go on.
+      if (options_.deadline.count() == 0 && retryable(r.report.error)) {
+        last_failure_ = std::move(r.report);
+        return attempt();
+      }
+      return finish(std::move(r.report));
+    }
     lock_ = std::move(r.lock);
     const lease l = lock_.info();
     const std::string term = std::to_string(l.fence.value_or(0));

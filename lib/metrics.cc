@@ -284,7 +284,7 @@ void metrics::on_lock_released(const lock_event& e) {
   const double held_for = seconds(e.held_for);
   std::lock_guard<std::mutex> lock(state_->mu);
   snapshot& s = state_->s;
-  --s.held;
+  if (e.of_handle) --s.held;  // a bare lease was never counted in
   s.hold.observe(held_for, s.bounds);
 }
 

@@ -157,7 +157,13 @@ std::optional<std::size_t> notifier::queue_position(const std::string& key, cons
   auto it = channels_.find(key);
   if (it == channels_.end()) return std::nullopt;
   const channel& ch = it->second;
-  if (std::none_of(ch.nodes.begin(), ch.nodes.end(), [](sub s) { return s == sub::on; })) return std::nullopt;
+  // Subscribed, or asked to be, on some node: a waiter arms its fallback timer as
+  // soon as it joins (before the confirmations), and the ones behind the earliest
+  // stretch theirs from the start. Should every node refuse, the stretch costs one
+  // longer wait (latency), and later waits poll at their own schedule.
+  if (std::none_of(ch.nodes.begin(), ch.nodes.end(), [](sub s) { return s == sub::on || s == sub::pending; })) {
+    return std::nullopt;
+  }
   auto pos = std::find(ch.waiters.begin(), ch.waiters.end(), &w);
   if (pos == ch.waiters.end()) return std::nullopt;
   return static_cast<std::size_t>(pos - ch.waiters.begin());

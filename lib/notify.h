@@ -74,8 +74,9 @@ class notifier final : private push_listener {
   // missed_release); releases seen meanwhile wake the next waiter.
   void attempt_done(const std::string& key, waiter& w);
   // How many waiters of `key` registered before `w` in this client, when the key's
-  // channel is subscribed on at least one node (notifications can arrive); nullopt
-  // when nothing notifies (then every waiter polls at its own schedule).
+  // channel is subscribed (or being subscribed) on at least one node: notifications
+  // can arrive; nullopt when nothing notifies (then every waiter polls at its own
+  // schedule).
   std::optional<std::size_t> queue_position(const std::string& key, const waiter& w) const;
 
   void shutdown();

@@ -37,6 +37,12 @@ report empty_report(const core& c, std::error_code ec, const char* detail = "");
 command extend_command(const core& c, const lease& l, std::chrono::milliseconds ttl);
 command release_command(const core& c, const lease& l);
 
+// A set's lock keys (key_prefix + name, in order), a command over them, and the
+// set's name in reports, events and leases ("a,b"). multi.cc.
+std::vector<std::string> keys_of(const core& c, const std::vector<std::string>& resources);
+command set_command(script_id s, std::vector<std::string> keys, const std::string& token, std::string arg2 = {});
+std::string joined_names(const std::vector<std::string>& resources);
+
 // "" if `resources` may be acquired as one set, else the problem: empty, more than
 // kMaxSetSize, an empty name, or a name given twice. Pure. multi.cc.
 std::string check_resource_set(const std::vector<std::string>& resources);

@@ -214,13 +214,9 @@ command lock_command(script_id s, const std::string& key, const std::string& tok
 class cleanup final : public sink, public std::enable_shared_from_this<cleanup> {
  public:
   // nodes[i]: deliver to node i; force_eval[i]: send the script body at first.
-  static void start(core& c, const std::string& key, const std::string& token, const std::vector<bool>& nodes,
-                    const std::vector<bool>& force_eval, milliseconds ttl) {
-    // Quiet: a rollback or late grant's delete publishes no release notification
-    // (it would wake this client's own waiter into another failed attempt).
-    start(c, lock_command(script_id::release_quiet, key, token), nodes, force_eval, ttl);
-  }
-  // The same for any ownership-checked delete `release` (release, or release_many for a set).
+  // Delivers the ownership-checked delete `release` (the quiet ones for a rollback
+  // or a late grant: a delete that published would wake this client's own waiter
+  // into another failed attempt).
   static void start(core& c, command release, const std::vector<bool>& nodes,
                     const std::vector<bool>& force_eval, milliseconds ttl) {
     auto self = std::shared_ptr<cleanup>(new cleanup(c, std::move(release), ttl));
@@ -329,19 +325,14 @@ class cleanup final : public sink, public std::enable_shared_from_this<cleanup> 
   bool finished_ = false;
 };
 
-// Rolls back a failed attempt (its acquire round `r`): every node that may hold
-// its key gets the delete (see cleanup). Nodes that refused (held by another
-// owner), were not asked (excluded by a guard before the send; a grant a guard
+}  // namespace
+
+// Rolls back a failed attempt (its acquire round `r`) with its ownership-checked
+// delete `release`: every node that may hold its keys gets it (see cleanup).
+// Nodes that refused (held by another owner), were not asked (excluded by a guard before the send; a grant a guard
 // excluded after the fact IS rolled back), refused authentication, or whose
 // connection refused the request at once cannot hold it. Nodes that did not
 // answer (their state is unknown, their script cache too) get EVAL at once.
-void rollback(core& c, const std::string& key, const std::string& token, const round& r, milliseconds ttl) {
-  rollback(c, lock_command(script_id::release_quiet, key, token), r, ttl);
-}
-
-}  // namespace
-
-// The rollback of any acquire round with its ownership-checked delete `release`.
 void rollback(core& c, command release, const round& r, milliseconds ttl) {
   const std::vector<vote>& votes = r.votes;
   std::vector<bool> nodes(votes.size()), force(votes.size());
@@ -375,13 +366,25 @@ struct attempt_state {
   bool failed = false;  // decided as failed and rolled back
 };
 
+// One acquire of one resource, or of a set of resources (client::acquire_many:
+// `set` not empty; each attempt is one round of kAcquireMany, all or nothing per
+// node, rolled back with kReleaseManyQuiet). The quorum, validity, guards, retries,
+// rollback and waiting are the same for both.
 class acquire_op final : public std::enable_shared_from_this<acquire_op>, private waiter {
  public:
   acquire_op(core& c, std::uint64_t id, std::string resource, acquire_options o,
-             std::function<void(acquire_result)> done, std::optional<clock_tp> called)
-      : c_(c), id_(id), resource_(std::move(resource)), o_(std::move(o)), done_(std::move(done)) {
-    key_ = c_.key_for(resource_);
-    fence_key_ = key_ + ":fence";
+             std::function<void(acquire_result)> done, std::optional<clock_tp> called,
+             std::vector<std::string> set = {})
+      : c_(c), id_(id), resource_(std::move(resource)), o_(std::move(o)), done_(std::move(done)),
+        set_(std::move(set)) {
+    if (set_.empty()) {
+      key_ = c_.key_for(resource_);
+      fence_key_ = key_ + ":fence";
+    } else {
+      resource_ = joined_names(set_);
+      keys_ = keys_of(c_, set_);
+      key_ = keys_.front();  // the channel waited on until an attempt names its blocker
+    }
     // From the public call: the retry deadline and report.elapsed count from there.
     call_start_ = called.value_or(c_.now());
   }
@@ -398,16 +401,20 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
     token_ = c_.io().token();
     current_ = std::make_shared<attempt_state>();
     current_->token = token_;
-    // Fenced: the fenced script. Otherwise the plain SET NX PX GET (each
-    // connection pipelines a TIME behind it when the clock-jump guard wants one).
-    const script_id sid = o_.fencing ? script_id::acquire_fenced : script_id::acquire_set;
+    // A set: kAcquireMany. Fenced: the fenced script. Otherwise the plain SET NX PX
+    // GET (each connection pipelines a TIME behind it when the clock-jump guard
+    // wants one).
+    const script_id sid = !set_.empty() ? script_id::acquire_many
+                          : o_.fencing  ? script_id::acquire_fenced
+                                        : script_id::acquire_set;
     auto r = std::make_shared<round>(c_, op_kind::acquire, sid, false);
     auto self = shared_from_this();
     r->on_decided = [self](round& rd) { self->on_acquired(rd); };
     // The round (kept alive by its in-flight requests) keeps the op alive for late
     // answers; the op does not hold the round, so there is no cycle.
     r->on_late = [self, at = current_](round& rd, std::size_t node) { self->on_late(rd, node, *at); };
-    command cmd = lock_command(sid, key_, token_, std::to_string(o_.ttl.count()));
+    command cmd = set_.empty() ? lock_command(sid, key_, token_, std::to_string(o_.ttl.count()))
+                               : set_command(sid, keys_, token_, std::to_string(o_.ttl.count()));
     if (o_.fencing) cmd.key2 = fence_key_;
     // Nodes that the restart or clock-jump guard quarantines get no vote, nor, for
     // a fenced acquire, nodes that may evict the fence counter.
@@ -429,17 +436,22 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
       c_.cancel_timer(retry_timer_);
       retry_timer_ = 0;
       finish_failure(last_, make_error_code(errc::cancelled));
-    } else if (subscribing_) {
-      subscribing_ = false;
-      finish_failure(last_, make_error_code(errc::cancelled));
     }
   }
 
  private:
+  // The ownership-checked delete that publishes nothing: rollbacks, late grants.
+  command quiet_release(const std::string& token) const {
+    return set_.empty() ? lock_command(script_id::release_quiet, key_, token)
+                        : set_command(script_id::release_many_quiet, keys_, token);
+  }
+
   // ---- waiting without polling (lib/notify.h)
   bool idle_wait_ = false;     // the fallback timer is armed, no attempt in flight
-  bool joined_ = false;        // registered with the notifier
-  bool subscribing_ = false;   // waiting for the subscriptions before the next attempt
+  bool joined_ = false;        // registered with the notifier (on key_'s channel)
+  std::uint64_t join_gen_ = 0; // which join a settle callback belongs to
+  bool in_join_ = false;       // notifier::join is running (may settle at once)
+  bool fresh_at_join_ = false; // ... and did, with a subscription newer than the attempt
   std::vector<std::string> blockers_;  // holders seen by the last failed attempt
   std::string retried_for_;    // the last released token that made it try at once
   clock_tp attempt_started_{};
@@ -455,6 +467,7 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
     idle_wait_ = false;
     retry_timer_ = c_.schedule(stagger, [self] { self->start_attempt(); });
   }
+  void try_now() { wake(milliseconds(0)); }
 
   // An acquire that may wait (retry.deadline) and found the lock held (or, once
   // waiting, failed any retryable way) waits for its release: the key's channel is
@@ -462,6 +475,21 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
   // fallback timer, `delay`) starts it.
   bool waits_for_release(std::error_code ec) const {
     return (ec == errc::contended || joined_) && o_.retry.deadline.count() > 0 && c_.options().wait_notifications;
+  }
+
+  // The key whose channel a set waits on: the one most nodes named as held
+  // ({0, i} of kAcquireMany); one resource: its key.
+  std::string wait_key(const round& r) const {
+    if (set_.empty()) return key_;
+    std::vector<std::size_t> count(keys_.size() + 1, 0);
+    std::size_t best = 0;
+    for (std::size_t i = 0; i < r.votes.size(); ++i) {
+      if (r.votes[i].status != node_status::held || !r.blocked_by[i]) continue;
+      const std::size_t k = *r.blocked_by[i];
+      if (k < 1 || k > keys_.size()) continue;
+      if (++count[k] > count[best]) best = k;
+    }
+    return best == 0 ? key_ : keys_[best - 1];
   }
 
   void wait_for_release(const round& r, milliseconds delay) {
@@ -472,21 +500,33 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
         blockers_.push_back(*r.values[i]);
       }
     }
-    auto self = shared_from_this();
+    // A set blocked by another of its keys now waits on that key's channel.
+    if (std::string k = wait_key(r); k != key_) {
+      if (joined_) c_.notify().leave(key_, *this);
+      joined_ = false;
+      key_ = std::move(k);
+    }
     if (!joined_) {
       joined_ = true;
-      subscribing_ = true;
-      c_.notify().join(key_, *this, attempt_started_, [self, delay](bool fresh) {
-        if (!self->subscribing_) return;  // cancelled meanwhile
-        self->subscribing_ = false;
-        if (self->cancelled_ || self->c_.closing()) {
-          return self->finish_failure(self->last_, make_error_code(errc::cancelled));
+      const std::uint64_t gen = ++join_gen_;
+      auto self = shared_from_this();
+      // The fallback timer runs from now, whatever the subscriptions do: a node
+      // that takes connect_timeout (paused) or command_timeout to confirm never
+      // holds the next attempt back beyond the schedule and the deadline (review
+      // 13, W1). A subscription confirmed after the failed attempt started may
+      // have missed a release in between: then the next attempt starts at once.
+      in_join_ = true;
+      fresh_at_join_ = false;
+      c_.notify().join(key_, *this, attempt_started_, [self, gen](bool fresh) {
+        if (self->join_gen_ != gen || self->done_called_) return;
+        if (self->in_join_) {
+          self->fresh_at_join_ = fresh;
+        } else if (fresh && self->idle_waiting()) {
+          self->try_now();
         }
-        // Subscribed after the failed attempt: a release in between was missed.
-        // The fallback timer starts only now (the subscription took part of it).
-        self->arm_wait(fresh ? milliseconds(0) : delay);
       });
-      return;
+      in_join_ = false;
+      return arm_wait(fresh_at_join_ ? milliseconds(0) : delay);
     }
     // A release of a holder that blocked this attempt, seen during it: try again at
     // once — once per released token (a node that missed the delete still shows it).
@@ -519,6 +559,12 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
 
   void on_acquired(round& r) {
     const clock_tp now = c_.now();
+    // A set: a node that refused names the resource it holds for another owner.
+    for (std::size_t i = 0; !set_.empty() && i < r.votes.size(); ++i) {
+      if (r.votes[i].status != node_status::held || !r.blocked_by[i]) continue;
+      const std::size_t k = *r.blocked_by[i];
+      if (k >= 1 && k <= set_.size()) r.results[i].detail = "held: " + set_[k - 1];
+    }
     if (r.outcome != verdict::quorum) {
       fail_attempt(r, failure_reason(op_kind::acquire, r.votes));
       return;
@@ -546,7 +592,7 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
       // ordered connection (or after a reconnect), with the rollback's guarantee.
       std::vector<bool> only(c_.size());
       only[node] = true;
-      cleanup::start(c_, key_, at.token, only, {}, o_.ttl);
+      deliver_release(c_, quiet_release(at.token), only, o_.ttl);
       return;
     }
     // A grant a guard excluded after the fact wrote the key all the same.
@@ -559,7 +605,7 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
       // released, with the same delivery guarantee as the rollback.
       std::vector<bool> only(c_.size());
       only[node] = true;
-      cleanup::start(c_, key_, at.token, only, {}, o_.ttl);
+      deliver_release(c_, quiet_release(at.token), only, o_.ttl);
       return;
     }
     // A grant that arrives after a fenced success still gets the commit, so every
@@ -619,6 +665,7 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
     auto h = std::make_shared<held>();
     h->owner = c_.shared_from_this();
     h->resource = resource_;
+    h->resources = set_;
     h->token = token_;
     h->fence = fence;
     h->valid_until_ns.store(to_ns(valid_until));
@@ -642,7 +689,7 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
     current_->failed = true;
     // A woken attempt ended: releases seen meanwhile may wake another waiter.
     if (joined_) c_.notify().attempt_done(key_, *this);
-    rollback(c_, key_, token_, r, o_.ttl);
+    rollback(c_, quiet_release(token_), r, o_.ttl);
     last_ = make_report(c_, r, ec, call_start_, c_.now(), attempt_);
     if (ec == errc::contended) c_.stats().contended.fetch_add(1, std::memory_order_relaxed);
     if (retryable(ec) && !cancelled_ && !c_.closing() && attempt_ < o_.retry.max_attempts) {
@@ -708,6 +755,7 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
   std::shared_ptr<attempt_state> current_;
   std::optional<std::uint64_t> fence_;
   report last_;
+  std::vector<std::string> set_, keys_;  // a set's resources and keys; empty for one
 };
 
 void cancel_op(acquire_op& op) { op.cancel(); }
@@ -727,11 +775,23 @@ void core::acquire(std::uint64_t id, std::string resource, acquire_options o,
   op->start_attempt();
 }
 
-void core::cancel(std::uint64_t id) {
-  if (auto many = many_ops_.find(id); many != many_ops_.end()) {
-    if (auto op = many->second.lock()) cancel_op(*op);
-    return;
+void core::acquire_many(std::uint64_t id, std::vector<std::string> resources, acquire_options o,
+                        std::function<void(acquire_result)> done, std::optional<clock_tp> called) {
+  // Observers see a set as one operation on the joined name ("a,b"), as its lease does.
+  if (observing_) done = observe_op(operation_kind::acquire, joined_names(resources), false, std::move(done));
+  if (closing_) {
+    acquire_result res;
+    res.report = bare_report(*this, make_error_code(errc::cancelled), "client shut down");
+    stats_.acquires.fetch_add(1, std::memory_order_relaxed);
+    return done(std::move(res));
   }
+  auto op = std::make_shared<acquire_op>(*this, id, std::string(), std::move(o), std::move(done), called,
+                                         std::move(resources));
+  ops_[id] = op;
+  op->start_attempt();
+}
+
+void core::cancel(std::uint64_t id) {
   auto it = ops_.find(id);
   if (it == ops_.end()) return;
   if (auto op = it->second.lock()) op->cancel();
@@ -800,7 +860,9 @@ bool release_confirmed(const vote& v) {
 
 // `report_released`: send on_lock_released on success (not for a handle already
 // declared lost: its lock ended with on_lock_lost; the release only deletes keys).
-void release_round(core& c, const lease& l, std::function<void(report)> done, bool report_released = true) {
+// `of_handle`: the lease is a lock handle's (lock_event::of_handle).
+void release_round(core& c, const lease& l, std::function<void(report)> done, bool report_released = true,
+                   bool of_handle = true) {
   const clock_tp start = c.now();
   const command rel = release_command(c, l);
   auto r = std::make_shared<round>(c, op_kind::release, rel.script, false);
@@ -827,7 +889,8 @@ void release_round(core& c, const lease& l, std::function<void(report)> done, bo
     released->fence = l.fence;
     released->acquired_at = l.acquired_at;
   }
-  r->on_decided = [cp, start, rel, left, released = std::move(released), done = std::move(done)](round& rd) {
+  r->on_decided = [cp, start, rel, left, released = std::move(released), report_released_of_handle = of_handle,
+                   done = std::move(done)](round& rd) {
     std::vector<bool> again(rd.votes.size());
     bool any = false;
     for (std::size_t i = 0; i < rd.votes.size(); ++i) {
@@ -841,6 +904,7 @@ void release_round(core& c, const lease& l, std::function<void(report)> done, bo
     if (!ec && released) {
       lock_event e;
       e.at = cp->now();
+      e.of_handle = report_released_of_handle;
       e.resource = released->resource;
       e.fence = released->fence;
       if (released->acquired_at) e.held_for = duration_cast<microseconds>(e.at - *released->acquired_at);
@@ -878,6 +942,7 @@ void core::extend(lease l, milliseconds ttl, std::function<void(report)> done) {
       e.resource = bare->resource;
       e.fence = bare->fence;
       e.valid_until = valid_until;
+      e.of_handle = false;
       if (bare->acquired_at) e.held_for = duration_cast<microseconds>(e.at - *bare->acquired_at);
       emit(&observer::on_lock_extended, e, "on_lock_extended");
     }
@@ -887,7 +952,7 @@ void core::extend(lease l, milliseconds ttl, std::function<void(report)> done) {
 
 void core::release(lease l, std::function<void(report)> done) {
   if (observing_) done = observe_op(operation_kind::release, l.resource, false, std::move(done));
-  release_round(*this, l, std::move(done));
+  release_round(*this, l, std::move(done), true, /*of_handle=*/false);
 }
 
 void core::inspect(std::string resource, std::function<void(inspect_result)> done) {

@@ -12,14 +12,16 @@ const std::string& script::sha() const {
   static const std::string shas[] = {sha1_hex(kAcquire),    sha1_hex(kAcquireFenced), sha1_hex(kFenceCommit),
                                      sha1_hex(kExtend),     sha1_hex(kRelease),       sha1_hex(kInspect),
                                      sha1_hex(""),          sha1_hex(kAcquire),       sha1_hex(kAcquireMany),
-                                     sha1_hex(kExtendMany), sha1_hex(kReleaseMany),   sha1_hex(kReleaseQuiet)};
+                                     sha1_hex(kExtendMany), sha1_hex(kReleaseMany),   sha1_hex(kReleaseQuiet),
+                                     sha1_hex(kReleaseManyQuiet)};
   return shas[this - &get_script(script_id::acquire)];
 }
 
 const script& get_script(script_id id) {
   static const script table[] = {{kAcquire, 1},     {kAcquireFenced, 2}, {kFenceCommit, 2}, {kExtend, 1},
                                  {kRelease, 1},     {kInspect, 1},       {"", 0},           {kAcquire, 1},
-                                 {kAcquireMany, 0}, {kExtendMany, 0},    {kReleaseMany, 0}, {kReleaseQuiet, 1}};
+                                 {kAcquireMany, 0}, {kExtendMany, 0},    {kReleaseMany, 0}, {kReleaseQuiet, 1},
+                                 {kReleaseManyQuiet, 0}};
   return table[static_cast<unsigned>(id)];
 }
 
@@ -146,6 +148,7 @@ classified classify_reply(script_id script, const redisReply* r) {
     case script_id::extend_many:
     case script_id::release_many:
     case script_id::release_quiet:
+    case script_id::release_many_quiet:
       if (is_int(r, 1)) {
         c.v.status = node_status::ok;
       } else if (is_int(r, 0)) {

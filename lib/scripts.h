@@ -23,6 +23,7 @@ enum class script_id : unsigned {
   extend_many,
   release_many,
   release_quiet,
+  release_many_quiet,
   count
 };
 
@@ -135,9 +136,24 @@ inline constexpr const char kExtendMany[] =
     "return 1\n";
 
 // KEYS lock keys; ARGV[1] token. Deletes each string key holding the token (a key
-// of another type is skipped, never an error: the others are still deleted).
+// of another type is skipped, never an error: the others are still deleted), and
+// publishes the token on each deleted key's channel, as kRelease does for one key
+// (waiting acquires of any of them, single-key or set, wake up).
 // 1 = deleted at least one, 0 = none held the token (not owner).
 inline constexpr const char kReleaseMany[] =
+    "local n = 0\n"
+    "for i = 1, #KEYS do\n"
+    "  if redis.call('TYPE', KEYS[i])['ok'] == 'string' and redis.call('GET', KEYS[i]) == ARGV[1] then\n"
+    "    n = n + redis.call('DEL', KEYS[i])\n"
+    "    redis.pcall('PUBLISH', KEYS[i] .. ':released', ARGV[1])\n"
+    "  end\n"
+    "end\n"
+    "if n > 0 then return 1 end\n"
+    "return 0\n";
+
+// As kReleaseMany without the notifications: the rollback of a failed set attempt
+// and its redelivered deletes (as kReleaseQuiet for one key).
+inline constexpr const char kReleaseManyQuiet[] =
     "local n = 0\n"
     "for i = 1, #KEYS do\n"
     "  if redis.call('TYPE', KEYS[i])['ok'] == 'string' and redis.call('GET', KEYS[i]) == ARGV[1] then\n"

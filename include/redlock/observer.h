@@ -86,6 +86,9 @@ struct lock_event {
   std::optional<std::uint64_t> fence;
   std::optional<event_time> valid_until;  // empty after a release
   std::chrono::microseconds held_for{0};  // since the acquire round was sent
+  // false: the release or extension of a bare lease (client::release / extend),
+  // not of a lock handle this client acquired; metrics' held gauge skips it.
+  bool of_handle = true;
 };
 
 // The library stopped guaranteeing a lock: validity ran out before a quorum

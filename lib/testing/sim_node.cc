@@ -433,6 +433,7 @@ enum class script_id : std::uint8_t {
   extend_many,
   release_many,
   release_quiet,
+  release_many_quiet,
   count
 };
 
@@ -455,8 +456,9 @@ constexpr known_script kKnownScripts[] = {
      "c344db41c4c1ddbfe708bee09c5e7ffc6619f9c2"},
     {script_id::acquire_many, detail::kAcquireMany, "013ecbe290ea4d05bf1badddfb787997542a975f"},
     {script_id::extend_many, detail::kExtendMany, "9d0f048c74a7982b8f76c183975ef78cf8e24bf8"},
-    {script_id::release_many, detail::kReleaseMany, "42191ca471fda62e886b2ad2f21f413ab86685c7"},
+    {script_id::release_many, detail::kReleaseMany, "5f376d293183f49a33e18edd39b7679c0b5ff889"},
     {script_id::release_quiet, detail::kReleaseQuiet, "c89cee65b7ab260d98c281f3c3eb6fa7c992cdd2"},
+    {script_id::release_many_quiet, detail::kReleaseManyQuiet, "42191ca471fda62e886b2ad2f21f413ab86685c7"},
 };
 
 // Whether each pinned SHA-1 is still the SHA-1 of its body.
@@ -1200,6 +1202,7 @@ struct node::script_run {
       case script_id::extend_many:
         return extend_many();
       case script_id::release_many:
+      case script_id::release_many_quiet:
         return release_many();
       case script_id::count:
         return;
@@ -1251,7 +1254,8 @@ struct node::script_run {
     reply_int(x.out, 1);
   }
 
-  // kReleaseMany: DEL each string key holding the token.
+  // kReleaseMany / kReleaseManyQuiet: DEL each string key holding the token (the
+  // PUBLISH, line 5, reaches no subscriber here, as for kRelease below).
   void release_many() {
     long long deleted = 0;
     value v;

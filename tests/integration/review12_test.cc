@@ -54,6 +54,30 @@ TEST(Review12, acquire_many_emits_its_events_and_the_held_gauge_stays_consistent
                    "started release " + res, "released " + res, "finished release " + res + " ok"}));
 }
 
+// A bare lease released through client::release (a detached handle, a lease kept
+// across a restart of the caller) was never counted as held here: the gauge stays
+// at the handles' count instead of going below it.
+TEST(Review12, releasing_a_bare_lease_does_not_take_the_held_gauge_below_the_handles) {
+  redis_cluster cl(3);
+  auto m = std::make_shared<metrics>();
+  client_options o = options_for(cl.uris());
+  o.observers.push_back(m);
+  client holder(options_for(cl.uris()));  // not observed: its lock is not this client's
+  client c(o);
+  ASSERT_TRUE(wait_connected(holder));
+  ASSERT_TRUE(wait_connected(c));
+  auto mine = c.acquire("r12-gauge-mine", once(10000ms));
+  ASSERT_TRUE(mine) << mine.report.message();
+  auto other = holder.acquire("r12-gauge-other", once(10000ms));
+  ASSERT_TRUE(other) << other.report.message();
+  const lease bare = other.lock.detach();
+  EXPECT_EQ(held_gauge(m->render()), 1);
+  EXPECT_FALSE(c.release(bare).error);
+  EXPECT_EQ(held_gauge(m->render()), 1) << "a bare lease's release counted as a handle's";
+  ASSERT_TRUE(mine.lock.release());
+  EXPECT_EQ(held_gauge(m->render()), 0);
+}
+
 // The semaphore holds one permit: the gauge says 1 while held, 0 after.
 TEST(Review12, semaphore_permit_keeps_the_held_gauge_consistent) {
   redis_cluster cl(3);

@@ -184,6 +184,61 @@ TEST(Review13, set_release_wakes_single_key_waiter) {
   if (got.lock) (void)got.lock.release();
 }
 
+// W2, the other half: acquire_many waits for release notifications as a single
+// key does (it polled by its retry schedule). A set waiter blocked by a single-key
+// holder is woken by that key's release; then, blocked by another holder on the
+// set's other key, it moves to that key's channel and is woken by its release.
+TEST(Review13, set_waiter_wakes_at_each_blocking_keys_release) {
+  client a(opts(nodes().uris()));
+  client b(opts(nodes().uris()));
+  ASSERT_TRUE(wait_connected(a));
+  ASSERT_TRUE(wait_connected(b));
+  const std::string x = unique("w2sx"), y = unique("w2sy");
+  auto hx = a.acquire(x, once());
+  auto hy = a.acquire(y, once());
+  ASSERT_TRUE(hx.lock && hy.lock);
+  auto fut = std::async(std::launch::async, [&] { return b.acquire_many({x, y}, waiting(5000ms, 20000ms)); });
+  ASSERT_TRUE(eventually([&] { return all_subscribed(nodes(), x); }, 5000ms)) << "blocked by x: waits on x";
+  std::this_thread::sleep_for(50ms);
+  const auto t0 = clock_type::now();
+  EXPECT_FALSE(hx.lock.release().error);
+  // The woken attempt finds y held: the waiter subscribes y's channel.
+  ASSERT_TRUE(eventually([&] { return all_subscribed(nodes(), y); }, 2000ms)) << "blocked by y: waits on y";
+  EXPECT_LT(since(t0), 500ms);
+  std::this_thread::sleep_for(50ms);
+  const auto t1 = clock_type::now();
+  EXPECT_FALSE(hy.lock.release().error);
+  auto got = fut.get();
+  EXPECT_TRUE(got.lock) << got.report.error.message();
+  EXPECT_LT(since(t1), 500ms) << "retry delay is 5 s: the set waiter was not woken";
+  EXPECT_GE(got.report.attempts, 3);
+  if (got.lock) (void)got.lock.release();
+}
+
+// A set waiter blocked by a set holder: the holder's set release publishes on
+// every key's channel, and its rollbacks publish nothing.
+TEST(Review13, set_release_wakes_set_waiter) {
+  client a(opts(nodes().uris()));
+  client b(opts(nodes().uris()));
+  ASSERT_TRUE(wait_connected(a));
+  ASSERT_TRUE(wait_connected(b));
+  const std::string x = unique("w2ssx"), y = unique("w2ssy"), z = unique("w2ssz");
+  auto held = a.acquire_many({x, y}, once());
+  ASSERT_TRUE(held.lock) << held.report.error.message();
+  auto fut = std::async(std::launch::async, [&] { return b.acquire_many({z, y}, waiting(5000ms, 20000ms)); });
+  ASSERT_TRUE(eventually([&] { return all_subscribed(nodes(), y); }, 5000ms));
+  std::this_thread::sleep_for(50ms);
+  const auto t0 = clock_type::now();
+  EXPECT_FALSE(held.lock.release().error);
+  auto got = fut.get();
+  EXPECT_TRUE(got.lock) << got.report.error.message();
+  EXPECT_LT(since(t0), 500ms);
+  if (got.lock) (void)got.lock.release();
+  for (const std::string& k : {x, y, z}) {
+    EXPECT_TRUE(eventually([&] { return nodes().count_key(k) == 0; })) << k << ": " << nodes().count_key(k);
+  }
+}
+
 // ---- Attack E1: campaign() with the default deadline (0 = without bound) does
 // not wait for the release notification: the campaign's acquire has
 // retry.deadline = 0, and acquire_op only waits for releases when

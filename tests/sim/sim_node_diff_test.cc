@@ -374,6 +374,7 @@ const script_ref kScripts[] = {
     {detail::kExtendMany, 2, "extend_many"},
     {detail::kReleaseMany, 2, "release_many"},
     {detail::kReleaseQuiet, 1, "release_quiet"},
+    {detail::kReleaseManyQuiet, 2, "release_many_quiet"},
 };
 
 // The script's SHA-1, as the simulator's SCRIPT LOAD gives it (the comparisons
@@ -418,7 +419,7 @@ vector<string> script_request(gen& g) {
       args = {g.token(), g.ttl()};
       break;
     case 4:  // release
-    case 9:  // release_quiet
+    case 12:  // release_quiet
       keys = {g.key()};
       args = {g.token()};
       break;
@@ -441,7 +442,7 @@ vector<string> script_request(gen& g) {
     default:  // the set scripts: one to four keys (now and then one twice)
       for (std::size_t k = g.below(4); k < 4; ++k) keys.push_back(g.key());
       args = {g.token()};
-      if (which != 11) args.push_back(g.ttl());
+      if (which != 11 && which != 13) args.push_back(g.ttl());  // release_many(_quiet): no TTL
       break;
   }
   // Now and then the wrong shape: an argument or key missing or extra.

@@ -396,6 +396,21 @@ TEST(metrics, locks_held_counts_acquired_minus_released_minus_lost_and_hold_time
   EXPECT_EQ(parsed(m).value("redlock_locks_held"), -1);
 }
 
+// The release of a bare lease (client::release(lease): of_handle false) was never
+// counted in, so it is not counted out: the gauge does not go below the handles.
+TEST(metrics, the_release_of_a_bare_lease_leaves_the_held_gauge_alone) {
+  redlock::metrics m;
+  m.on_lock_acquired(lock_ev(0us));
+  redlock::lock_event bare = lock_ev(5ms);
+  bare.of_handle = false;
+  m.on_lock_released(bare);
+  auto e = parsed(m);
+  EXPECT_EQ(e.value("redlock_locks_held"), 1);
+  EXPECT_EQ(e.value("redlock_hold_duration_seconds_count"), 1);  // still a hold observed
+  m.on_lock_released(lock_ev(5ms));
+  EXPECT_EQ(parsed(m).value("redlock_locks_held"), 0);
+}
+
 TEST(metrics, node_series_follow_up_down_quarantine_reconnect_and_reply_latency) {
   redlock::metrics m;
   const std::string a = "redis://10.0.0.1:6379", b = "rediss://user:***@10.0.0.2:6380/2";

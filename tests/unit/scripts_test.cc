@@ -18,7 +18,7 @@ constexpr script_id kAllScripts[] = {script_id::acquire, script_id::acquire_fenc
 
 // The set scripts (lib/multi.cc): any number of keys, given by the command.
 constexpr script_id kSetScripts[] = {script_id::acquire_many, script_id::extend_many,
-                                     script_id::release_many};
+                                     script_id::release_many, script_id::release_many_quiet};
 
 TEST(Scripts, TableCoversEveryScriptIdBesidesThePlainCommands) {
   // `ping` and `acquire_set` are plain commands; acquire_set falls back to kAcquire.
@@ -75,6 +75,10 @@ TEST(Scripts, ReleasePublishesOnTheKeysChannelAndTheQuietOneDoesNot) {
   EXPECT_NE(std::strstr(kRelease, "redis.pcall('PUBLISH', KEYS[1] .. ':released', ARGV[1])"), nullptr);
   EXPECT_EQ(std::strstr(kRelease, "redis.call('PUBLISH'"), nullptr);
   EXPECT_EQ(std::strstr(kReleaseQuiet, "PUBLISH"), nullptr);
+  // A set's release publishes on every deleted key's channel (review 13, W2).
+  EXPECT_NE(std::strstr(kReleaseMany, "redis.pcall('PUBLISH', KEYS[i] .. ':released', ARGV[1])"), nullptr);
+  EXPECT_EQ(std::strstr(kReleaseMany, "redis.call('PUBLISH'"), nullptr);
+  EXPECT_EQ(std::strstr(kReleaseManyQuiet, "PUBLISH"), nullptr);
 }
 
 // A least-privilege ACL user without +time must be able to run every script: the
@@ -110,6 +114,7 @@ TEST(Scripts, TheSetScriptsTakeEveryKeyTheCommandGivesAndCallNoTime) {
   EXPECT_STREQ(get_script(script_id::acquire_many).body, kAcquireMany);
   EXPECT_STREQ(get_script(script_id::extend_many).body, kExtendMany);
   EXPECT_STREQ(get_script(script_id::release_many).body, kReleaseMany);
+  EXPECT_STREQ(get_script(script_id::release_many_quiet).body, kReleaseManyQuiet);
   std::set<std::string> shas;
   for (script_id id : kAllScripts) shas.insert(get_script(id).sha());
   for (script_id id : kSetScripts) {
