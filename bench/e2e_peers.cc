@@ -167,6 +167,23 @@ std::string json_string(const std::string& json, const std::string& key) {
   return end == std::string::npos ? "" : json.substr(at + needle.size(), end - at - needle.size());
 }
 
+// Why npm failed, in one line: its error code and the first line naming an error
+// (e.g. "ECONNREFUSED: FetchError: request to ... failed"), else its last line.
+std::string npm_reason(const std::string& text) {
+  std::string code, what;
+  std::stringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (code.empty() && line.rfind("npm error code ", 0) == 0) code = line.substr(15);
+    if (what.empty() && line.find("Error") != std::string::npos) {
+      what = line.rfind("npm error ", 0) == 0 ? line.substr(10) : line;
+    }
+  }
+  if (what.empty()) what = last_line(text);
+  if (what.size() > 300) what = what.substr(0, 300) + "...";
+  return code.empty() ? what : code + ": " + what;
+}
+
 std::string loadavg() { return last_line(read_file("/proc/loadavg")); }
 
 // Where npm keeps its cache between runs: $REDLOCK_PEERS_NPM_CACHE, else
@@ -266,7 +283,7 @@ void scenario_peers(env& e, std::size_t n) {
   if (!inst.started || inst.timed_out || inst.exit_status != 0) {
     std::string why = !inst.started ? inst.err
                       : inst.timed_out ? "npm install took over 90 s"
-                                       : "npm install failed: " + last_line(inst.err + inst.out);
+                                       : "npm install failed: " + npm_reason(inst.err + inst.out);
     skip(e, why);
     return;
   }
