@@ -393,11 +393,14 @@ void scenario_peers(env& e, std::size_t n) {
       cpu_meter m(e.pids(n));
       const std::string json = node_run(k, k == 1 ? e.size.latency_time : e.size.throughput_time);
       const double pairs = json_number(json, "pairs");
+      const double warmup = json_number(json, "warmup_pairs");
+      if (std::isnan(pairs) || std::isnan(warmup)) throw std::runtime_error("node-redlock driver: bad output: " + json);
       record r = figure(name.c_str(), k);
       // The driver's own CPU (process.cpuUsage over the measured window); the
-      // servers' over the whole child run, its warm-up included.
+      // servers' over the whole child run, so per pair of the warm-up too.
       r.set("client_cpu_us_per_pair", json_number(json, "cpu_us_per_pair"));
-      r.set("server_cpu_us_per_pair", m.servers_us_per(static_cast<std::uint64_t>(pairs)));
+      r.set("server_cpu_us_per_pair",
+            m.servers_us_per(static_cast<std::uint64_t>(pairs + warmup)));
       r.set("others_busy_cores_incl_node", m.other_busy_cores());
       r.set_int("pairs", static_cast<std::int64_t>(pairs));
       r.set_int("errors", static_cast<std::int64_t>(json_number(json, "errors")));

@@ -14,7 +14,7 @@
 // deadline (duration + 20 s) ends the process with status 3 if a call never
 // answers.
 //
-// Output fields: pairs, errors, seconds, pairs_per_s, pair_p50_us, pair_p99_us
+// Output fields: pairs, warmup_pairs (before the measured window), errors, seconds, pairs_per_s, pair_p50_us, pair_p99_us
 // (acquire call to release answer), acquire_p50_us, release_p50_us,
 // cpu_us_per_pair (process.cpuUsage(), user + system, over the measured window),
 // redlock_version, ioredis_version, node_version.
@@ -114,7 +114,8 @@ async function main() {
 
   // Warm-up: connections settled, the scripts loaded (EVALSHA -> NOSCRIPT -> EVAL).
   const warmDeadline = Date.now() + 5000;
-  for (let i = 0; i < args.warmup && Date.now() < warmDeadline; ++i) await onePair();
+  let warmed = 0;
+  for (; warmed < args.warmup && Date.now() < warmDeadline; ++warmed) await onePair();
 
   record = true;
   let started = 0;
@@ -142,6 +143,7 @@ async function main() {
     inflight: args.inflight,
     nodes: args.ports.length,
     pairs: stats.pairs,
+    warmup_pairs: warmed,
     errors: stats.errors,
     seconds,
     pairs_per_s: seconds > 0 ? stats.pairs / seconds : 0,
