@@ -9,7 +9,8 @@
 // machine:
 //   floor    the parallel raw floor (single pair) and the pipelined floor (batch 64)
 //   redlock  sync_pairs (one caller thread), one async chain, 64 async chains
-//   node     bench/peers/node_redlock_pairs.js, one chain and 64 chains
+//   node     bench/peers/node_redlock_pairs.js: one chain, 64 chains, and 64
+//            chains with ioredis' enableAutoPipelining
 // and the medians over the rounds are reported as ratios to the floors.
 #include <fcntl.h>
 #include <signal.h>
@@ -51,6 +52,9 @@ constexpr std::uint64_t kUnbounded = 100'000'000;  // loops are bounded by time 
 constexpr const char* kRedlockPackage = "redlock@5.0.0-beta.2";
 constexpr const char* kIoredisPackage = "ioredis";
 constexpr int kInflight = 64;
+// Warm-up pairs of each node-redlock run, so its JIT has compiled the pair loop
+// (the driver bounds the warm-up at 5 s too).
+constexpr std::uint64_t kNodeWarmupPairs = 1000;
 
 // The path of an executable `name` on PATH; "" if there is none.
 std::string find_on_path(const std::string& name) {
@@ -297,11 +301,12 @@ void scenario_peers(env& e, std::size_t n) {
   };
   std::string versions;  // "redlock X, ioredis Y, node Z", from the driver
   // One run of the JS driver; its JSON line, or an exception with node's stderr.
-  auto node_run = [&](int inflight, bench_clock::duration window) {
+  auto node_run = [&](int inflight, bool auto_pipelining, bench_clock::duration window) {
     const std::vector<std::string> argv = {node,         driver,          "--modules",   modules,
                                            "--ports",    port_list,       "--inflight",  std::to_string(inflight),
                                            "--duration-ms", ms(window),   "--max-pairs", std::to_string(kUnbounded),
-                                           "--warmup",   std::to_string(e.size.warmup_pairs)};
+                                           "--warmup",   std::to_string(std::max(kNodeWarmupPairs, e.size.warmup_pairs)),
+                                           "--auto-pipelining", auto_pipelining ? "1" : "0"};
     const child_result c = run_bounded(argv, prefix.path(), window + seconds(30));
     const std::size_t brace = c.out.find('{');
     if (c.exit_status != 0 || brace == std::string::npos)
@@ -337,7 +342,7 @@ void scenario_peers(env& e, std::size_t n) {
   std::map<std::string, std::vector<record>> runs;
   const std::vector<std::string> kOrder = {"floor.parallel", "floor.pipelined64", "redlock.sync",
                                            "redlock.async1", "redlock.async64",   "node-redlock.single",
-                                           "node-redlock.inflight64"};
+                                           "node-redlock.inflight64", "node-redlock.inflight64_autopipe"};
   auto run_floor = [&] {
     {
       cpu_meter m(e.pids(n));
@@ -388,10 +393,14 @@ void scenario_peers(env& e, std::size_t n) {
     }
   };
   auto run_node = [&] {
-    for (int k : {1, kInflight}) {
-      const std::string name = k == 1 ? "node-redlock.single" : "node-redlock.inflight64";
+    // One chain; 64 chains; 64 chains with ioredis' auto-pipelining.
+    const std::vector<std::pair<std::string, bool>> variants = {{"node-redlock.single", false},
+                                                                {"node-redlock.inflight64", false},
+                                                                {"node-redlock.inflight64_autopipe", true}};
+    for (const auto& [name, autopipe] : variants) {
+      const int k = name == "node-redlock.single" ? 1 : kInflight;
       cpu_meter m(e.pids(n));
-      const std::string json = node_run(k, k == 1 ? e.size.latency_time : e.size.throughput_time);
+      const std::string json = node_run(k, autopipe, k == 1 ? e.size.latency_time : e.size.throughput_time);
       const double pairs = json_number(json, "pairs");
       const double warmup = json_number(json, "warmup_pairs");
       if (std::isnan(pairs) || std::isnan(warmup)) throw std::runtime_error("node-redlock driver: bad output: " + json);
@@ -407,6 +416,7 @@ void scenario_peers(env& e, std::size_t n) {
       r.set("pair_p50_us", json_number(json, "pair_p50_us"));
       r.set("pair_p99_us", json_number(json, "pair_p99_us"));
       r.set("pairs_per_s", json_number(json, "pairs_per_s"));
+      r.set_int("auto_pipelining", autopipe ? 1 : 0);
       r.set_str("versions", versions);
       runs[name].push_back(r);
     }
@@ -429,6 +439,10 @@ void scenario_peers(env& e, std::size_t n) {
   const double floor_p50 = med.at("floor.parallel").num("pair_p50_us");
   const double floor_p99 = med.at("floor.parallel").num("pair_p99_us");
   const double floor_pps = med.at("floor.pipelined64").num("pairs_per_s");
+  const auto cpu_per_pair = [](const record& r) {
+    return r.num("client_cpu_us_per_pair") + r.num("server_cpu_us_per_pair");
+  };
+  const double floor_cpu = cpu_per_pair(med.at("floor.pipelined64"));
   for (const auto& name : kOrder) {
     record& m = med.at(name);
     if (m.num("inflight") == 1) {
@@ -436,6 +450,9 @@ void scenario_peers(env& e, std::size_t n) {
       m.set("ratio_p99_vs_parallel_floor", m.num("pair_p99_us") / floor_p99);
     } else {
       m.set("ratio_vs_pipelined64_floor", m.num("pairs_per_s") / floor_pps);
+      // The ratio if CPU were the only limit (a dedicated, saturated machine):
+      // the floor's CPU per pair (client + servers) over this one's.
+      m.set("cpu_bound_ratio_vs_pipelined64_floor", floor_cpu / cpu_per_pair(m));
     }
     e.out->emit(m);
   }
@@ -456,7 +473,7 @@ void scenario_peers(env& e, std::size_t n) {
 
   // The table.
   auto row = [&](const char* label, const char* single, const char* multi) {
-    char a[96] = "", b[64] = "";
+    char a[96] = "", b[96] = "";
     if (single != nullptr) {
       const record& s = med.at(single);
       std::snprintf(a, sizeof a, "%8.0f %8.0f %6.2fx %8.1f", s.num("pair_p50_us"), s.num("pair_p99_us"),
@@ -466,21 +483,23 @@ void scenario_peers(env& e, std::size_t n) {
     }
     if (multi != nullptr) {
       const record& t = med.at(multi);
-      std::snprintf(b, sizeof b, "%9.0f %6.2fx %8.1f %8.1f", t.num("pairs_per_s"), t.num("pairs_per_s") / floor_pps,
-                    t.num("client_cpu_us_per_pair"), t.num("server_cpu_us_per_pair"));
+      std::snprintf(b, sizeof b, "%9.0f %6.2fx %8.1f %8.1f %6.2fx", t.num("pairs_per_s"),
+                    t.num("pairs_per_s") / floor_pps, t.num("client_cpu_us_per_pair"),
+                    t.num("server_cpu_us_per_pair"), floor_cpu / cpu_per_pair(t));
     } else {
-      std::snprintf(b, sizeof b, "%9s %7s %8s %8s", "-", "-", "-", "-");
+      std::snprintf(b, sizeof b, "%9s %7s %8s %8s %7s", "-", "-", "-", "-", "-");
     }
     e.out->note("  %-28s %s | %s", label, a, b);
   };
   e.out->note("  peers: %zu nodes, median of %d rounds; %s; others busy %.2f cores; loadavg %s -> %s", n, rounds,
               versions.c_str(), median(others), load0.c_str(), loadavg().c_str());
-  e.out->note("  %-28s %8s %8s %7s %8s | %9s %7s %8s %8s", "", "p50 us", "p99 us", "x floor", "cpu/pair",
-              "pairs/s@64", "x floor", "cpu/pair", "srv cpu");
+  e.out->note("  %-28s %8s %8s %7s %8s | %9s %7s %8s %8s %7s", "", "p50 us", "p99 us", "x floor", "cpu/pair",
+              "pairs/s@64", "x floor", "cpu/pair", "srv cpu", "cpu-x");
   row("raw floor (parallel/pipe64)", "floor.parallel", "floor.pipelined64");
   row("redlock (sync / async 64)", "redlock.sync", "redlock.async64");
   row("redlock (async, 1 chain)", "redlock.async1", nullptr);
   row("node-redlock 5 beta/ioredis", "node-redlock.single", "node-redlock.inflight64");
+  row("  + ioredis auto-pipelining", nullptr, "node-redlock.inflight64_autopipe");
 }
 
 }  // namespace redlock::bench

@@ -5,14 +5,16 @@
 // object on stdout; progress and errors go to stderr.
 //
 //   node node_redlock_pairs.js --modules DIR --ports P1,P2,... [--inflight K]
-//        [--duration-ms D] [--max-pairs N] [--warmup N] [--ttl-ms T]
+//        [--duration-ms D] [--max-pairs N] [--warmup N] [--ttl-ms T] [--auto-pipelining 0|1]
 //
 // --modules DIR: the node_modules directory holding redlock and ioredis (the
 // scenario installs them into a temporary prefix). --inflight 1 (the default) is
 // the single-client loop: the next acquire starts when the previous release has
 // answered. Every loop is bounded by both --duration-ms and --max-pairs; a hard
 // deadline (duration + 20 s) ends the process with status 3 if a call never
-// answers.
+// answers. --auto-pipelining 1 sets ioredis' enableAutoPipelining (commands
+// issued in one event-loop tick go out in one write); the default is ioredis'
+// own default (off).
 //
 // Output fields: pairs, warmup_pairs (before the measured window), errors, seconds, pairs_per_s, pair_p50_us, pair_p99_us
 // (acquire call to release answer), acquire_p50_us, release_p50_us,
@@ -23,7 +25,7 @@
 const path = require("path");
 
 function parseArgs(argv) {
-  const a = { inflight: 1, durationMs: 2000, maxPairs: 1000000, warmup: 300, ttlMs: 30000 };
+  const a = { inflight: 1, durationMs: 2000, maxPairs: 1000000, warmup: 300, ttlMs: 30000, autoPipelining: false };
   for (let i = 2; i < argv.length; ++i) {
     const k = argv[i];
     const v = argv[i + 1];
@@ -36,6 +38,7 @@ function parseArgs(argv) {
     else if (k === "--max-pairs") a.maxPairs = parseInt(v, 10);
     else if (k === "--warmup") a.warmup = parseInt(v, 10);
     else if (k === "--ttl-ms") a.ttlMs = parseInt(v, 10);
+    else if (k === "--auto-pipelining") a.autoPipelining = v === "1";
     else throw new Error(`unknown argument ${k}`);
   }
   if (!a.modules) throw new Error("--modules is required");
@@ -72,11 +75,12 @@ async function main() {
   const Redlock = redlockModule.default || redlockModule;
   const versionOf = (name) => require(path.join(args.modules, name, "package.json")).version;
 
-  // ioredis defaults (no command timeout, no auto-pipelining), as a node-redlock
-  // user gets them; a refused connection fails the run instead of retrying.
+  // ioredis defaults (no command timeout; auto-pipelining off unless asked), as a
+  // node-redlock user gets them; a refused connection fails the run instead of
+  // retrying.
   const clients = args.ports.map(
     (port) => new Redis({ host: "127.0.0.1", port, lazyConnect: true, maxRetriesPerRequest: 1,
-                          retryStrategy: () => null }));
+                          retryStrategy: () => null, enableAutoPipelining: args.autoPipelining }));
   await Promise.all(clients.map((c) => c.connect()));
   // One attempt per acquire (the keys are uncontended); default drift factor.
   const redlock = new Redlock(clients, { retryCount: 0 });
@@ -141,6 +145,7 @@ async function main() {
   stats.release.sort(byNumber);
   const out = {
     inflight: args.inflight,
+    auto_pipelining: args.autoPipelining,
     nodes: args.ports.length,
     pairs: stats.pairs,
     warmup_pairs: warmed,
