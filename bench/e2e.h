@@ -90,6 +90,9 @@ using observer_factory = std::function<std::shared_ptr<observer>()>;
 std::vector<std::pair<std::string, observer_factory>>& observer_variants();
 void scenario_observers(env& e, std::size_t nodes, int inflight);
 void scenario_handover(env& e, std::size_t nodes);
+// node-redlock (node, npm) vs the library and the floors; skips, with its reason
+// in a "peers.skipped" record, when node, npm or the packages are unavailable.
+void scenario_peers(env& e, std::size_t nodes);  // e2e_peers.cc
 
 // The summary table (floors, library figures, ratios, targets) on `f`.
 void print_summary(std::FILE* f, const std::vector<record>& records);

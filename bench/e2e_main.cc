@@ -6,8 +6,8 @@
 //             [--watchdog-ttl LIST] [SCENARIO...]
 //
 // SCENARIO: floor latency throughput contention paused slow watchdog memory tls semaphore observers
-// handover, or all
-// (the default). See docs/benchmarks.md.
+// handover, or all (the default); and the opt-in ones, run only when named (never by `all`, the
+// default or --quick alone): peers. See docs/benchmarks.md.
 #include <signal.h>
 #include <unistd.h>
 
@@ -32,6 +32,10 @@ namespace {
 const std::vector<std::string> kScenarios = {"floor",  "latency", "throughput", "contention",
                                              "paused", "slow",    "watchdog",   "memory", "tls",
                                              "semaphore", "observers", "handover"};
+// Run only when named: they need more than this machine (peers: node, npm and,
+// with a cold npm cache, the registry), so neither `all`, the default nor the
+// CI smoke run (`--quick`, no scenario named) includes them.
+const std::vector<std::string> kOptInScenarios = {"peers"};
 
 void usage(std::FILE* f) {
   std::fprintf(f,
@@ -56,6 +60,12 @@ void usage(std::FILE* f) {
                "              32-in-flight throughput and client CPU per pair, as ratios to none\n"
                "  handover    waiting acquires, polling vs release notifications: hand-over latency,\n"
                "              48 contenders holding 10 ms (fairness, server commands per acquisition)\n"
+               "\n"
+               "opt-in scenarios (run only when named; not part of all, the default or --quick):\n"
+               "  peers       node-redlock 5 (beta) over ioredis, installed by npm into a temporary\n"
+               "              prefix, vs this library and the raw floors: single-client pair latency and\n"
+               "              64-in-flight pairs/s. Skips (exit status unaffected) without node/npm or\n"
+               "              when npm install fails (no network and a cold cache)\n"
                "\n"
                "options:\n"
                "  --quick             each scenario well under 2 s (CI smoke run)\n"
@@ -204,7 +214,8 @@ int run(int argc, char** argv) {
       data_dir = value("--data-dir");
     } else if (a == "all") {
       chosen = kScenarios;
-    } else if (std::find(kScenarios.begin(), kScenarios.end(), a) != kScenarios.end()) {
+    } else if (std::find(kScenarios.begin(), kScenarios.end(), a) != kScenarios.end() ||
+               std::find(kOptInScenarios.begin(), kOptInScenarios.end(), a) != kOptInScenarios.end()) {
       if (std::find(chosen.begin(), chosen.end(), a) == chosen.end()) chosen.push_back(a);
     } else {
       std::fprintf(stderr, "bench_e2e: unknown argument '%s'\n\n", a.c_str());
@@ -215,8 +226,10 @@ int run(int argc, char** argv) {
   if (chosen.empty()) chosen = kScenarios;
   // Run in the canonical order whatever the command-line order.
   std::vector<std::string> order;
-  for (const auto& s : kScenarios) {
-    if (std::find(chosen.begin(), chosen.end(), s) != chosen.end()) order.push_back(s);
+  for (const auto* list : {&kScenarios, &kOptInScenarios}) {
+    for (const auto& s : *list) {
+      if (std::find(chosen.begin(), chosen.end(), s) != chosen.end()) order.push_back(s);
+    }
   }
 
   sizing size = sizing::make(quick);
@@ -284,6 +297,7 @@ int run(int argc, char** argv) {
       {"semaphore", [&] { scenario_semaphore(e, n); }},
       {"observers", [&] { scenario_observers(e, n, 32); }},
       {"handover", [&] { scenario_handover(e, n); }},
+      {"peers", [&] { scenario_peers(e, n); }},
   };
   int failures = 0;
   for (const auto& name : order) {
