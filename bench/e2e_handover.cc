@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <memory>
@@ -63,6 +64,23 @@ long long commands_processed(const env& e, std::size_t n) {
     if (at != std::string::npos) total += std::atoll(info.c_str() + at + 25);
   }
   return total;
+}
+
+// Per command (INFO commandstats, summed over the nodes; script-internal calls
+// included): the breakdown of commands_processed.
+const char* const kCommandKinds[] = {"set", "time", "evalsha", "eval", "get", "del", "publish", "subscribe"};
+
+std::vector<long long> command_calls(const env& e, std::size_t n) {
+  std::vector<long long> out(std::size(kCommandKinds), 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string info = (*e.cluster)[i].command({"INFO", "commandstats"});
+    for (std::size_t k = 0; k < out.size(); ++k) {
+      const std::string tag = std::string("cmdstat_") + kCommandKinds[k] + ":calls=";
+      const auto at = info.find(tag);
+      if (at != std::string::npos) out[k] += std::atoll(info.c_str() + at + tag.size());
+    }
+  }
+  return out;
 }
 
 double median_rtt_us(client& c) {
@@ -127,6 +145,7 @@ void fairness(env& e, std::size_t n, bool notify, record& r, int kClients) {
   std::atomic<long long> failures{0};
   std::atomic<bool> stop{false};
   const long long cmds0 = commands_processed(e, n);
+  const std::vector<long long> kinds0 = command_calls(e, n);
   const auto start = bench_clock::now();
   std::vector<std::thread> threads;
   for (int i = 0; i < kClients * kPerClient; ++i) {
@@ -147,6 +166,7 @@ void fairness(env& e, std::size_t n, bool notify, record& r, int kClients) {
   std::this_thread::sleep_for(window);
   stop = true;
   const long long cmds1 = commands_processed(e, n);
+  const std::vector<long long> kinds1 = command_calls(e, n);
   const double seconds = std::chrono::duration<double>(bench_clock::now() - start).count();
   for (auto& t : threads) t.join();
   long long total = 0, min = count[0];
@@ -164,6 +184,15 @@ void fairness(env& e, std::size_t n, bool notify, record& r, int kClients) {
   r.set(p + "jain", sq > 0 ? static_cast<double>(total) * static_cast<double>(total) / (static_cast<double>(count.size()) * sq) : 0);
   r.set(p + "commands_per_acquisition", total > 0 ? static_cast<double>(cmds1 - cmds0) / static_cast<double>(total) : 0);
   r.set_int(p + "acquire_failures", failures.load());
+  std::string breakdown;
+  for (std::size_t k = 0; k < kinds0.size(); ++k) {
+    const double per = total > 0 ? static_cast<double>(kinds1[k] - kinds0[k]) / static_cast<double>(total) : 0;
+    r.set(p + "cmd_" + kCommandKinds[k] + "_per_acquisition", per);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s%s %.1f", breakdown.empty() ? "" : ", ", kCommandKinds[k], per);
+    breakdown += buf;
+  }
+  r.set_str(p + "commands_breakdown", breakdown);
 }
 
 }  // namespace
@@ -187,6 +216,7 @@ void scenario_handover(env& e, std::size_t n) {
                   q == "c4_" ? "4" : "1", r.num(q + "acquired_per_s"),
                   static_cast<long long>(r.num(q + "min_per_contender")), r.num(q + "jain"),
                   r.num(q + "commands_per_acquisition"));
+      e.out->note("      per acquisition: %s", r.str(q + "commands_breakdown").c_str());
     }
   }
 }
