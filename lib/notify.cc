@@ -146,9 +146,9 @@ std::optional<std::string> notifier::missed_release(const std::string& key, wait
   if (ch.woken != nullptr && ch.woken != &w) return std::nullopt;
   for (auto r = ch.recent.rbegin(); r != ch.recent.rend(); ++r) {
     // Holders unknown (fenced): only a release seen since the attempt started.
-    if (!w.blocked_by(r->first) || (!w.knows_blockers() && r->second < attempt_started)) continue;
+    if (!w.blocked_by(r->token) || (!w.knows_blockers() && r->at < attempt_started)) continue;
     ch.woken = &w;
-    return r->first;
+    return r->token;
   }
   return std::nullopt;
 }
@@ -205,7 +205,7 @@ void notifier::wake_one(channel& ch) {
   }
 }
 
-void notifier::on_push(std::size_t, const redisReply& m) {
+void notifier::on_push(std::size_t node, const redisReply& m) {
   const redisReply* ch_name = m.element[1];
   const redisReply* payload = m.element[2];
   if (ch_name->type != REDIS_REPLY_STRING || payload->type != REDIS_REPLY_STRING) return;
@@ -215,18 +215,33 @@ void notifier::on_push(std::size_t, const redisReply& m) {
   auto it = channels_.find(std::string(name.substr(0, name.size() - kSuffix.size())));
   if (it == channels_.end()) return;
   channel& ch = it->second;
-  std::string token(payload->str, payload->len);
-  // Every node publishes the same release: the first one counts.
-  for (const auto& r : ch.recent) {
-    if (r.first == token) return;
+  std::string_view token(payload->str, payload->len);
+  // Every node publishes the same release. A waiter is woken once a quorum of the
+  // notifying nodes has published it: a waiter woken by the first message alone
+  // would often find the key still held on the nodes whose delete had not run yet
+  // (their release requests are in flight too) and lose a round to that.
+  auto r = std::find_if(ch.recent.begin(), ch.recent.end(), [&](const channel::released& x) { return x.token == token; });
+  if (r == ch.recent.end()) {
+    ch.recent.push_back(channel::released{std::string(token), c_.now(), std::vector<bool>(c_.size(), false), 0, false});
+    if (ch.recent.size() > kRecent) ch.recent.pop_front();
+    r = std::prev(ch.recent.end());
   }
-  ch.recent.emplace_back(token, c_.now());
-  if (ch.recent.size() > kRecent) ch.recent.pop_front();
+  if (node < r->nodes.size() && !r->nodes[node]) {
+    r->nodes[node] = true;
+    ++r->count;
+  }
+  if (r->acted || r->count < wake_threshold(ch)) return;
+  r->acted = true;
   if (ch.woken != nullptr) {
-    ch.absorbed.push_back(std::move(token));
+    ch.absorbed.push_back(r->token);
     return;
   }
   wake_one(ch);
+}
+
+std::size_t notifier::wake_threshold(const channel& ch) const {
+  const auto on = static_cast<std::size_t>(std::count(ch.nodes.begin(), ch.nodes.end(), sub::on));
+  return std::max<std::size_t>(1, std::min(on, c_.size() / 2 + 1));
 }
 
 void notifier::on_sub_ready(std::size_t node) {

@@ -93,7 +93,14 @@ class notifier final : private push_listener {
     std::vector<std::function<void(bool)>> on_settled;
     std::vector<clock_tp> settled_for;  // per on_settled: its attempt's start
     clock_tp confirmed_at{};            // the last node subscription confirmed
-    std::deque<std::pair<std::string, clock_tp>> recent;  // released tokens seen, newest last
+    struct released {
+      std::string token;
+      clock_tp at;              // its first message
+      std::vector<bool> nodes;  // the nodes that published it
+      std::size_t count = 0;
+      bool acted = false;       // it woke a waiter (or was absorbed)
+    };
+    std::deque<released> recent;  // released tokens seen, newest last
     std::vector<std::string> absorbed;  // released while a woken attempt was in flight
     waiter* woken = nullptr;
     clock_tp lost_at{};  // a woken attempt last failed (another client won the race)
@@ -110,6 +117,9 @@ class notifier final : private push_listener {
   void on_subscribe_reply(const std::string& key, std::size_t node, bool ok, bool refused);
   void check_settled(channel& ch);
   void wake_one(channel& ch);
+  // Messages of one release that wake a waiter: a quorum of the nodes whose
+  // subscription is confirmed (at least 1).
+  std::size_t wake_threshold(const channel& ch) const;
   void after_woken(channel& ch);
   void arm_sweep();
   void sweep();
