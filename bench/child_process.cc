@@ -152,7 +152,7 @@ std::string proxy_process::executable() {
 }
 
 proxy_process::proxy_process(const std::string& to_host, int to_port, std::chrono::microseconds delay,
-                             bool both_directions, std::chrono::seconds max_lifetime)
+                             bool both_directions, int nice_value, std::chrono::seconds max_lifetime)
     : child_(
           [&] {
             std::vector<std::string> argv = {executable(),
@@ -166,6 +166,10 @@ proxy_process::proxy_process(const std::string& to_host, int to_port, std::chron
                                              std::to_string(max_lifetime.count()),
                                              "--control-stdin"};
             if (both_directions) argv.emplace_back("--both-directions");
+            if (nice_value > 0 || (nice_value < 0 && ::geteuid() == 0)) {
+              argv.emplace_back("--nice");
+              argv.emplace_back(std::to_string(nice_value));
+            }
             return argv;
           }(),
           proxy_options()) {

@@ -58,8 +58,10 @@ class child_process {
 // program. Throws std::runtime_error if it cannot start or listen.
 class proxy_process {
  public:
+  // nice_value: the proxy's scheduling priority (-20..19; below 0 needs root, and is
+  // only tried then).
   proxy_process(const std::string& to_host, int to_port, std::chrono::microseconds delay, bool both_directions,
-                std::chrono::seconds max_lifetime = std::chrono::seconds(3600));
+                int nice_value = 0, std::chrono::seconds max_lifetime = std::chrono::seconds(3600));
   int port() const noexcept { return port_; }
   pid_t pid() const noexcept { return child_.pid(); }
   std::string uri() const { return "redis://127.0.0.1:" + std::to_string(port_); }
