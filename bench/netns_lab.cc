@@ -59,8 +59,21 @@ bool pings(const std::string& host, int port) {
   return ok;
 }
 
-// Namespaces named rlb<pid>n<k> whose benchmark process is gone.
+bool gone(long pid) { return pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH); }
+
+// Namespaces named rlb<pid>n<k>, and directories /tmp/redlock-bench-netns-<pid>-*,
+// whose benchmark process is gone.
 void remove_stale() {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/tmp", ec)) {
+    const std::string name = entry.path().filename().string();
+    const std::string prefix = "redlock-bench-netns-";
+    if (name.rfind(prefix, 0) != 0) continue;
+    if (gone(std::strtol(name.c_str() + prefix.size(), nullptr, 10))) {
+      std::error_code ignored;
+      std::filesystem::remove_all(entry.path(), ignored);
+    }
+  }
   const std::string list = capture("ip netns list 2>/dev/null");
   std::size_t at = 0;
   while (at < list.size()) {
@@ -71,7 +84,7 @@ void remove_stale() {
     name = name.substr(0, name.find(' '));
     if (name.rfind("rlb", 0) != 0) continue;
     const long pid = std::strtol(name.c_str() + 3, nullptr, 10);
-    if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) run({"ip", "netns", "delete", name});
+    if (gone(pid)) run({"ip", "netns", "delete", name});
   }
 }
 
@@ -87,8 +100,8 @@ std::string netns_lab::unavailable() {
 netns_lab::netns_lab(std::size_t nodes) : tag_(static_cast<int>(::getpid())), octet_(10 + tag_ % 200) {
   if (nodes == 0 || nodes > 9) throw std::runtime_error("netns_lab: 1..9 nodes");
   remove_stale();
-  char tmpl[] = "/tmp/redlock-bench-netns-XXXXXX";
-  if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("netns_lab: mkdtemp failed");
+  std::string tmpl = "/tmp/redlock-bench-netns-" + std::to_string(tag_) + "-XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("netns_lab: mkdtemp failed");
   dir_ = tmpl;
   const char* env = std::getenv("REDLOCK_TEST_REDIS_SERVER");
   const std::string server = env != nullptr && *env != '\0' ? env : "redis-server";

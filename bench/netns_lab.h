@@ -7,9 +7,11 @@
 //
 // Needs root and iproute2's `ip` (netns, veth). Everything it creates carries the
 // benchmark's pid in its name (rlb<pid>n<k> namespaces, rlb<pid>r<k>/rlb<pid>v<k>
-// veths) and is removed by the destructor, also when the constructor throws; the
-// servers die with the benchmark (PR_SET_PDEATHSIG), and namespaces left by a
-// benchmark that was killed are removed by the next lab that starts.
+// veths, /tmp/redlock-bench-netns-<pid>-* for the servers' files) and is removed by
+// the destructor, also when the constructor throws; the servers and proxies die with
+// the benchmark (PR_SET_PDEATHSIG), and the namespaces (with their veths) and
+// directories left by a benchmark that was killed are removed by the next lab that
+// starts.
 //
 // Thread-safety: one thread at a time (the benchmark's main thread).
 #pragma once
