@@ -81,6 +81,41 @@ class cpu_split {
   cpu_meter meter_;
 };
 
+// CPU summed over several slices: the client (this process), the servers and the
+// proxies, per pair; and the other tenants' load over the slices.
+class cpu_total {
+ public:
+  struct mark {
+    mark(const std::vector<int>& servers, const std::vector<int>& proxies)
+        : own(process_cpu_seconds()), servers_s(processes_cpu_seconds(servers)),
+          proxies_s(processes_cpu_seconds(proxies)), meter(servers) {}
+    double own, servers_s, proxies_s;
+    cpu_meter meter;
+    bench_clock::time_point t0 = bench_clock::now();
+  };
+  void add(const mark& m, const std::vector<int>& servers, const std::vector<int>& proxies, std::uint64_t pairs) {
+    const double secs = to_seconds(bench_clock::now() - m.t0);
+    const double proxy = processes_cpu_seconds(proxies) - m.proxies_s;
+    own_ += process_cpu_seconds() - m.own;
+    servers_ += processes_cpu_seconds(servers) - m.servers_s;
+    proxies_ += proxy;
+    others_core_seconds_ += std::max(0.0, m.meter.other_busy_cores() - proxy / std::max(secs, 1e-9)) * secs;
+    seconds_ += secs;
+    pairs_ += pairs;
+  }
+  void put(record& r, const std::string& prefix) const {
+    const double p = pairs_ > 0 ? static_cast<double>(pairs_) : NAN;
+    r.set(prefix + "client_cpu_us_per_pair", own_ * 1e6 / p);
+    r.set(prefix + "server_cpu_us_per_pair", servers_ * 1e6 / p);
+    r.set(prefix + "proxy_cpu_us_per_pair", proxies_ * 1e6 / p);
+    r.set(prefix + "others_busy_cores", seconds_ > 0 ? others_core_seconds_ / seconds_ : NAN);
+  }
+
+ private:
+  double own_ = 0, servers_ = 0, proxies_ = 0, others_core_seconds_ = 0, seconds_ = 0;
+  std::uint64_t pairs_ = 0;
+};
+
 std::string rtt_label(const std::vector<int>& rtts_ms) {
   std::string s = "{";
   for (std::size_t i = 0; i < rtts_ms.size(); ++i) s += (i ? "," : "") + std::to_string(rtts_ms[i]);
@@ -102,43 +137,71 @@ void scenario_slow(env& e, std::size_t n, milliseconds delay) {
   raw_ports.push_back(proxy.port());
   raw_nodes raw(raw_ports);
   const std::size_t quorum = n / 2 + 1;
+  // Each repeat interleaves base and slow in short slices (the order alternating),
+  // library and raw client each: on a shared machine the load drifts within
+  // seconds, and slices see the same drift on both sides.
+  constexpr int kSlices = 6;
+  const auto slice = e.size.fault_time / kSlices;
   std::vector<record> runs;
   for (int rep = 0; rep < e.size.repeats; ++rep) {
     record r("fault.slow");
     r.set_int("nodes", static_cast<std::int64_t>(n));
     r.set_int("command_timeout_ms", timeout.count());
     r.set_int("delay_ms", delay.count());
-    auto phase = [&](const std::string& name, microseconds d) {
-      proxy.set_delay(d);
-      // Requests held at the old delay drain first (at most one delay).
-      std::this_thread::sleep_for(delay + milliseconds(20));
-      const client_stats s0 = c->stats();
-      cpu_split cpu(e.pids(n), {static_cast<int>(proxy.pid())});
-      pair_result l = sync_pairs(*c, bench_acquire_options(), e.size.fault_time, kUnbounded);
-      cpu.add(r, name + "_", l.pairs);
-      const client_stats s1 = c->stats();
-      r.set_summary(name + "_acquire", l.acquire.summarize());
-      r.set_summary(name + "_release", l.release.summarize());
-      r.set_summary(name + "_pair", l.pair.summarize());
-      r.set_int(name + "_errors", static_cast<std::int64_t>(l.errors));
-      r.set(name + "_pairs_per_s", per_second(l.pairs, l.seconds));
-      r.set_int(name + "_reconnects", static_cast<std::int64_t>(s1.reconnects - s0.reconnects));
-      // A raw client that decides at the quorum and reads the late replies while it
-      // goes on (as the library does), through the same proxy: what the slow node
-      // costs a minimal client on this machine.
-      cpu_split rcpu(e.pids(n), {static_cast<int>(proxy.pid())});
-      floor_result q = async_quorum_floor(raw, quorum, e.size.fault_time, kUnbounded);
-      rcpu.add(r, "raw_quorum_" + name + "_", q.pairs);
-      r.set_summary("raw_quorum_" + name + "_acquire", q.acquire.summarize());
-      r.set_summary("raw_quorum_" + name + "_pair", q.pair.summarize());
+    r.set_int("slices", kSlices);
+    struct side {
+      pair_result lib;
+      floor_result raw;
+      cpu_total lib_cpu, raw_cpu;
+      std::uint64_t reconnects = 0;
     };
-    // Alternate the order so neither phase always runs on a warmer machine.
-    if (rep % 2 == 0) {
-      phase("base", microseconds(0));
-      phase("fault", delay);
-    } else {
-      phase("fault", delay);
-      phase("base", microseconds(0));
+    side sides[2];  // 0 base, 1 slow
+    std::vector<int> servers = e.pids(n);
+    std::vector<int> proxies = {static_cast<int>(proxy.pid())};
+    for (int s = 0; s < kSlices; ++s) {
+      for (int k = 0; k < 2; ++k) {
+        const int which = (k + s + rep) % 2;
+        side& sd = sides[which];
+        proxy.set_delay(which == 1 ? microseconds(delay) : microseconds(0));
+        // Requests held at the old delay drain first (at most one delay).
+        std::this_thread::sleep_for(delay + milliseconds(20));
+        const client_stats s0 = c->stats();
+        cpu_total::mark m0(servers, proxies);
+        pair_result l = sync_pairs(*c, bench_acquire_options(), slice, kUnbounded);
+        sd.lib_cpu.add(m0, servers, proxies, l.pairs);
+        sd.reconnects += c->stats().reconnects - s0.reconnects;
+        sd.lib.pair.append(l.pair);
+        sd.lib.acquire.append(l.acquire);
+        sd.lib.release.append(l.release);
+        sd.lib.pairs += l.pairs;
+        sd.lib.errors += l.errors;
+        sd.lib.seconds += l.seconds;
+        // A raw client that decides at the quorum and reads the late replies while
+        // it goes on (as the library does), through the same proxy: what the slow
+        // node costs a minimal client on this machine.
+        cpu_total::mark m1(servers, proxies);
+        floor_result q = async_quorum_floor(raw, quorum, slice, kUnbounded);
+        sd.raw_cpu.add(m1, servers, proxies, q.pairs);
+        sd.raw.pair.append(q.pair);
+        sd.raw.acquire.append(q.acquire);
+        sd.raw.pairs += q.pairs;
+        sd.raw.errors += q.errors;
+      }
+    }
+    for (int which = 0; which < 2; ++which) {
+      side& sd = sides[which];
+      const std::string name = which == 0 ? "base" : "fault";
+      sd.lib_cpu.put(r, name + "_");
+      sd.raw_cpu.put(r, "raw_quorum_" + name + "_");
+      r.set_summary(name + "_acquire", sd.lib.acquire.summarize());
+      r.set_summary(name + "_release", sd.lib.release.summarize());
+      r.set_summary(name + "_pair", sd.lib.pair.summarize());
+      r.set_int(name + "_errors", static_cast<std::int64_t>(sd.lib.errors));
+      r.set(name + "_pairs_per_s", per_second(sd.lib.pairs, sd.lib.seconds));
+      r.set_int(name + "_reconnects", static_cast<std::int64_t>(sd.reconnects));
+      r.set_summary("raw_quorum_" + name + "_acquire", sd.raw.acquire.summarize());
+      r.set_summary("raw_quorum_" + name + "_pair", sd.raw.pair.summarize());
+      r.set_int("raw_quorum_" + name + "_errors", static_cast<std::int64_t>(sd.raw.errors));
     }
     runs.push_back(r);
   }
