@@ -216,7 +216,7 @@ std::uint64_t read_quorum(raw_nodes& nodes, std::size_t quorum, Ok ok_reply,
   }
   at_quorum = bench_clock::now();
   for (std::size_t i = 0; i < n; ++i) {
-    if (!got[i]) reply_ptr{read_reply(nodes.at(i))};
+    if (!got[i]) reply_ptr drop{read_reply(nodes.at(i))};
   }
   return bad;
 }
