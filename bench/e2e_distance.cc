@@ -12,6 +12,8 @@
 //
 // Thread-safety: run from the driver's main thread, like every scenario (the child
 // processes die with it).
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -88,8 +90,8 @@ class cpu_total {
   struct mark {
     mark(const std::vector<int>& servers, const std::vector<int>& proxies)
         : own(process_cpu_seconds()), servers_s(processes_cpu_seconds(servers)),
-          proxies_s(processes_cpu_seconds(proxies)), meter(servers) {}
-    double own, servers_s, proxies_s;
+          proxies_s(processes_cpu_seconds(proxies)), switches(context_switches()), meter(servers) {}
+    double own, servers_s, proxies_s, switches;
     cpu_meter meter;
     bench_clock::time_point t0 = bench_clock::now();
   };
@@ -100,6 +102,7 @@ class cpu_total {
     servers_ += processes_cpu_seconds(servers) - m.servers_s;
     proxies_ += proxy;
     others_core_seconds_ += std::max(0.0, m.meter.other_busy_cores() - proxy / std::max(secs, 1e-9)) * secs;
+    switches_ += context_switches() - m.switches;
     seconds_ += secs;
     pairs_ += pairs;
   }
@@ -109,10 +112,19 @@ class cpu_total {
     r.set(prefix + "server_cpu_us_per_pair", servers_ * 1e6 / p);
     r.set(prefix + "proxy_cpu_us_per_pair", proxies_ * 1e6 / p);
     r.set(prefix + "others_busy_cores", seconds_ > 0 ? others_core_seconds_ / seconds_ : NAN);
+    // Every thread of this process: each time one blocked (a wait for a reply, an
+    // idle event loop) or was preempted. The loop thread's wake-ups show here.
+    r.set(prefix + "client_context_switches_per_pair", switches_ / p);
+  }
+  // Voluntary + involuntary context switches of every thread of this process.
+  static double context_switches() {
+    rusage ru{};
+    ::getrusage(RUSAGE_SELF, &ru);
+    return static_cast<double>(ru.ru_nvcsw + ru.ru_nivcsw);
   }
 
  private:
-  double own_ = 0, servers_ = 0, proxies_ = 0, others_core_seconds_ = 0, seconds_ = 0;
+  double own_ = 0, servers_ = 0, proxies_ = 0, others_core_seconds_ = 0, seconds_ = 0, switches_ = 0;
   std::uint64_t pairs_ = 0;
 };
 

@@ -178,7 +178,8 @@ void print_summary(std::FILE* f, const std::vector<record>& rs) {
                  "  acquire p50 %.0f -> %.0f (%.2fx), p99 %.0f -> %.0f (%.2fx); pair p50 %.0f -> %.0f (%.2fx), "
                  "p99 %.0f -> %.0f (%.2fx)\n"
                  "  CPU us per pair, base -> slow: client %.1f -> %.1f, servers %.1f -> %.1f, proxy %.1f -> %.1f; "
-                 "others %.2f -> %.2f cores\n"
+                 "others %.2f -> %.2f cores; client context switches per pair %.1f -> %.1f (raw client %.1f -> "
+                 "%.1f)\n"
                  "  raw client deciding at the quorum (late replies read as they come), through the same proxy: "
                  "pair p50 %.0f -> %.0f (%.2fx), p99 %.0f -> %.0f (%.2fx); client CPU %.1f -> %.1f us/pair\n",
                  r->num("delay_ms"), r->num("nodes"), r->num("command_timeout_ms"), r->num("fault_errors"),
@@ -190,7 +191,9 @@ void print_summary(std::FILE* f, const std::vector<record>& rs) {
                  r->num("base_server_cpu_us_per_pair"), r->num("fault_server_cpu_us_per_pair"),
                  r->num("base_proxy_cpu_us_per_pair"), r->num("fault_proxy_cpu_us_per_pair"),
                  r->num("base_others_busy_cores"), r->num("fault_others_busy_cores"),
-                 r->num("raw_quorum_base_pair_p50_us"), r->num("raw_quorum_fault_pair_p50_us"),
+                 r->num("base_client_context_switches_per_pair"), r->num("fault_client_context_switches_per_pair"),
+                 r->num("raw_quorum_base_client_context_switches_per_pair"),
+                 r->num("raw_quorum_fault_client_context_switches_per_pair"), r->num("raw_quorum_base_pair_p50_us"), r->num("raw_quorum_fault_pair_p50_us"),
                  r->num("raw_quorum_pair_p50_ratio"), r->num("raw_quorum_base_pair_p99_us"),
                  r->num("raw_quorum_fault_pair_p99_us"), r->num("raw_quorum_pair_p99_ratio"),
                  r->num("raw_quorum_base_client_cpu_us_per_pair"), r->num("raw_quorum_fault_client_cpu_us_per_pair"));
