@@ -18,8 +18,13 @@ namespace redlock::bench {
 child_process::child_process(const std::vector<std::string>& argv, const options& o) : stop_signal_(o.stop_signal) {
   if (argv.empty()) throw std::runtime_error("child_process: empty argv");
   int in[2] = {-1, -1}, out[2] = {-1, -1};
-  if ((o.pipe_stdin && ::pipe2(in, O_CLOEXEC) != 0) || (o.pipe_stdout && ::pipe2(out, O_CLOEXEC) != 0))
-    throw std::runtime_error(std::string("child_process: pipe: ") + std::strerror(errno));
+  if ((o.pipe_stdin && ::pipe2(in, O_CLOEXEC) != 0) || (o.pipe_stdout && ::pipe2(out, O_CLOEXEC) != 0)) {
+    const int err = errno;
+    for (int fd : {in[0], in[1], out[0], out[1]}) {
+      if (fd >= 0) ::close(fd);
+    }
+    throw std::runtime_error(std::string("child_process: pipe: ") + std::strerror(err));
+  }
   const int log = ::open(o.log_path.empty() ? "/dev/null" : o.log_path.c_str(),
                          O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   std::vector<char*> args;
