@@ -2,6 +2,7 @@
 
 #include <hiredis/hiredis.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,6 +60,26 @@ bool pings(const std::string& host, int port) {
   return ok;
 }
 
+// The namespaces' mount points (/run/netns/NAME), for the signal handler: on
+// SIGINT, SIGTERM or SIGHUP it detaches and unlinks them (what `ip netns delete`
+// does, with async-signal-safe calls only), then dies of the signal; the servers
+// die with the process (PR_SET_PDEATHSIG), and with the last of them the
+// namespaces and their veths go. One lab at a time per process.
+constexpr std::size_t kMaxNs = 9;
+char g_ns_paths[kMaxNs][64];
+volatile sig_atomic_t g_ns_count = 0;
+struct sigaction g_previous[3];
+constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+
+extern "C" void on_fatal_signal(int sig) {
+  for (sig_atomic_t i = 0; i < g_ns_count; ++i) {
+    ::umount2(g_ns_paths[i], MNT_DETACH);
+    ::unlink(g_ns_paths[i]);
+  }
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
 bool gone(long pid) { return pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH); }
 
 // Namespaces named rlb<pid>n<k>, and directories /tmp/redlock-bench-netns-<pid>-*,
@@ -103,6 +124,10 @@ netns_lab::netns_lab(std::size_t nodes) : tag_(static_cast<int>(::getpid())), oc
   std::string tmpl = "/tmp/redlock-bench-netns-" + std::to_string(tag_) + "-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("netns_lab: mkdtemp failed");
   dir_ = tmpl;
+  struct sigaction sa {};
+  sa.sa_handler = on_fatal_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &sa, &g_previous[i]);
   const char* env = std::getenv("REDLOCK_TEST_REDIS_SERVER");
   const std::string server = env != nullptr && *env != '\0' ? env : "redis-server";
   try {
@@ -110,6 +135,8 @@ netns_lab::netns_lab(std::size_t nodes) : tag_(static_cast<int>(::getpid())), oc
       const std::string ns = ns_name(k), tag = "rlb" + std::to_string(tag_);
       const std::string outer = tag + "r" + std::to_string(k), inner = tag + "v" + std::to_string(k);
       const std::string net = "127." + std::to_string(octet_) + "." + std::to_string(k) + ".";
+      std::snprintf(g_ns_paths[k], sizeof g_ns_paths[k], "/run/netns/%s", ns.c_str());
+      g_ns_count = static_cast<sig_atomic_t>(k + 1);
       must({"ip", "netns", "add", ns});
       ++made_;
       must({"ip", "link", "add", outer, "type", "veth", "peer", "name", inner});
@@ -164,6 +191,8 @@ void netns_lab::cleanup() noexcept {
     run({"ip", "link", "delete", "rlb" + std::to_string(tag_) + "r" + std::to_string(k)});
   }
   made_ = 0;
+  g_ns_count = 0;
+  for (int i = 0; i < 3; ++i) ::sigaction(kSignals[i], &g_previous[i], nullptr);
   if (!dir_.empty()) {
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
