@@ -348,6 +348,15 @@ void scenario_distance(env& e, const std::vector<std::vector<int>>& sets) {
     m.set("sequential_over_lib", m.num("sequential_pair_p50_us") / m.num("lib_pair_p50_us"));
     e.out->emit(m);
     const record& r = e.out->all().back();
+    if (limit_us == 0) {
+      e.out->note(
+          "  distance RTT %s ms (the path alone: veth, proxies, servers): pair p50 %.0f us, raw quorum client "
+          "%.0f us (%.3fx), sequential client %.0f us; CPU us/pair client %.1f, servers %.1f, proxies %.1f",
+          rtt_label(rtts).c_str(), r.num("lib_pair_p50_us"), r.num("quorum_floor_pair_p50_us"),
+          r.num("ratio_vs_quorum_floor"), r.num("sequential_pair_p50_us"), r.num("lib_client_cpu_us_per_pair"),
+          r.num("lib_server_cpu_us_per_pair"), r.num("lib_proxy_cpu_us_per_pair"));
+      continue;
+    }
     e.out->note(
         "  distance RTT %s ms: pair p50 %.0f us, limit %.0f us (%.3fx; %.3fx with the path's %.0f us), raw "
         "quorum client %.0f us (%.3fx), "
