@@ -21,10 +21,11 @@ namespace {
 
 using proxy_clock = std::chrono::steady_clock;
 
-sockaddr_in loopback(int port) {
+sockaddr_in address(const std::string& host, int port) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1)
+    throw std::runtime_error("delay_proxy: not an IPv4 address: " + host);
   a.sin_port = htons(static_cast<std::uint16_t>(port));
   return a;
 }
@@ -34,11 +35,10 @@ void set_nodelay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-// Connects to 127.0.0.1:port (blocking), then makes the socket non-blocking; -1 on failure.
-int connect_upstream(int port) {
+// Connects to `a` (blocking), then makes the socket non-blocking; -1 on failure.
+int connect_upstream(sockaddr_in a) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
-  sockaddr_in a = loopback(port);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
     ::close(fd);
     return -1;
@@ -58,8 +58,8 @@ struct chunk {
 struct link {
   int client = -1;
   int server = -1;
-  std::deque<chunk> up;  // client -> server, delayed
-  std::string down;      // server -> client, immediate
+  std::deque<chunk> up;    // client -> server, delayed
+  std::deque<chunk> down;  // server -> client, delayed with both_directions (else due at once)
   bool dead = false;
   ~link() {
     if (client >= 0) ::close(client);
@@ -98,10 +98,21 @@ bool write_some(int fd, const std::string& data, std::size_t& off) {
 }  // namespace
 
 delay_proxy::delay_proxy(int upstream_port, std::chrono::microseconds delay)
-    : upstream_port_(upstream_port), delay_us_(delay.count()) {
+    : delay_proxy("127.0.0.1", 0, "127.0.0.1", upstream_port, delay, false) {}
+
+delay_proxy::delay_proxy(const std::string& listen_host, int listen_port, const std::string& upstream_host,
+                         int upstream_port, std::chrono::microseconds delay, bool both_directions)
+    : listen_host_(listen_host),
+      upstream_host_(upstream_host),
+      upstream_port_(upstream_port),
+      both_directions_(both_directions),
+      delay_us_(delay.count()) {
+  sockaddr_in a = address(listen_host, listen_port);
+  (void)address(upstream_host, upstream_port);  // throws now rather than per connection
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (listen_fd_ < 0) throw std::runtime_error(std::string("delay_proxy: socket: ") + std::strerror(errno));
-  sockaddr_in a = loopback(0);
+  int one = 1;
+  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   socklen_t len = sizeof a;
   if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(listen_fd_, 64) != 0 ||
       ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0 ||
@@ -124,11 +135,25 @@ delay_proxy::~delay_proxy() {
   ::close(wake_fds_[1]);
 }
 
-std::string delay_proxy::uri() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+std::string delay_proxy::uri() const { return "redis://" + listen_host_ + ":" + std::to_string(port_); }
 
 void delay_proxy::run() noexcept {
+  const sockaddr_in upstream = address(upstream_host_, upstream_port_);
   std::vector<std::unique_ptr<link>> links;
   std::vector<pollfd> fds;
+  auto due_now = [](const std::deque<chunk>& q, proxy_clock::time_point now) {
+    return !q.empty() && q.front().due <= now;
+  };
+  // Writes the due chunks of `q` to `fd`; false on a hard error.
+  auto flush_due = [](int fd, std::deque<chunk>& q, proxy_clock::time_point now) {
+    while (!q.empty() && q.front().due <= now) {
+      chunk& front = q.front();
+      if (!write_some(fd, front.data, front.sent)) return false;
+      if (front.sent < front.data.size()) break;
+      q.pop_front();
+    }
+    return true;
+  };
   while (!stop_.load()) {
     const auto now = proxy_clock::now();
     // Next due chunk: the poll timeout.
@@ -137,9 +162,10 @@ void delay_proxy::run() noexcept {
     fds.push_back(pollfd{wake_fds_[0], POLLIN, 0});
     fds.push_back(pollfd{listen_fd_, POLLIN, 0});
     for (const auto& l : links) {
-      const bool up_due = !l->up.empty() && l->up.front().due <= now;
+      const bool up_due = due_now(l->up, now), down_due = due_now(l->down, now);
       if (!l->up.empty() && !up_due && l->up.front().due < next) next = l->up.front().due;
-      fds.push_back(pollfd{l->client, static_cast<short>(POLLIN | (l->down.empty() ? 0 : POLLOUT)), 0});
+      if (!l->down.empty() && !down_due && l->down.front().due < next) next = l->down.front().due;
+      fds.push_back(pollfd{l->client, static_cast<short>(POLLIN | (down_due ? POLLOUT : 0)), 0});
       fds.push_back(pollfd{l->server, static_cast<short>(POLLIN | (up_due ? POLLOUT : 0)), 0});
     }
     const auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(next - now);
@@ -155,13 +181,14 @@ void delay_proxy::run() noexcept {
         set_nodelay(c);
         auto l = std::make_unique<link>();
         l->client = c;
-        l->server = connect_upstream(upstream_port_);
+        l->server = connect_upstream(upstream);
         if (l->server < 0) continue;  // the link's destructor closes the client
         links.push_back(std::move(l));
       }
     }
     const auto t = proxy_clock::now();
     const auto delay = std::chrono::microseconds(delay_us_.load());
+    const auto down_delay = both_directions_ ? delay : std::chrono::microseconds(0);
     for (std::size_t i = 0; i < links.size(); ++i) {
       link& l = *links[i];
       // Links accepted in this turn have no pollfd yet.
@@ -174,19 +201,12 @@ void delay_proxy::run() noexcept {
         if (!got.empty()) l.up.push_back(chunk{t + delay, std::move(got), 0});
       }
       if ((srev & (POLLIN | POLLHUP | POLLERR)) != 0) {
-        if (!read_some(l.server, l.down)) l.dead = true;
+        std::string got;
+        if (!read_some(l.server, got)) l.dead = true;
+        if (!got.empty()) l.down.push_back(chunk{t + down_delay, std::move(got), 0});
       }
-      while (!l.dead && !l.up.empty() && l.up.front().due <= t) {
-        chunk& front = l.up.front();
-        if (!write_some(l.server, front.data, front.sent)) l.dead = true;
-        if (front.sent < front.data.size()) break;
-        l.up.pop_front();
-      }
-      if (!l.dead && !l.down.empty()) {
-        std::size_t off = 0;
-        if (!write_some(l.client, l.down, off)) l.dead = true;
-        l.down.erase(0, off);
-      }
+      if (!l.dead && !flush_due(l.server, l.up, t)) l.dead = true;
+      if (!l.dead && !flush_due(l.client, l.down, t)) l.dead = true;
     }
     for (std::size_t i = 0; i < links.size();) {
       if (links[i]->dead) {

@@ -71,11 +71,17 @@ struct env {
 };
 
 void scenario_floor(env& e, std::size_t nodes);
-void scenario_latency(env& e, const std::vector<std::size_t>& node_counts);
+// One record per node count, named `name` ("latency"; "nodes" for the N = 3..9 run).
+void scenario_latency(env& e, const std::vector<std::size_t>& node_counts, const char* name = "latency");
 void scenario_throughput(env& e, std::size_t nodes, const std::vector<int>& inflight);
 void scenario_contention(env& e, std::size_t nodes);
 void scenario_paused(env& e, std::size_t nodes);
+// e2e_distance.cc: one node slower by `delay` (a proxy process in front of it), and
+// nodes in network namespaces at the round-trip times of each set (ms; every set
+// of the same size; skipped with a note unless root with `ip netns`).
 void scenario_slow(env& e, std::size_t nodes, std::chrono::milliseconds delay);
+std::vector<std::vector<int>> distance_sets(bool quick);
+void scenario_distance(env& e, const std::vector<std::vector<int>>& rtt_sets_ms);
 void scenario_watchdog(env& e, std::size_t nodes);
 void scenario_memory(env& e, std::size_t nodes);
 void scenario_tls(env& e, std::size_t nodes, int inflight);
@@ -96,7 +102,8 @@ void scenario_peers(env& e, std::size_t nodes);  // e2e_peers.cc
 
 // The summary table (floors, library figures, ratios, targets) on `f`.
 void print_summary(std::FILE* f, const std::vector<record>& records);
-// gnuplot data files in `dir`: latency_vs_nodes.dat, throughput_vs_inflight.dat.
+// gnuplot data files in `dir`: latency_vs_nodes.dat, throughput_vs_inflight.dat,
+// and (when those scenarios ran) nodes.dat and distance.dat.
 // Returns false (and says why on stderr) if a file cannot be written.
 bool write_plot_data(const std::string& dir, const std::vector<record>& records);
 

@@ -5,9 +5,10 @@
 //             [--scale F] [--inflight LIST] [--command-timeout MS] [--watchdog-locks N]
 //             [--watchdog-ttl LIST] [SCENARIO...]
 //
-// SCENARIO: floor latency throughput contention paused slow watchdog memory tls semaphore observers
-// handover, or all (the default); and the opt-in ones, run only when named (never by `all`, the
-// default or --quick alone): peers. See docs/benchmarks.md.
+// SCENARIO: floor latency nodes throughput contention paused slow distance watchdog memory tls
+// semaphore observers handover, or all (the default; with --quick, all but distance); and the
+// opt-in ones, run only when named (never by `all`, the default or --quick alone): peers.
+// See docs/benchmarks.md.
 #include <signal.h>
 #include <unistd.h>
 
@@ -29,9 +30,12 @@
 namespace redlock::bench {
 namespace {
 
-const std::vector<std::string> kScenarios = {"floor",  "latency", "throughput", "contention",
-                                             "paused", "slow",    "watchdog",   "memory", "tls",
-                                             "semaphore", "observers", "handover"};
+const std::vector<std::string> kScenarios = {"floor",  "latency", "nodes",    "throughput", "contention",
+                                             "paused", "slow",    "distance", "watchdog",   "memory",
+                                             "tls",    "semaphore", "observers", "handover"};
+// Left out of the default list with --quick (CI's smoke run): it needs root, makes
+// network namespaces and waits for 20 ms round trips. `--quick distance` runs it briefly.
+const std::vector<std::string> kNotQuickByDefault = {"distance"};
 // Run only when named: they need more than this machine (peers: node, npm and,
 // with a cold npm cache, the registry), so neither `all`, the default nor the
 // CI smoke run (`--quick`, no scenario named) includes them.
@@ -44,13 +48,19 @@ void usage(std::FILE* f) {
                "Starts its own redis-server nodes on 127.0.0.1 and measures the redlock library\n"
                "against raw-hiredis floors measured in the same run.\n"
                "\n"
-               "scenarios (default: all):\n"
+               "scenarios (default: all; with --quick all but distance):\n"
                "  floor       PING per node; sequential, parallel and pipelined raw floors\n"
                "  latency     single-client pair latency for 1, 3, 5, 7 nodes vs the parallel floor\n"
+               "  nodes       the same for 3, 5, 7, 9 nodes, with server CPU per pair (how both grow with N)\n"
                "  throughput  pairs/s with 1, 16, 64, 256 in flight vs the pipelined floor\n"
                "  contention  4 clients, 64 in flight over 4 keys, one attempt each\n"
                "  paused      acquire latency with one node SIGSTOPped vs baseline\n"
-               "  slow        acquire latency with one node 50 ms slower (delay proxy) vs baseline\n"
+               "  slow        acquire and pair latency with one node 50 ms slower vs the same proxy at 0 ms\n"
+               "              (the proxy is a process of its own, bench_delay_proxy); CPU split\n"
+               "  distance    nodes in network namespaces (veth, 127/8) at per-node RTTs of 1..20 ms (a\n"
+               "              proxy process per node): pair p50 vs 2 RTTs to the quorum-th nearest node,\n"
+               "              a raw quorum client and a sequential one. Needs root and `ip netns`\n"
+               "              (else skipped)\n"
                "  watchdog    CPU and memory of 10,000 auto-extended locks (ttl 30 s and 3 s)\n"
                "  memory      bytes per held lock, per in-flight acquire; peak RSS\n"
                "  tls         TLS (rediss://) vs plain TCP: pair latency and 64-in-flight throughput\n"
@@ -223,7 +233,12 @@ int run(int argc, char** argv) {
       return 2;
     }
   }
-  if (chosen.empty()) chosen = kScenarios;
+  if (chosen.empty()) {
+    for (const auto& s : kScenarios) {
+      if (!quick || std::find(kNotQuickByDefault.begin(), kNotQuickByDefault.end(), s) == kNotQuickByDefault.end())
+        chosen.push_back(s);
+    }
+  }
   // Run in the canonical order whatever the command-line order.
   std::vector<std::string> order;
   for (const auto* list : {&kScenarios, &kOptInScenarios}) {
@@ -270,6 +285,8 @@ int run(int argc, char** argv) {
   std::size_t cluster_size = n;
   if (std::find(order.begin(), order.end(), "latency") != order.end())
     cluster_size = std::max<std::size_t>(n, 7);
+  if (std::find(order.begin(), order.end(), "nodes") != order.end())
+    cluster_size = std::max<std::size_t>(cluster_size, 9);
 
   // The library and hiredis write to sockets; a node that dies must not kill us.
   ::signal(SIGPIPE, SIG_IGN);
@@ -287,10 +304,12 @@ int run(int argc, char** argv) {
   const std::vector<std::pair<std::string, std::function<void()>>> table = {
       {"floor", [&] { scenario_floor(e, n); }},
       {"latency", [&] { scenario_latency(e, latency_nodes); }},
+      {"nodes", [&] { scenario_latency(e, {3, 5, 7, 9}, "nodes"); }},
       {"throughput", [&] { scenario_throughput(e, n, inflight); }},
       {"contention", [&] { scenario_contention(e, n); }},
       {"paused", [&] { scenario_paused(e, n); }},
       {"slow", [&] { scenario_slow(e, n, std::chrono::milliseconds(50)); }},
+      {"distance", [&] { scenario_distance(e, distance_sets(quick)); }},
       {"watchdog", [&] { scenario_watchdog(e, n); }},
       {"memory", [&] { scenario_memory(e, n); }},
       {"tls", [&] { scenario_tls(e, n, 64); }},

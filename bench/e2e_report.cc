@@ -143,7 +143,7 @@ void print_summary(std::FILE* f, const std::vector<record>& rs) {
                  c->num("clients"), c->num("inflight"), c->num("keys"), c->num("attempts_per_s"),
                  c->num("acquired_per_s"), 100 * c->num("contended_fraction"), c->num("errors"));
   }
-  for (const char* name : {"fault.paused", "fault.slow"}) {
+  for (const char* name : {"fault.paused"}) {
     const record* r = find(rs, name);
     if (r == nullptr) continue;
     std::string what =
@@ -170,6 +170,61 @@ void print_summary(std::FILE* f, const std::vector<record>& rs) {
                    r->num("raw_quorum_base_acquire_p50_us"), r->num("raw_quorum_fault_acquire_p50_us"),
                    r->num("raw_quorum_p50_ratio"));
     }
+  }
+  if (const record* r = find(rs, "fault.slow")) {
+    std::fprintf(f,
+                 "\none node slow (+%g ms, a proxy process; base: the same proxy at 0 ms), %g nodes, command "
+                 "timeout %g ms, errors %g\n"
+                 "  acquire p50 %.0f -> %.0f (%.2fx), p99 %.0f -> %.0f (%.2fx); pair p50 %.0f -> %.0f (%.2fx), "
+                 "p99 %.0f -> %.0f (%.2fx)\n"
+                 "  CPU us per pair, base -> slow: client %.1f -> %.1f, servers %.1f -> %.1f, proxy %.1f -> %.1f; "
+                 "others %.2f -> %.2f cores; client context switches per pair %.1f -> %.1f (raw client %.1f -> "
+                 "%.1f)\n"
+                 "  raw client deciding at the quorum (late replies read as they come), through the same proxy: "
+                 "pair p50 %.0f -> %.0f (%.2fx), p99 %.0f -> %.0f (%.2fx); client CPU %.1f -> %.1f us/pair\n",
+                 r->num("delay_ms"), r->num("nodes"), r->num("command_timeout_ms"), r->num("fault_errors"),
+                 r->num("base_acquire_p50_us"), r->num("fault_acquire_p50_us"), r->num("acquire_p50_ratio"),
+                 r->num("base_acquire_p99_us"), r->num("fault_acquire_p99_us"), r->num("acquire_p99_ratio"),
+                 r->num("base_pair_p50_us"), r->num("fault_pair_p50_us"), r->num("pair_p50_ratio"),
+                 r->num("base_pair_p99_us"), r->num("fault_pair_p99_us"), r->num("pair_p99_ratio"),
+                 r->num("base_client_cpu_us_per_pair"), r->num("fault_client_cpu_us_per_pair"),
+                 r->num("base_server_cpu_us_per_pair"), r->num("fault_server_cpu_us_per_pair"),
+                 r->num("base_proxy_cpu_us_per_pair"), r->num("fault_proxy_cpu_us_per_pair"),
+                 r->num("base_others_busy_cores"), r->num("fault_others_busy_cores"),
+                 r->num("base_client_context_switches_per_pair"), r->num("fault_client_context_switches_per_pair"),
+                 r->num("raw_quorum_base_client_context_switches_per_pair"),
+                 r->num("raw_quorum_fault_client_context_switches_per_pair"), r->num("raw_quorum_base_pair_p50_us"), r->num("raw_quorum_fault_pair_p50_us"),
+                 r->num("raw_quorum_pair_p50_ratio"), r->num("raw_quorum_base_pair_p99_us"),
+                 r->num("raw_quorum_fault_pair_p99_us"), r->num("raw_quorum_pair_p99_ratio"),
+                 r->num("raw_quorum_base_client_cpu_us_per_pair"), r->num("raw_quorum_fault_client_cpu_us_per_pair"));
+  }
+  bool nodes_header = false;
+  for (const record& x : rs) {
+    if (x.scenario() != "nodes") continue;
+    if (!nodes_header) {
+      std::fprintf(f, "\nPair latency and CPU vs N (plain loopback): %5s %9s %9s %9s %14s %14s %14s\n", "N",
+                   "floor p50", "lib p50", "lib p99", "server us/pair", "floor server", "client us/pair");
+      nodes_header = true;
+    }
+    std::fprintf(f, "  %42s %5g %9.0f %9.0f %9.0f %14.1f %14.1f %14.1f\n", "", x.num("nodes"),
+                 x.num("floor_pair_p50_us"), x.num("lib_pair_p50_us"), x.num("lib_pair_p99_us"),
+                 x.num("lib_server_cpu_us_per_pair"), x.num("floor_server_cpu_us_per_pair"),
+                 x.num("lib_client_cpu_us_per_pair"));
+  }
+  bool distance_header = false;
+  for (const record& x : rs) {
+    if (x.scenario() == "distance.skipped") std::fprintf(f, "\nDistance: skipped: %s\n", x.str("reason").c_str());
+    if (x.scenario() != "distance") continue;
+    if (!distance_header) {
+      std::fprintf(f, "\nNodes at a distance (netns + veth on 127/8, a delay proxy per node), pair p50 in us:\n"
+                      "  %-20s %9s %9s %7s %9s %12s %7s %12s\n",
+                   "RTTs (ms)", "limit", "library", "ratio", "+path", "raw quorum", "ratio", "sequential");
+      distance_header = true;
+    }
+    std::fprintf(f, "  %-20s %9.0f %9.0f %7.3f %9.3f %12.0f %7.3f %12.0f\n", x.str("rtts_ms").c_str(),
+                 x.num("limit_us"), x.num("lib_pair_p50_us"), x.num("ratio_vs_limit"),
+                 x.num("ratio_vs_limit_plus_path"), x.num("quorum_floor_pair_p50_us"),
+                 x.num("ratio_vs_quorum_floor"), x.num("sequential_pair_p50_us"));
   }
   for (const record& r : rs) {
     if (r.scenario() != "watchdog") continue;
@@ -206,7 +261,7 @@ void print_summary(std::FILE* f, const std::vector<record>& rs) {
     std::fprintf(f, "  %s 64 in flight >= 0.8x pipelined floor pairs/s: %.2fx\n",
                  verdict(t64->num("ratio_vs_pipelined64") >= 0.8), t64->num("ratio_vs_pipelined64"));
   }
-  for (const char* name : {"fault.paused", "fault.slow"}) {
+  for (const char* name : {"fault.paused"}) {
     const record* r = find(rs, name);
     if (r == nullptr) continue;
     std::fprintf(f, "  %s %s: acquire p50 within 10%% of baseline: %+.1f%%\n",
@@ -214,6 +269,21 @@ void print_summary(std::FILE* f, const std::vector<record>& rs) {
     std::fprintf(f, "  %s %s: acquire p99 <= baseline + command timeout (%g ms): %+.0f us\n",
                  verdict(r->num("p99_delta_us") <= 1000 * r->num("command_timeout_ms")), name,
                  r->num("command_timeout_ms"), r->num("p99_delta_us"));
+  }
+  if (const record* r = find(rs, "fault.slow")) {
+    std::fprintf(f, "  %s fault.slow (issue 14): pair and acquire p50 and p99 within +10%% of base: acquire %+.1f%% / "
+                    "%+.1f%%, pair %+.1f%% / %+.1f%%\n",
+                 verdict(r->str("target_met") == "yes"), 100 * (r->num("acquire_p50_ratio") - 1),
+                 100 * (r->num("acquire_p99_ratio") - 1), 100 * (r->num("pair_p50_ratio") - 1),
+                 100 * (r->num("pair_p99_ratio") - 1));
+  }
+  for (const record& x : rs) {
+    if (x.scenario() != "distance" || !(x.num("limit_us") > 0)) continue;
+    std::fprintf(f,
+                 "  %s distance %s (issue 14): pair p50 <= 1.05x two RTTs to the quorum-th node: %.3fx (%.3fx of "
+                 "the limit plus the path's own %.0f us; %.3fx the raw quorum client)\n",
+                 verdict(x.num("ratio_vs_limit") <= 1.05), x.str("rtts_ms").c_str(), x.num("ratio_vs_limit"),
+                 x.num("ratio_vs_limit_plus_path"), x.num("path_us"), x.num("ratio_vs_quorum_floor"));
   }
   if (const record* w = find(rs, "watchdog", "ttl_ms", 30000)) {
     const double cpu = std::max(w->num("cpu_percent"), w->num("steady_cpu_percent"));
@@ -263,6 +333,41 @@ bool write_plot_data(const std::string& dir, const std::vector<record>& rs) {
                  r.num("pair_p50_us"), r.num("pair_p99_us"));
   }
   std::fclose(tp);
+  bool has_nodes = false, has_distance = false;
+  for (const record& x : rs) {
+    has_nodes = has_nodes || x.scenario() == "nodes";
+    has_distance = has_distance || x.scenario() == "distance";
+  }
+  if (has_nodes) {
+    std::FILE* f = open("nodes.dat");
+    if (f == nullptr) return false;
+    std::fprintf(f,
+                 "# nodes lib_pair_p50_us floor_pair_p50_us lib_server_cpu_us_per_pair floor_server_cpu_us_per_pair "
+                 "lib_client_cpu_us_per_pair lib_pair_p99_us\n");
+    for (const record& x : rs) {
+      if (x.scenario() != "nodes") continue;
+      std::fprintf(f, "%g %.1f %.1f %.2f %.2f %.2f %.1f\n", x.num("nodes"), x.num("lib_pair_p50_us"),
+                   x.num("floor_pair_p50_us"), x.num("lib_server_cpu_us_per_pair"),
+                   x.num("floor_server_cpu_us_per_pair"), x.num("lib_client_cpu_us_per_pair"),
+                   x.num("lib_pair_p99_us"));
+    }
+    std::fclose(f);
+  }
+  if (has_distance) {
+    std::FILE* f = open("distance.dat");
+    if (f == nullptr) return false;
+    std::fprintf(f,
+                 "# index rtts_ms limit_us lib_pair_p50_us quorum_floor_pair_p50_us sequential_pair_p50_us "
+                 "sequential_limit_us ratio_vs_limit\n");
+    int i = 0;
+    for (const record& x : rs) {
+      if (x.scenario() != "distance") continue;
+      std::fprintf(f, "%d \"%s\" %.0f %.1f %.1f %.1f %.0f %.3f\n", i++, x.str("rtts_ms").c_str(), x.num("limit_us"),
+                   x.num("lib_pair_p50_us"), x.num("quorum_floor_pair_p50_us"), x.num("sequential_pair_p50_us"),
+                   x.num("sequential_limit_us"), x.num("ratio_vs_limit"));
+    }
+    std::fclose(f);
+  }
   return true;
 }
 

@@ -12,7 +12,6 @@
 #include <stdexcept>
 #include <thread>
 
-#include "delay_proxy.h"
 #include "e2e.h"
 #include "library_load.h"
 #include "raw_floor.h"
@@ -290,7 +289,7 @@ void scenario_floor(env& e, std::size_t n) {
 
 // ------------------------------------------------------------------ latency vs node count
 
-void scenario_latency(env& e, const std::vector<std::size_t>& node_counts) {
+void scenario_latency(env& e, const std::vector<std::size_t>& node_counts, const char* name) {
   for (std::size_t n : node_counts) {
     e.flush_nodes();
     auto c = make_client(e, e.uris(n));
@@ -299,7 +298,7 @@ void scenario_latency(env& e, const std::vector<std::size_t>& node_counts) {
     for (int rep = 0; rep < e.size.repeats; ++rep) {
       floor_result f;
       pair_result l;
-      record r("latency");
+      record r(name);
       auto run_floor = [&] {
         cpu_meter m(e.pids(n));
         f = parallel_floor(rn, floor_acquire::set_nx, e.size.latency_time, kUnbounded);
@@ -347,11 +346,15 @@ void scenario_latency(env& e, const std::vector<std::size_t>& node_counts) {
     m.set("ratio_p99", m.num("lib_pair_p99_us") / m.num("floor_pair_p99_us"));
     m.set("async_ratio_p50", m.num("lib_async_pair_p50_us") / m.num("floor_pair_p50_us"));
     m.set("ratio_vs_quorum_floor_p50", m.num("lib_pair_p50_us") / m.num("quorum_floor_pair_p50_us"));
+    m.set("lib_server_cpu_us_per_pair_per_node", m.num("lib_server_cpu_us_per_pair") / static_cast<double>(n));
     e.out->emit(m);
     const record& r = e.out->all().back();
-    e.out->note("  latency N=%zu: floor p50 %.0f us, library p50 %.0f us (%.2fx), p99 %.0f / %.0f us (%.2fx)",
-                n, r.num("floor_pair_p50_us"), r.num("lib_pair_p50_us"), r.num("ratio_p50"),
-                r.num("floor_pair_p99_us"), r.num("lib_pair_p99_us"), r.num("ratio_p99"));
+    e.out->note("  %s N=%zu: floor p50 %.0f us, library p50 %.0f us (%.2fx), p99 %.0f / %.0f us (%.2fx); "
+                "server CPU %.1f us/pair (floor %.1f), client CPU %.1f us/pair",
+                name, n, r.num("floor_pair_p50_us"), r.num("lib_pair_p50_us"), r.num("ratio_p50"),
+                r.num("floor_pair_p99_us"), r.num("lib_pair_p99_us"), r.num("ratio_p99"),
+                r.num("lib_server_cpu_us_per_pair"), r.num("floor_server_cpu_us_per_pair"),
+                r.num("lib_client_cpu_us_per_pair"));
   }
 }
 
@@ -564,44 +567,6 @@ void scenario_paused(env& e, std::size_t n) {
       r.num("base_acquire_p99_us"), r.num("fault_acquire_p99_us"), r.num("fault_errors"),
       r.num("raw_quorum_base_acquire_p50_us"), r.num("raw_quorum_fault_acquire_p50_us"),
       r.num("raw_quorum_p50_ratio"));
-}
-
-void scenario_slow(env& e, std::size_t n, milliseconds delay) {
-  e.flush_nodes();
-  const milliseconds timeout = e.size.command_timeout;
-  delay_proxy proxy((*e.cluster)[n - 1].port(), std::chrono::microseconds(0));
-  std::vector<std::string> uris = e.uris(n - 1);
-  uris.push_back(proxy.uri());
-  auto c = make_client(e, uris, timeout);
-  std::vector<record> runs;
-  for (int rep = 0; rep < e.size.repeats; ++rep) {
-    proxy.set_delay(std::chrono::microseconds(0));
-    record cpu("cpu");
-    auto st0 = command_stats((*e.cluster)[0]);
-    cpu_meter mb(e.pids(n));
-    pair_result base = sync_pairs(*c, bench_acquire_options(), e.size.fault_time, kUnbounded);
-    add_cpu(cpu, "base_", mb, base.pairs);
-    auto st1 = command_stats((*e.cluster)[0]);
-    cpu.set("base_node0_time_calls_per_pair", calls_per_pair(st0, st1, "time", base.pairs));
-    proxy.set_delay(delay);
-    cpu_meter mf(e.pids(n));
-    st0 = command_stats((*e.cluster)[0]);
-    pair_result bad = sync_pairs(*c, bench_acquire_options(), e.size.fault_time, kUnbounded);
-    add_cpu(cpu, "fault_", mf, bad.pairs);
-    st1 = command_stats((*e.cluster)[0]);
-    cpu.set("fault_node0_time_calls_per_pair", calls_per_pair(st0, st1, "time", bad.pairs));
-    record r = fault_record("fault.slow", n, base, bad, timeout);
-    add_fault_cpu(r, cpu);
-    r.set_int("delay_ms", delay.count());
-    runs.push_back(r);
-  }
-  proxy.set_delay(std::chrono::microseconds(0));
-  emit_fault(e, runs);
-  const record& r = e.out->all().back();
-  e.out->note("  slow node (+%lld ms): acquire p50 %.0f -> %.0f us (%.2fx), p99 %.0f -> %.0f us, errors %.0f",
-              static_cast<long long>(delay.count()), r.num("base_acquire_p50_us"),
-              r.num("fault_acquire_p50_us"), r.num("p50_ratio"), r.num("base_acquire_p99_us"),
-              r.num("fault_acquire_p99_us"), r.num("fault_errors"));
 }
 
 // ------------------------------------------------------------------ watchdog

@@ -5,7 +5,9 @@
 #
 # DATA_DIR (default .) holds latency_vs_nodes.dat and throughput_vs_inflight.dat;
 # OUT_DIR (default docs/img) receives latency_vs_nodes.png and
-# throughput_vs_inflight.png. DATA_DIR2, if given, holds the same files from a
+# throughput_vs_inflight.png. When DATA_DIR also holds nodes.dat (bench_e2e nodes)
+# or distance.dat (bench_e2e distance), cpu_vs_nodes.png and distance.png are drawn
+# too; a run of only those scenarios draws only those. DATA_DIR2, if given, holds the same files from a
 # second configuration (e.g. bench_e2e --clock-sample-interval 100): its library
 # curves are drawn too, named LABEL2; LABEL1 then names DATA_DIR's. The floors
 # drawn are DATA_DIR's. Labels go through gnuplot's enhanced text: avoid '_' and
@@ -23,15 +25,20 @@ if ! command -v gnuplot >/dev/null 2>&1; then
   echo "plot.sh: gnuplot not found (Debian: apt-get install gnuplot-nox)" >&2
   exit 1
 fi
+# The two main plots need both files (with data lines, not only the header).
+has_data() { [ -s "$1" ] && grep -qv '^#' "$1"; }
+main=yes
 for d in "$data" ${data2:+"$data2"}; do
   for f in latency_vs_nodes.dat throughput_vs_inflight.dat; do
-    if [ ! -s "$d/$f" ]; then
-      echo "plot.sh: $d/$f is missing or empty (run bench_e2e --data-dir $d)" >&2
-      exit 1
-    fi
+    has_data "$d/$f" || main=no
   done
 done
+if [ "$main" = no ] && ! has_data "$data/nodes.dat" && ! has_data "$data/distance.dat"; then
+  echo "plot.sh: no data in $data (run bench_e2e --data-dir $data)" >&2
+  exit 1
+fi
 mkdir -p "$out"
+if [ "$main" = yes ]; then
 # Extra plot clauses for the second configuration (empty without DATA_DIR2).
 lat2=""
 tp2=""
@@ -76,5 +83,48 @@ plot "$data/throughput_vs_inflight.dat" using 1:2 with linespoints lw 2 pt 7 lc 
      "$data/throughput_vs_inflight.dat" using 1:4 with lines lw 1 dt 3 lc rgb "#2ca02c" title "raw floor, 64 pipelined", \
      "$data/throughput_vs_inflight.dat" using 1:(0.8*\$4) with lines lw 1 dt 2 lc rgb "#d62728" title "target: 0.8 x 64-pipelined floor"$tp2
 GNUPLOT
-
 echo "plot.sh: wrote $out/latency_vs_nodes.png and $out/throughput_vs_inflight.png"
+fi
+
+if has_data "$data/nodes.dat"; then
+  gnuplot <<GNUPLOT
+set terminal pngcairo size 960,600 font "DejaVu Sans,11" enhanced
+set grid ytics xtics lc rgb "#dddddd"
+set key box opaque top left
+set output "$out/cpu_vs_nodes.png"
+set title "Pair latency and CPU per pair vs node count (plain loopback)\n{/*0.8 single client, sync acquire + release; servers: all N redis-server processes together}"
+set xlabel "nodes (N)"
+set ylabel "microseconds"
+set xtics (3, 5, 7, 9)
+set xrange [2.5:9.5]
+set yrange [0:*]
+plot "$data/nodes.dat" using 1:2 with linespoints lw 2 pt 7 lc rgb "#1f77b4" title "library pair p50", \
+     "$data/nodes.dat" using 1:3 with linespoints lw 2 pt 5 lc rgb "#2ca02c" title "parallel floor pair p50", \
+     "$data/nodes.dat" using 1:4 with linespoints lw 2 pt 9 dt 2 lc rgb "#d62728" title "server CPU per pair, library", \
+     "$data/nodes.dat" using 1:5 with linespoints lw 2 pt 8 dt 2 lc rgb "#ff7f0e" title "server CPU per pair, floor", \
+     "$data/nodes.dat" using 1:6 with linespoints lw 2 pt 11 dt 3 lc rgb "#9467bd" title "client CPU per pair, library"
+GNUPLOT
+  echo "plot.sh: wrote $out/cpu_vs_nodes.png"
+fi
+
+if has_data "$data/distance.dat"; then
+  gnuplot <<GNUPLOT
+set terminal pngcairo size 960,600 font "DejaVu Sans,11" enhanced
+set grid ytics lc rgb "#dddddd"
+set key box opaque top left
+set output "$out/distance.png"
+set title "Pair latency with nodes at a distance (5 nodes, per-node RTTs in ms)\n{/*0.8 network namespaces + veth on 127/8, a delay proxy process per node; limit = 2 RTTs to the 3rd nearest node}"
+set ylabel "pair p50, milliseconds (log scale)"
+set logscale y
+set style data histogram
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set boxwidth 0.9
+set xtics rotate by -20
+plot "$data/distance.dat" using (\$3/1000):xtic(2) title "limit (2 RTTs to the quorum)" lc rgb "#7f7f7f", \
+     "" using (\$4/1000) title "library" lc rgb "#1f77b4", \
+     "" using (\$5/1000) title "raw client deciding at the quorum" lc rgb "#2ca02c", \
+     "" using (\$6/1000) title "sequential client" lc rgb "#d62728"
+GNUPLOT
+  echo "plot.sh: wrote $out/distance.png"
+fi

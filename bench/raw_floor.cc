@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <deque>
 #include <stdexcept>
 
 #include "scripts.h"
@@ -215,7 +216,7 @@ std::uint64_t read_quorum(raw_nodes& nodes, std::size_t quorum, Ok ok_reply,
   }
   at_quorum = bench_clock::now();
   for (std::size_t i = 0; i < n; ++i) {
-    if (!got[i]) reply_ptr{read_reply(nodes.at(i))};
+    if (!got[i]) reply_ptr drop{read_reply(nodes.at(i))};
   }
   return bad;
 }
@@ -250,6 +251,91 @@ floor_result quorum_floor(raw_nodes& nodes, std::size_t quorum, bench_clock::dur
     ++out.pairs;
   }
   out.seconds = to_seconds(bench_clock::now() - start);
+  return out;
+}
+
+floor_result async_quorum_floor(raw_nodes& nodes, std::size_t quorum, bench_clock::duration duration,
+                                std::uint64_t max_pairs) {
+  floor_result out;
+  const std::string prefix = "bench:aquorum:" + unique_key_suffix() + ":";
+  const std::size_t n = nodes.size();
+  // Per node, the phase numbers of the requests whose replies are still to come.
+  std::vector<std::deque<std::uint64_t>> waiting(n);
+  std::vector<pollfd> fds(n);
+  std::uint64_t phase = 0;
+  // Reads what has come; counts the current phase's good replies in `got`.
+  auto read_ready = [&](int timeout_ms, bool (*ok)(const redisReply*), std::size_t& got) {
+    for (std::size_t i = 0; i < n; ++i) fds[i] = pollfd{nodes.at(i)->fd, static_cast<short>(waiting[i].empty() ? 0 : POLLIN), 0};
+    if (::poll(fds.data(), fds.size(), timeout_ms) <= 0) return;
+    for (std::size_t i = 0; i < n; ++i) {
+      if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      redisContext* c = nodes.at(i);
+      if (redisBufferRead(c) != REDIS_OK) fail(c, "read");
+      for (;;) {
+        void* r = nullptr;
+        if (redisGetReplyFromReader(c, &r) != REDIS_OK) fail(c, "parse");
+        if (r == nullptr) break;
+        reply_ptr rp{static_cast<redisReply*>(r)};
+        const std::uint64_t of = waiting[i].front();
+        waiting[i].pop_front();
+        if (of == phase) {
+          if (ok(rp.r)) {
+            ++got;
+          } else {
+            ++out.errors;
+          }
+        }
+      }
+    }
+  };
+  auto run_phase = [&](bool (*ok)(const redisReply*)) {
+    std::size_t got = 0;
+    while (got < quorum) {
+      read_ready(2000, ok, got);
+      bool any = false;
+      for (const auto& w : waiting) any = any || !w.empty();
+      if (!any) break;  // every reply in and no quorum: counted as errors
+    }
+  };
+  const auto start = bench_clock::now();
+  const auto deadline = start + duration;
+  for (std::uint64_t i = 0; i < max_pairs; ++i) {
+    const auto t0 = bench_clock::now();
+    if (t0 >= deadline) break;
+    const std::string key = prefix + std::to_string(i);
+    const std::string token = fast_token();
+    ++phase;
+    for (std::size_t k = 0; k < n; ++k) {
+      append_acquire(nodes, nodes.at(k), floor_acquire::set_nx, key, token);
+      waiting[k].push_back(phase);
+    }
+    for (std::size_t k = 0; k < n; ++k) flush(nodes.at(k));
+    run_phase(granted);
+    const auto t1 = bench_clock::now();
+    ++phase;
+    for (std::size_t k = 0; k < n; ++k) {
+      append_release(nodes, nodes.at(k), key, token);
+      waiting[k].push_back(phase);
+    }
+    for (std::size_t k = 0; k < n; ++k) flush(nodes.at(k));
+    run_phase(deleted);
+    const auto t2 = bench_clock::now();
+    out.acquire.add(t1 - t0);
+    out.release.add(t2 - t1);
+    out.pair.add(t2 - t0);
+    ++out.pairs;
+  }
+  out.seconds = to_seconds(bench_clock::now() - start);
+  // Drain the late replies so the contexts stay in step for the next user.
+  ++phase;
+  const auto drain_until = bench_clock::now() + std::chrono::seconds(2);
+  std::size_t ignored = 0;
+  for (;;) {
+    bool any = false;
+    for (const auto& w : waiting) any = any || !w.empty();
+    if (!any || bench_clock::now() >= drain_until) break;
+    read_ready(100, granted, ignored);
+  }
   return out;
 }
 

@@ -74,6 +74,13 @@ floor_result parallel_floor(raw_nodes& nodes, floor_acquire how, bench_clock::du
 // replies are drained before the next phase, outside the timing.
 floor_result quorum_floor(raw_nodes& nodes, std::size_t quorum, bench_clock::duration duration,
                           std::uint64_t max_pairs);
+// As the quorum floor, but the late replies are not drained between phases: each
+// node's outstanding replies are read whenever they come, while the next phases
+// run (a phase counts only its own replies, in each node's reply order). The floor
+// for a client that decides at the quorum and never waits for a slow node, as the
+// library does, paying the same late-reply traffic. Drains (<= 2 s) at the end.
+floor_result async_quorum_floor(raw_nodes& nodes, std::size_t quorum, bench_clock::duration duration,
+                                std::uint64_t max_pairs);
 floor_result sequential_floor(raw_nodes& nodes, bench_clock::duration duration, std::uint64_t max_pairs);
 // `batch` locks per round; result.pair holds the latency of each round.
 floor_result pipelined_floor(raw_nodes& nodes, int batch, bench_clock::duration duration,
