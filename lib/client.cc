@@ -456,6 +456,7 @@ client_stats client::stats() const noexcept {
   out.locks_lost = s.locks_lost.load();
   out.reconnects = s.reconnects.load();
   out.observer_errors = s.observer_errors.load();
+  out.wake_ups_skipped = s.wake_ups_skipped.load();
   return out;
 }
 

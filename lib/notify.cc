@@ -193,14 +193,19 @@ void notifier::wake_one(channel& ch) {
     ch.woken = w;
     ++wakes_;
     // Across clients: each wakes its own earliest waiter, so C clients race C
-    // attempts into split votes. While this client has lost such a race within the
-    // last second, its wake-ups come after a random 0-3 ms, so that the first
-    // attempt usually lands alone; a single waiter is never delayed.
+    // attempts into split votes, and C - 1 of them lose a full round on every
+    // node. While this client has lost such a race within the last second, its
+    // wake-ups come after a random 0-3 ms, so that the first attempt usually lands
+    // alone, and look first (one GET on the node that published the release
+    // first): a new holder there means another client won, and this one waits on
+    // without an attempt. A single waiter is never delayed.
     std::chrono::milliseconds stagger(0);
+    std::optional<waiter::peek_at> peek;
     if (ch.lost_at != clock_tp{} && c_.now() - ch.lost_at < std::chrono::seconds(1)) {
       stagger = std::chrono::milliseconds(static_cast<std::chrono::milliseconds::rep>(c_.jitter() % 4));
+      if (!ch.recent.empty()) peek = waiter::peek_at{ch.recent.back().first_node, ch.recent.back().token};
     }
-    w->wake(stagger);
+    w->wake(stagger, std::move(peek));
     return;
   }
 }
@@ -222,7 +227,8 @@ void notifier::on_push(std::size_t node, const redisReply& m) {
   // (their release requests are in flight too) and lose a round to that.
   auto r = std::find_if(ch.recent.begin(), ch.recent.end(), [&](const channel::released& x) { return x.token == token; });
   if (r == ch.recent.end()) {
-    ch.recent.push_back(channel::released{std::string(token), c_.now(), std::vector<bool>(c_.size(), false), 0, false});
+    ch.recent.push_back(
+        channel::released{std::string(token), c_.now(), std::vector<bool>(c_.size(), false), node, 0, false});
     if (ch.recent.size() > kRecent) ch.recent.pop_front();
     r = std::prev(ch.recent.end());
   }

@@ -360,6 +360,26 @@ report empty_report(const core& c, std::error_code ec, const char* detail) {
 
 // ---------------------------------------------------------------- acquire
 
+// The answer to a waiter's peek: the key's value on one node, nullopt when it is
+// absent or there was no usable answer (down, timed out, an error).
+class peek_sink final : public sink {
+ public:
+  explicit peek_sink(std::function<void(const std::optional<std::string>&)> done) : done_(std::move(done)) {}
+  void on_reply(std::size_t, std::uint32_t, const reply_event& ev) override {
+    auto done = std::move(done_);
+    done_ = nullptr;
+    if (!done) return;
+    std::optional<std::string> value;
+    if (ev.status == node_status::pending && ev.reply != nullptr && ev.reply->type == REDIS_REPLY_STRING) {
+      value.emplace(ev.reply->str, ev.reply->len);
+    }
+    done(value);
+  }
+
+ private:
+  std::function<void(const std::optional<std::string>&)> done_;
+};
+
 // One attempt of an acquire; its rounds keep it for answers that arrive late.
 struct attempt_state {
   std::string token;
@@ -461,13 +481,73 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
   bool blocked_by(const std::string& token) const override {
     return blockers_.empty() || std::find(blockers_.begin(), blockers_.end(), token) != blockers_.end();
   }
-  void wake(milliseconds stagger) override {
+  void wake(milliseconds stagger, std::optional<peek_at> peek) override {
     auto self = shared_from_this();  // the cancelled timer held the last reference
     c_.cancel_timer(retry_timer_);
     idle_wait_ = false;
-    retry_timer_ = c_.schedule(stagger, [self] { self->start_attempt(); });
+    if (!peek) {
+      retry_timer_ = c_.schedule(stagger, [self] { self->start_attempt(); });
+      return;
+    }
+    retry_timer_ = c_.schedule(stagger, [self, p = std::move(*peek)] { self->peek_then_attempt(p); });
   }
-  void try_now() { wake(milliseconds(0)); }
+  void try_now() { wake(milliseconds(0), std::nullopt); }
+
+  // A GET of the key on every node (one command per node, against two for an
+  // attempt: SET and TIME): the same holder, other than the released one, on a
+  // quorum of nodes means another client's woken attempt won the release; this
+  // waiter then waits on (for that holder's release) without an attempt. A holder
+  // on fewer nodes may be a losing attempt about to roll back quietly, which would
+  // leave every waiter to its fallback timer: then, and on any other answer (free,
+  // the released token, errors, no answers), the attempt is made. A peek only
+  // ever skips an attempt: a wrong skip costs latency, never safety.
+  void peek_then_attempt(const peek_at& p) {
+    retry_timer_ = 0;
+    if (cancelled_ || c_.closing()) return finish_failure(last_, make_error_code(errc::cancelled));
+    std::string enc;
+    append_resp(enc, {"GET", key_});
+    auto w = std::make_shared<const wire>(wire::plain_tag{}, std::move(enc));
+    struct peek_tally {
+      std::vector<std::string> values;  // other holders seen, one entry per node
+      std::size_t answered = 0;
+      bool decided = false;
+    };
+    auto t = std::make_shared<peek_tally>();
+    auto self = shared_from_this();
+    const std::size_t n = c_.size(), q = n / 2 + 1;
+    for (std::size_t i = 0; i < n; ++i) {
+      auto done = [self, t, n, q, released = p.released](const std::optional<std::string>& value) {
+        if (t->decided) return;
+        ++t->answered;
+        if (value && !value->empty() && *value != released) {
+          t->values.push_back(*value);
+          if (static_cast<std::size_t>(std::count(t->values.begin(), t->values.end(), *value)) >= q) {
+            t->decided = true;
+            return self->after_peek(true);
+          }
+        }
+        // No holder can reach a quorum any more: attempt.
+        std::size_t best = 0;
+        for (const std::string& v : t->values) {
+          best = std::max(best, static_cast<std::size_t>(std::count(t->values.begin(), t->values.end(), v)));
+        }
+        if (best + (n - t->answered) < q) {
+          t->decided = true;
+          self->after_peek(false);
+        }
+      };
+      c_.conn(i).submit(w, false, std::make_shared<peek_sink>(std::move(done)), 0);
+    }
+  }
+
+  void after_peek(bool another_holder) {
+    if (done_called_) return;
+    if (cancelled_ || c_.closing()) return finish_failure(last_, make_error_code(errc::cancelled));
+    if (!another_holder) return start_attempt();
+    c_.stats().wake_ups_skipped.fetch_add(1, std::memory_order_relaxed);
+    if (joined_) c_.notify().attempt_done(key_, *this);
+    arm_wait(retry_delay(o_.retry, attempt_ + 1, c_.jitter()));
+  }
 
   // An acquire that may wait (retry.deadline) and found the lock held (or, once
   // waiting, failed any retryable way) waits for its release: the key's channel is

@@ -215,6 +215,10 @@ struct client_stats {
   std::uint64_t reconnects = 0;        // connections (re)established after the first
   // Exceptions thrown by observers (client_options::observers), caught and dropped.
   std::uint64_t observer_errors = 0;
+  // Release notifications after which a waiting acquire made no attempt: its peek
+  // (one GET) found that another client had already taken the lock
+  // (docs/coordination.md, "Waiting without polling").
+  std::uint64_t wake_ups_skipped = 0;
 };
 
 class REDLOCK_EXPORT client {

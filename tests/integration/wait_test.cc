@@ -247,6 +247,42 @@ TEST(Wait, a_waiter_is_woken_by_a_quorum_of_release_messages_not_the_first) {
   if (got.lock) (void)got.lock.release();
 }
 
+// A client whose woken waiter lost a race within the last second looks before its
+// next woken attempt: a GET on every node. The same other holder on a quorum means
+// another client took the release: it waits on without an attempt (no SET). Then a
+// real release (the keys gone) makes the attempt, which succeeds.
+TEST(Wait, a_waiter_that_lost_a_race_peeks_and_skips_an_attempt_when_another_holds_a_quorum) {
+  client a(opts(nodes().uris()));
+  client b(opts(nodes().uris()));
+  ASSERT_TRUE(wait_connected(a));
+  ASSERT_TRUE(wait_connected(b));
+  const std::string res = unique("peek");
+  auto held = a.acquire(res, once());
+  ASSERT_TRUE(held.lock);
+  auto fut = std::async(std::launch::async, [&] { return b.acquire(res, waiting(5000ms, 8000ms)); });
+  ASSERT_TRUE(eventually([&] { return all_subscribed(nodes(), res); }, 5000ms));
+  std::this_thread::sleep_for(100ms);
+  // A forged release on two of three nodes wakes the waiter: its attempt loses (A holds).
+  long long sets = total_calls(nodes(), "set");
+  for (std::size_t i : {0u, 1u}) nodes()[i].command({"PUBLISH", res + ":released", "forged-1"});
+  ASSERT_TRUE(eventually([&] { return total_calls(nodes(), "set") >= sets + 3; }, 1000ms));
+  std::this_thread::sleep_for(100ms);  // the attempt has failed
+  EXPECT_EQ(b.stats().wake_ups_skipped, 0u);
+  // Within the second: the next wake-up peeks, sees A's token on every node, skips.
+  sets = total_calls(nodes(), "set");
+  const long long gets = total_calls(nodes(), "get");
+  for (std::size_t i : {0u, 1u}) nodes()[i].command({"PUBLISH", res + ":released", "forged-2"});
+  ASSERT_TRUE(eventually([&] { return b.stats().wake_ups_skipped == 1; }, 1000ms)) << b.stats().wake_ups_skipped;
+  EXPECT_GE(total_calls(nodes(), "get"), gets + 2);
+  EXPECT_EQ(total_calls(nodes(), "set"), sets) << "an attempt was made although A holds every node";
+  // The real release: the peek finds the keys gone and the attempt succeeds.
+  EXPECT_FALSE(held.lock.release().error);
+  auto got = fut.get();
+  EXPECT_TRUE(got.lock) << got.report.message();
+  EXPECT_EQ(b.stats().wake_ups_skipped, 1u);
+  if (got.lock) (void)got.lock.release();
+}
+
 TEST(Wait, subscriber_reconnects_after_a_node_restart) {
   client a(opts(nodes().uris()));
   client b(opts(nodes().uris()));
