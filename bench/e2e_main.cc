@@ -6,7 +6,7 @@
 //             [--watchdog-ttl LIST] [SCENARIO...]
 //
 // SCENARIO: floor latency throughput contention paused slow watchdog memory tls semaphore observers
-// handover, or all
+// handover blocking, or all
 // (the default). See docs/benchmarks.md.
 #include <signal.h>
 #include <unistd.h>
@@ -31,7 +31,7 @@ namespace {
 
 const std::vector<std::string> kScenarios = {"floor",  "latency", "throughput", "contention",
                                              "paused", "slow",    "watchdog",   "memory", "tls",
-                                             "semaphore", "observers", "handover"};
+                                             "semaphore", "observers", "handover", "blocking"};
 
 void usage(std::FILE* f) {
   std::fprintf(f,
@@ -54,6 +54,8 @@ void usage(std::FILE* f) {
                "  observers   no observer vs a no-op observer vs the metrics adapter (observer_variants(),\n"
                "              e2e.h): pair latency,\n"
                "              32-in-flight throughput and client CPU per pair, as ratios to none\n"
+               "  blocking    blocking acquire + release from 1, 4, 16 caller threads on one client vs as\n"
+               "              many raw parallel-floor threads; with and without the spin/linger\n"
                "  handover    waiting acquires, polling vs release notifications: hand-over latency,\n"
                "              48 contenders holding 10 ms (fairness, server commands per acquisition)\n"
                "\n"
@@ -284,6 +286,7 @@ int run(int argc, char** argv) {
       {"semaphore", [&] { scenario_semaphore(e, n); }},
       {"observers", [&] { scenario_observers(e, n, 32); }},
       {"handover", [&] { scenario_handover(e, n); }},
+      {"blocking", [&] { scenario_blocking(e, n); }},
   };
   int failures = 0;
   for (const auto& name : order) {

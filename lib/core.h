@@ -104,6 +104,20 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   // Runs the loop from the calling thread until done() (the simulator): false when
   // this reactor cannot be driven from here.
   bool drive(const std::function<bool()>& done) { return io_->drive(done); }
+  // Blocking calls from other threads (sync.h). A waiting caller may spin before
+  // it sleeps, so that a quick answer reaches it without a thread wake-up; at most
+  // one caller spins at a time (begin_sync_wait() says whether this one may), for
+  // at most sync_spin_budget(): twice the recent blocking-call latency, capped, and
+  // zero once calls take longer than the cap (a slow network: spinning would not
+  // pay). Any thread.
+  bool begin_sync_wait() noexcept;
+  void end_sync_wait(bool spinner, std::chrono::steady_clock::duration took) noexcept;
+  std::chrono::nanoseconds sync_spin_budget() const noexcept;
+  // Loop thread: a blocking caller is about to get its answer. An own loop then
+  // keeps polling for a short while instead of sleeping in the kernel, and posts
+  // from other threads skip the wake-up while it does: the caller's next call
+  // (typically the release after an acquire) is picked up without a hand-off.
+  void answered_blocking_caller();
   // Waits `d` on the client's clock: sleeps, or in a simulated world driven from
   // this thread, runs the world for `d`. Not on the loop thread of a real loop.
   void wait_for(std::chrono::milliseconds d);
@@ -276,6 +290,15 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   std::vector<std::function<void()>> local_;  // loop thread: tasks swapped out
   std::vector<std::function<void()>> deferred_;  // loop thread: posted from the loop itself
   std::vector<connection*> dirty_;
+  // Lingering after answering a blocking caller (answered_blocking_caller).
+  bool awake_ = false;     // guarded by tasks_mu_: the loop polls tasks_ without a wake-up
+  bool lingering_ = false;  // loop thread
+  std::chrono::steady_clock::time_point linger_until_{};  // loop thread
+  void end_linger();
+  std::chrono::nanoseconds linger_{0};      // 0: never linger
+  std::chrono::nanoseconds spin_cap_{0};    // 0: never spin
+  std::atomic<int> spinners_{0};
+  std::atomic<std::int64_t> sync_ewma_ns_{0};  // recent blocking-call latency
 
   std::map<std::pair<std::uint64_t, std::uint64_t>, std::function<void()>> timers_;  // (due ms, id)
   std::unordered_map<std::uint64_t, std::uint64_t> timer_due_;
