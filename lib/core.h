@@ -105,8 +105,9 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   // this reactor cannot be driven from here.
   bool drive(const std::function<bool()>& done) { return io_->drive(done); }
   // Blocking calls from other threads (sync.h). A waiting caller may spin before
-  // it sleeps, so that a quick answer reaches it without a thread wake-up; at most
-  // one caller spins at a time (begin_sync_wait() says whether this one may), for
+  // it sleeps, so that a quick answer reaches it without a thread wake-up; a caller
+  // spins only when no other blocking call of this client is waiting
+  // (begin_sync_wait() says whether this one may), for
   // at most sync_spin_budget(): twice the recent blocking-call latency, capped, and
   // zero once calls take longer than the cap (a slow network: spinning would not
   // pay). Any thread.

@@ -33,9 +33,10 @@ std::function<void(R)> timed(std::shared_ptr<core> c, std::chrono::steady_clock:
 // state to allocate). The caller may spin for a while (core::sync_spin_budget)
 // before it sleeps on a condition variable; the loop thread wakes it only if it
 // went to sleep. Protocol: `state_` goes spinning -> done (the result was set
-// while the caller spun: the loop thread never touches the waiter again), or
-// spinning -> sleeping -> done (the loop thread then signals under `mu_`, and the
-// caller leaves only after it was signalled, so the waiter outlives the signal).
+// while the caller spun: the exchange is the loop thread's last touch), or
+// spinning -> sleeping -> done (the loop thread then signals under `mu_` and
+// stores `released_` last; the caller leaves only after it saw `released_`, so
+// the waiter outlives every use the loop thread makes of it).
 template <class R>
 class sync_waiter {
  public:
@@ -43,19 +44,30 @@ class sync_waiter {
   void set(R r) {
     value_.emplace(std::move(r));
     if (state_.exchange(kDone, std::memory_order_acq_rel) != kSleeping) return;
-    std::lock_guard<std::mutex> g(mu_);
-    signalled_ = true;
-    cv_.notify_one();
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      signalled_ = true;
+      cv_.notify_one();
+    }
+    // The last touch: the caller waits for it before it leaves (and destroys the
+    // mutex this thread was still unlocking).
+    released_.store(true, std::memory_order_release);
   }
 
   // The caller: spins up to `spin` (zero: not at all), then sleeps until set().
   R wait(std::chrono::nanoseconds spin) {
     if (spin.count() <= 0 || !spin_for(spin)) {
-      std::unique_lock<std::mutex> lk(mu_);
-      int expected = kSpinning;
-      if (state_.compare_exchange_strong(expected, kSleeping, std::memory_order_acq_rel)) {
-        cv_.wait(lk, [this] { return signalled_; });
+      bool slept = false;
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        int expected = kSpinning;
+        if (state_.compare_exchange_strong(expected, kSleeping, std::memory_order_acq_rel)) {
+          cv_.wait(lk, [this] { return signalled_; });
+          slept = true;
+        }
       }
+      // Signalled: set() is past its last use of the mutex a moment later.
+      while (slept && !released_.load(std::memory_order_acquire)) std::this_thread::yield();
     }
     return std::move(*value_);
   }
@@ -85,6 +97,7 @@ class sync_waiter {
   std::mutex mu_;
   std::condition_variable cv_;
   bool signalled_ = false;  // guarded by mu_
+  std::atomic<bool> released_{false};  // set() is done with the waiter (sleeping path)
 };
 
 // Posts start(done) to the loop and waits for done(result). Returns `refused(errc)`
