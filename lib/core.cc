@@ -76,26 +76,32 @@ core::core(client_options options, std::vector<node_address> nodes, std::unique_
   linger_ = owns_loop_ ? tuning("REDLOCK_SYNC_LINGER_US", kDefaultLingerUs) : std::chrono::nanoseconds(0);
 }
 
-bool core::begin_sync_wait() noexcept {
-  const bool first = spinners_.fetch_add(1, std::memory_order_relaxed) == 0;
-  return first && spin_cap_.count() > 0;
+core::sync_wait_plan core::begin_sync_wait() noexcept {
+  const bool alone = sync_waiting_.fetch_add(1, std::memory_order_relaxed) == 0;
+  if (!alone || spin_cap_.count() == 0) return {};
+  const std::chrono::nanoseconds spun(spun_ewma_ns_.load(std::memory_order_relaxed));
+  const std::chrono::nanoseconds slept(slept_ewma_ns_.load(std::memory_order_relaxed));
+  // Unmeasured ways first; then the faster one, and every 16th call the other.
+  bool spin = true;
+  if (spun.count() != 0 && slept.count() == 0) {
+    spin = false;
+  } else if (spun.count() != 0) {
+    const bool explore = sync_calls_.fetch_add(1, std::memory_order_relaxed) % 16 == 15;
+    spin = (spun <= slept) != explore;
+  }
+  if (!spin) return {std::chrono::nanoseconds(0), true};
+  return {spun.count() == 0 ? spin_cap_ : std::min(spin_cap_, 2 * spun), true};
 }
 
-void core::end_sync_wait(bool spinner, std::chrono::steady_clock::duration took) noexcept {
-  (void)spinner;
-  spinners_.fetch_sub(1, std::memory_order_relaxed);
-  // An exponential average (weight 1/8) of the blocking calls' latency; races
-  // between callers lose an update, which is harmless.
+void core::end_sync_wait(const sync_wait_plan& plan, std::chrono::steady_clock::duration took) noexcept {
+  sync_waiting_.fetch_sub(1, std::memory_order_relaxed);
+  // Exponential averages (weight 1/8); racing callers may lose an update, which
+  // is harmless. Only calls that were alone count (a crowd never spins).
+  if (!plan.measured) return;
+  auto& avg = plan.spin.count() > 0 ? spun_ewma_ns_ : slept_ewma_ns_;
   const std::int64_t t = std::chrono::duration_cast<std::chrono::nanoseconds>(took).count();
-  const std::int64_t old = sync_ewma_ns_.load(std::memory_order_relaxed);
-  sync_ewma_ns_.store(old == 0 ? t : old + (t - old) / 8, std::memory_order_relaxed);
-}
-
-std::chrono::nanoseconds core::sync_spin_budget() const noexcept {
-  const std::chrono::nanoseconds avg(sync_ewma_ns_.load(std::memory_order_relaxed));
-  if (avg > spin_cap_) return std::chrono::nanoseconds(0);
-  if (avg.count() == 0) return spin_cap_;
-  return std::min(spin_cap_, 2 * avg);
+  const std::int64_t old = avg.load(std::memory_order_relaxed);
+  avg.store(old == 0 ? t : old + (t - old) / 8, std::memory_order_relaxed);
 }
 
 void core::answered_blocking_caller() {

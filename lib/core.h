@@ -105,19 +105,26 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   // this reactor cannot be driven from here.
   bool drive(const std::function<bool()>& done) { return io_->drive(done); }
   // Blocking calls from other threads (sync.h). A waiting caller may spin before
-  // it sleeps, so that a quick answer reaches it without a thread wake-up; a caller
-  // spins only when no other blocking call of this client is waiting
-  // (begin_sync_wait() says whether this one may), for
-  // at most sync_spin_budget(): twice the recent blocking-call latency, capped, and
-  // zero once calls take longer than the cap (a slow network: spinning would not
-  // pay). Any thread.
-  bool begin_sync_wait() noexcept;
-  void end_sync_wait(bool spinner, std::chrono::steady_clock::duration took) noexcept;
-  std::chrono::nanoseconds sync_spin_budget() const noexcept;
-  // Loop thread: a blocking caller is about to get its answer. An own loop then
-  // keeps polling for a short while instead of sleeping in the kernel, and posts
-  // from other threads skip the wake-up while it does: the caller's next call
-  // (typically the release after an acquire) is picked up without a hand-off.
+  // it sleeps, so that a quick answer reaches it without a thread wake-up. Whether
+  // it does is measured, not assumed: the client keeps the recent latency of
+  // blocking calls that spun and of calls that slept, uses the faster way, and
+  // tries the other one every 16th call (on a machine short of cores a spinning
+  // caller delays the very work it waits for; then sleeping wins). Only a caller
+  // that is the client's only blocking call in flight spins, for at most twice the
+  // recent latency of spun calls, capped (REDLOCK_SYNC_SPIN_US, default 300 us).
+  // begin_sync_wait() returns the spin budget (zero: sleep at once) and whether the
+  // call's latency is to be measured (it was alone). Any thread.
+  struct sync_wait_plan {
+    std::chrono::nanoseconds spin{0};
+    bool measured = false;
+  };
+  sync_wait_plan begin_sync_wait() noexcept;
+  void end_sync_wait(const sync_wait_plan& plan, std::chrono::steady_clock::duration took) noexcept;
+  // Loop thread: a spinning blocking caller just got its answer. An own loop then
+  // keeps polling for a short while (REDLOCK_SYNC_LINGER_US, default 30 us)
+  // instead of sleeping in the kernel, and posts from other threads skip the
+  // wake-up while it does: the caller's next call (typically the release after an
+  // acquire) is picked up without a hand-off.
   void answered_blocking_caller();
   // Waits `d` on the client's clock: sleeps, or in a simulated world driven from
   // this thread, runs the world for `d`. Not on the loop thread of a real loop.
@@ -298,8 +305,10 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   void end_linger();
   std::chrono::nanoseconds linger_{0};      // 0: never linger
   std::chrono::nanoseconds spin_cap_{0};    // 0: never spin
-  std::atomic<int> spinners_{0};
-  std::atomic<std::int64_t> sync_ewma_ns_{0};  // recent blocking-call latency
+  std::atomic<int> sync_waiting_{0};               // blocking calls in flight
+  std::atomic<std::uint64_t> sync_calls_{0};
+  std::atomic<std::int64_t> spun_ewma_ns_{0};     // recent latency of calls that spun
+  std::atomic<std::int64_t> slept_ewma_ns_{0};    // ... and of calls that slept at once
 
   std::map<std::pair<std::uint64_t, std::uint64_t>, std::function<void()>> timers_;  // (due ms, id)
   std::unordered_map<std::uint64_t, std::uint64_t> timer_due_;

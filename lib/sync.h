@@ -30,7 +30,7 @@ std::function<void(R)> timed(std::shared_ptr<core> c, std::chrono::steady_clock:
 }
 
 // One blocking caller's wait for one result, on the caller's stack (no shared
-// state to allocate). The caller may spin for a while (core::sync_spin_budget)
+// state to allocate). The caller may spin for a while (core::begin_sync_wait)
 // before it sleeps on a condition variable; the loop thread wakes it only if it
 // went to sleep. Protocol: `state_` goes spinning -> done (the result was set
 // while the caller spun: the exchange is the loop thread's last touch), or
@@ -40,10 +40,11 @@ std::function<void(R)> timed(std::shared_ptr<core> c, std::chrono::steady_clock:
 template <class R>
 class sync_waiter {
  public:
-  // Loop thread, exactly once. The waiter may be gone when this returns.
-  void set(R r) {
+  // Loop thread, exactly once. The waiter may be gone when this returns. Returns
+  // true when the caller was spinning (it will be back soon, if it calls again).
+  bool set(R r) {
     value_.emplace(std::move(r));
-    if (state_.exchange(kDone, std::memory_order_acq_rel) != kSleeping) return;
+    if (state_.exchange(kDone, std::memory_order_acq_rel) != kSleeping) return true;
     {
       std::lock_guard<std::mutex> g(mu_);
       signalled_ = true;
@@ -52,6 +53,7 @@ class sync_waiter {
     // The last touch: the caller waits for it before it leaves (and destroys the
     // mutex this thread was still unlocking).
     released_.store(true, std::memory_order_release);
+    return false;
   }
 
   // The caller: spins up to `spin` (zero: not at all), then sleeps until set().
@@ -123,14 +125,14 @@ R run_sync(core& c, Start start, Refused refused) {
   const auto t0 = std::chrono::steady_clock::now();
   bool posted = c.post([start = std::move(start), &w, cp]() mutable {
     start([&w, cp](R r) {
-      cp->answered_blocking_caller();
-      w.set(std::move(r));
+      // `w` may be gone once set() returned: only its answer is used after.
+      if (w.set(std::move(r))) cp->answered_blocking_caller();
     });
   });
   if (!posted) return refused(errc::cancelled);
-  const bool spinner = c.begin_sync_wait();
-  R r = w.wait(spinner ? c.sync_spin_budget() : std::chrono::nanoseconds(0));
-  c.end_sync_wait(spinner, std::chrono::steady_clock::now() - t0);
+  const core::sync_wait_plan plan = c.begin_sync_wait();
+  R r = w.wait(plan.spin);
+  c.end_sync_wait(plan, std::chrono::steady_clock::now() - t0);
   return r;
 }
 
