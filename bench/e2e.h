@@ -73,6 +73,9 @@ struct env {
 void scenario_floor(env& e, std::size_t nodes);
 // One record per node count, named `name` ("latency"; "nodes" for the N = 3..9 run).
 void scenario_latency(env& e, const std::vector<std::size_t>& node_counts, const char* name = "latency");
+// Blocking acquire + release from 1, 4 and 16 caller threads sharing one client,
+// against as many raw parallel-floor threads (issue 14, target 1).
+void scenario_blocking(env& e, std::size_t nodes);
 void scenario_throughput(env& e, std::size_t nodes, const std::vector<int>& inflight);
 void scenario_contention(env& e, std::size_t nodes);
 void scenario_paused(env& e, std::size_t nodes);

@@ -5,8 +5,8 @@
 //             [--scale F] [--inflight LIST] [--command-timeout MS] [--watchdog-locks N]
 //             [--watchdog-ttl LIST] [SCENARIO...]
 //
-// SCENARIO: floor latency nodes throughput contention paused slow distance watchdog memory tls
-// semaphore observers handover, or all (the default; with --quick, all but distance); and the
+// SCENARIO: floor latency nodes blocking throughput contention paused slow distance watchdog memory
+// tls semaphore observers handover, or all (the default; with --quick, all but distance); and the
 // opt-in ones, run only when named (never by `all`, the default or --quick alone): peers.
 // See docs/benchmarks.md.
 #include <signal.h>
@@ -30,9 +30,9 @@
 namespace redlock::bench {
 namespace {
 
-const std::vector<std::string> kScenarios = {"floor",  "latency", "nodes",    "throughput", "contention",
-                                             "paused", "slow",    "distance", "watchdog",   "memory",
-                                             "tls",    "semaphore", "observers", "handover"};
+const std::vector<std::string> kScenarios = {"floor",  "latency",  "nodes",     "blocking",  "throughput",
+                                             "contention", "paused", "slow",   "distance",  "watchdog",
+                                             "memory", "tls",      "semaphore", "observers", "handover"};
 // Left out of the default list with --quick (CI's smoke run): it needs root, makes
 // network namespaces and waits for 20 ms round trips. `--quick distance` runs it briefly.
 const std::vector<std::string> kNotQuickByDefault = {"distance"};
@@ -68,6 +68,8 @@ void usage(std::FILE* f) {
                "  observers   no observer vs a no-op observer vs the metrics adapter (observer_variants(),\n"
                "              e2e.h): pair latency,\n"
                "              32-in-flight throughput and client CPU per pair, as ratios to none\n"
+               "  blocking    blocking acquire + release from 1, 4, 16 caller threads on one client vs as\n"
+               "              many raw parallel-floor threads; with and without the spin/linger\n"
                "  handover    waiting acquires, polling vs release notifications: hand-over latency,\n"
                "              48 contenders holding 10 ms (fairness, server commands per acquisition)\n"
                "\n"
@@ -316,6 +318,7 @@ int run(int argc, char** argv) {
       {"semaphore", [&] { scenario_semaphore(e, n); }},
       {"observers", [&] { scenario_observers(e, n, 32); }},
       {"handover", [&] { scenario_handover(e, n); }},
+      {"blocking", [&] { scenario_blocking(e, n); }},
       {"peers", [&] { scenario_peers(e, n); }},
   };
   int failures = 0;

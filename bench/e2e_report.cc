@@ -298,6 +298,29 @@ void print_summary(std::FILE* f, const std::vector<record>& rs) {
                  verdict(lost == 0 && w.num("still_owned") == w.num("locks")), w.num("locks"),
                  w.num("ttl_ms") / 1000, lost, w.num("acquire_failures"));
   }
+  if (const record* b1 = find(rs, "blocking", "threads", 1)) {
+    std::fprintf(f, "\nTargets (issue 14)\n");
+    std::fprintf(f, "  %s blocking pair p50 <= 1.0x parallel floor (1 caller thread): %.2fx (hand-off only %.2fx)\n",
+                 verdict(b1->num("ratio_p50") <= 1.0), b1->num("ratio_p50"), b1->num("handoff_ratio_p50"));
+    std::fprintf(f, "  %s blocking pair p99 <= 1.2x parallel floor p99 (1 caller thread): %.2fx\n",
+                 verdict(b1->num("ratio_p99") <= 1.2), b1->num("ratio_p99"));
+    std::fprintf(f, "  %s blocking client CPU per pair <= 1.0x the floor's (1 caller thread): %.0f / %.0f us\n",
+                 verdict(b1->num("lib_client_cpu_us_per_pair") <= b1->num("floor_client_cpu_us_per_pair")),
+                 b1->num("lib_client_cpu_us_per_pair"), b1->num("floor_client_cpu_us_per_pair"));
+    for (const record& b : rs) {
+      if (b.scenario() != "blocking" || b.num("threads") == 1) continue;
+      std::fprintf(f, "  (report) %g callers on one client: %.0f pairs/s, %.2fx %g raw floor threads\n",
+                   b.num("threads"), b.num("lib_pairs_per_s"), b.num("ratio_pairs_per_s"), b.num("threads"));
+    }
+  }
+  if (const record* t64 = find(rs, "throughput", "inflight", 64)) {
+    if (find(rs, "blocking", "threads", 1) == nullptr) std::fprintf(f, "\nTargets (issue 14)\n");
+    std::fprintf(f, "  %s 64 in flight >= 0.95x pipelined floor pairs/s: %.2fx\n",
+                 verdict(t64->num("ratio_vs_pipelined64") >= 0.95), t64->num("ratio_vs_pipelined64"));
+    std::fprintf(f, "  %s 64 in flight: client CPU per pair <= 1.0x the floor's: %.1f / %.1f us\n",
+                 verdict(t64->num("client_cpu_us_per_pair") <= t64->num("floor_client_cpu_us_per_pair")),
+                 t64->num("client_cpu_us_per_pair"), t64->num("floor_client_cpu_us_per_pair"));
+  }
   std::fflush(f);
 }
 

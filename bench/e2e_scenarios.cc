@@ -358,6 +358,159 @@ void scenario_latency(env& e, const std::vector<std::size_t>& node_counts, const
   }
 }
 
+// ------------------------------------------------------------------ blocking API (issue 14, target 1)
+
+namespace {
+
+// A client whose blocking calls spin and linger as the library's defaults say
+// (`tuned`), or hand off only (spin and linger off, via the library's
+// REDLOCK_SYNC_SPIN_US / REDLOCK_SYNC_LINGER_US, read when a client is made).
+std::unique_ptr<client> make_blocking_client(const env& e, std::size_t n, bool tuned) {
+  const char* spin = std::getenv("REDLOCK_SYNC_SPIN_US");
+  const char* linger = std::getenv("REDLOCK_SYNC_LINGER_US");
+  const std::string keep_spin = spin != nullptr ? spin : "", keep_linger = linger != nullptr ? linger : "";
+  if (!tuned) {
+    setenv("REDLOCK_SYNC_SPIN_US", "0", 1);
+    setenv("REDLOCK_SYNC_LINGER_US", "0", 1);
+  }
+  auto c = make_client(e, e.uris(n));
+  auto restore = [](const char* name, const char* was, const std::string& value) {
+    if (was != nullptr) {
+      setenv(name, value.c_str(), 1);
+    } else {
+      unsetenv(name);
+    }
+  };
+  restore("REDLOCK_SYNC_SPIN_US", spin, keep_spin);
+  restore("REDLOCK_SYNC_LINGER_US", linger, keep_linger);
+  return c;
+}
+
+struct threaded_pairs {
+  latencies pair;
+  std::uint64_t pairs = 0, errors = 0;
+  double seconds = 0;
+};
+
+// `threads` threads at once, each running `one(pairs, errors, latencies)` until it returns.
+template <class One>
+threaded_pairs run_threads(int threads, One one) {
+  threaded_pairs out;
+  std::mutex mu;
+  std::vector<std::thread> ts;
+  const auto start = bench_clock::now();
+  for (int t = 0; t < threads; ++t) {
+    ts.emplace_back([&, t] {
+      latencies mine;
+      std::uint64_t pairs = 0, errors = 0;
+      one(t, mine, pairs, errors);
+      std::lock_guard<std::mutex> g(mu);
+      out.pair.append(mine);
+      out.pairs += pairs;
+      out.errors += errors;
+    });
+  }
+  for (auto& th : ts) th.join();
+  out.seconds = to_seconds(bench_clock::now() - start);
+  return out;
+}
+
+}  // namespace
+
+void scenario_blocking(env& e, std::size_t n) {
+  e.flush_nodes();
+  auto tuned = make_blocking_client(e, n, true);
+  auto handoff = make_blocking_client(e, n, false);
+  std::vector<int> thread_counts = {1, 4, 16};
+  // REDLOCK_BENCH_BLOCKING_THREADS=1 (say): only that many callers (quick tuning runs).
+  if (const char* only = std::getenv("REDLOCK_BENCH_BLOCKING_THREADS")) thread_counts = {std::max(1, std::atoi(only))};
+  // Raw contexts for the floor threads: one set per thread.
+  std::vector<std::unique_ptr<raw_nodes>> rn;
+  for (int t = 0; t < thread_counts.back(); ++t) rn.push_back(std::make_unique<raw_nodes>(e.ports(n)));
+  std::map<int, std::vector<record>> runs;
+  for (int rep = 0; rep < e.size.repeats; ++rep) {
+    for (int threads : thread_counts) {
+      record r("blocking");
+      r.set_int("nodes", static_cast<std::int64_t>(n));
+      r.set_int("threads", threads);
+      auto floor = [&] {
+        cpu_meter m(e.pids(n));
+        threaded_pairs f = run_threads(threads, [&](int t, latencies& lat, std::uint64_t& pairs, std::uint64_t& errors) {
+          floor_result one = parallel_floor(*rn[static_cast<std::size_t>(t)], floor_acquire::set_nx,
+                                            e.size.latency_time, kUnbounded);
+          lat = one.pair;
+          pairs = one.pairs;
+          errors = one.errors;
+        });
+        add_cpu(r, "floor_", m, f.pairs);
+        r.set_summary("floor_pair", f.pair.summarize());
+        r.set("floor_pairs_per_s", per_second(f.pairs, f.seconds));
+        r.set_int("floor_errors", static_cast<std::int64_t>(f.errors));
+      };
+      auto lib = [&](client& c, const std::string& prefix) {
+        cpu_meter m(e.pids(n));
+        threaded_pairs l = run_threads(threads, [&](int, latencies& lat, std::uint64_t& pairs, std::uint64_t& errors) {
+          pair_result one = sync_pairs(c, bench_acquire_options(), e.size.latency_time, kUnbounded);
+          lat = one.pair;
+          pairs = one.pairs;
+          errors = one.errors;
+        });
+        add_cpu(r, prefix, m, l.pairs);
+        r.set_summary(prefix + "pair", l.pair.summarize());
+        r.set(prefix + "pairs_per_s", per_second(l.pairs, l.seconds));
+        r.set_int(prefix + "errors", static_cast<std::int64_t>(l.errors));
+      };
+      // Rotate the order so no variant always runs on a warmer machine.
+      std::vector<std::function<void()>> order = {floor, [&] { lib(*tuned, "lib_"); },
+                                                  [&] { lib(*handoff, "handoff_"); }};
+      if (threads == 1) {
+        // The same pairs from callbacks on the loop thread: no hand-off at all.
+        order.push_back([&] {
+          chain_config cfg;
+          cfg.inflight = 1;
+          cfg.duration = e.size.latency_time;
+          chain_result a = run_chains({tuned.get()}, cfg);
+          r.set_summary("async_pair", a.pair.summarize());
+        });
+      }
+      std::rotate(order.begin(), order.begin() + (rep % 3), order.end());
+      for (auto& fn : order) fn();
+      runs[threads].push_back(r);
+    }
+  }
+  for (int threads : thread_counts) {
+    record m = record::median_of(runs[threads], {"floor_pair_p50_us", "lib_pair_p50_us", "handoff_pair_p50_us"});
+    m.set("ratio_p50", m.num("lib_pair_p50_us") / m.num("floor_pair_p50_us"));
+    m.set("ratio_p99", m.num("lib_pair_p99_us") / m.num("floor_pair_p99_us"));
+    m.set("handoff_ratio_p50", m.num("handoff_pair_p50_us") / m.num("floor_pair_p50_us"));
+    m.set("handoff_ratio_p99", m.num("handoff_pair_p99_us") / m.num("floor_pair_p99_us"));
+    m.set("ratio_pairs_per_s", m.num("lib_pairs_per_s") / m.num("floor_pairs_per_s"));
+    m.set("async_ratio_p50", m.num("async_pair_p50_us") / m.num("floor_pair_p50_us"));
+    m.set("handoff_ratio_pairs_per_s", m.num("handoff_pairs_per_s") / m.num("floor_pairs_per_s"));
+    // Client + servers: what spinning costs the machine per pair.
+    m.set("total_cpu_us_per_pair", m.num("lib_client_cpu_us_per_pair") + m.num("lib_server_cpu_us_per_pair"));
+    m.set("handoff_total_cpu_us_per_pair",
+          m.num("handoff_client_cpu_us_per_pair") + m.num("handoff_server_cpu_us_per_pair"));
+    m.set("floor_total_cpu_us_per_pair",
+          m.num("floor_client_cpu_us_per_pair") + m.num("floor_server_cpu_us_per_pair"));
+    e.out->emit(m);
+    const record& r = e.out->all().back();
+    e.out->note(
+        "  blocking %2d caller(s): floor p50/p99 %.0f/%.0f us %.0f pairs/s; library %.0f/%.0f us (%.2fx/%.2fx) "
+        "%.0f pairs/s (%.2fx); hand-off only %.0f/%.0f us (%.2fx) %.0f pairs/s; async %.0f us; cpu/pair client+servers "
+        "floor %.0f+%.0f lib %.0f+%.0f hand-off %.0f+%.0f; others %.2f cores",
+        threads, r.num("floor_pair_p50_us"), r.num("floor_pair_p99_us"), r.num("floor_pairs_per_s"),
+        r.num("lib_pair_p50_us"), r.num("lib_pair_p99_us"), r.num("ratio_p50"), r.num("ratio_p99"),
+        r.num("lib_pairs_per_s"), r.num("ratio_pairs_per_s"), r.num("handoff_pair_p50_us"),
+        r.num("handoff_pair_p99_us"), r.num("handoff_ratio_p50"), r.num("handoff_pairs_per_s"),
+        r.num("async_pair_p50_us"),
+        r.num("floor_client_cpu_us_per_pair"), r.num("floor_server_cpu_us_per_pair"),
+        r.num("lib_client_cpu_us_per_pair"), r.num("lib_server_cpu_us_per_pair"),
+        r.num("handoff_client_cpu_us_per_pair"), r.num("handoff_server_cpu_us_per_pair"),
+        r.num("lib_others_busy_cores"));
+  }
+}
+
 // ------------------------------------------------------------------ throughput vs in flight
 
 void scenario_throughput(env& e, std::size_t n, const std::vector<int>& inflight) {

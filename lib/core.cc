@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <future>
 
 #include "decision.h"
@@ -14,6 +15,13 @@
 #include "uv_reactor.h"
 
 namespace redlock::detail {
+
+namespace {
+// Blocking calls: how long a caller may spin for its answer, at most, and how
+// long the loop keeps polling after answering one (core.h).
+constexpr long kDefaultSpinCapUs = 300;
+constexpr long kDefaultLingerUs = 30;
+}  // namespace
 
 std::string reactor::token() { return make_token(); }
 
@@ -56,6 +64,69 @@ core::core(client_options options, std::vector<node_address> nodes, std::unique_
     conns_.push_back(std::make_unique<connection>(*this, i, nodes_[i]));
   }
   notifier_ = std::make_unique<notifier>(*this);
+  // Blocking-call tuning (see begin_sync_wait); the environment overrides the
+  // defaults for measurements (docs/benchmarks.md), in microseconds, 0 = off.
+  auto tuning = [](const char* name, long fallback_us) {
+    const char* v = std::getenv(name);
+    long us = fallback_us;
+    if (v != nullptr && *v != '\0') us = std::strtol(v, nullptr, 10);
+    return std::chrono::nanoseconds(std::chrono::microseconds(std::max(0L, us)));
+  };
+  spin_cap_ = tuning("REDLOCK_SYNC_SPIN_US", kDefaultSpinCapUs);
+  linger_ = owns_loop_ ? tuning("REDLOCK_SYNC_LINGER_US", kDefaultLingerUs) : std::chrono::nanoseconds(0);
+}
+
+core::sync_wait_plan core::begin_sync_wait() noexcept {
+  const bool alone = sync_waiting_.fetch_add(1, std::memory_order_relaxed) == 0;
+  if (!alone || spin_cap_.count() == 0) return {};
+  const std::chrono::nanoseconds spun(spun_ewma_ns_.load(std::memory_order_relaxed));
+  const std::chrono::nanoseconds slept(slept_ewma_ns_.load(std::memory_order_relaxed));
+  // Unmeasured ways first; then the faster one, and every 16th call the other.
+  bool spin = true;
+  if (spun.count() != 0 && slept.count() == 0) {
+    spin = false;
+  } else if (spun.count() != 0) {
+    const bool explore = sync_calls_.fetch_add(1, std::memory_order_relaxed) % 16 == 15;
+    spin = (spun <= slept) != explore;
+  }
+  if (!spin) return {std::chrono::nanoseconds(0), true};
+  return {spun.count() == 0 ? spin_cap_ : std::min(spin_cap_, 2 * spun), true};
+}
+
+void core::end_sync_wait(const sync_wait_plan& plan, std::chrono::steady_clock::duration took) noexcept {
+  sync_waiting_.fetch_sub(1, std::memory_order_relaxed);
+  // Exponential averages (weight 1/8); racing callers may lose an update, which
+  // is harmless. Only calls that were alone count (a crowd never spins).
+  if (!plan.measured) return;
+  auto& avg = plan.spin.count() > 0 ? spun_ewma_ns_ : slept_ewma_ns_;
+  const std::int64_t t = std::chrono::duration_cast<std::chrono::nanoseconds>(took).count();
+  const std::int64_t old = avg.load(std::memory_order_relaxed);
+  avg.store(old == 0 ? t : old + (t - old) / 8, std::memory_order_relaxed);
+}
+
+void core::answered_blocking_caller() {
+  if (linger_.count() == 0 || closing_ || finished_) return;
+  linger_until_ = std::chrono::steady_clock::now() + linger_;
+  if (lingering_) return;
+  lingering_ = true;
+  {
+    std::lock_guard<std::mutex> g(tasks_mu_);
+    awake_ = true;
+  }
+  if (!idle_on_) {
+    idle_on_ = true;
+    io_->idle(true);
+  }
+}
+
+void core::end_linger() {
+  lingering_ = false;
+  {
+    std::lock_guard<std::mutex> g(tasks_mu_);
+    awake_ = false;
+  }
+  // Tasks posted while the loop was awake came without a wake-up: run them now.
+  run_tasks();
 }
 
 core::~core() {
@@ -138,8 +209,9 @@ bool core::post(std::function<void()> fn) {
     if (stopped_) return false;
     tasks_.push_back(std::move(fn));
     // Sent under the lock: finish_stop() sets async_closed_ under it before closing
-    // async_; tasks posted after that run in final_drain().
-    if (!async_closed_) io_->wake();
+    // async_; tasks posted after that run in final_drain(). A lingering loop
+    // (awake_) polls tasks_ on its own: end_linger() runs what came meanwhile.
+    if (!async_closed_ && !awake_) io_->wake();
   }
   return true;
 }
@@ -169,6 +241,10 @@ void core::forget_conn(connection* c) {
 }
 
 void core::on_idle() {
+  if (lingering_) {
+    run_tasks();
+    if (finished_ || closing_ || std::chrono::steady_clock::now() >= linger_until_) end_linger();
+  }
   if (!deferred_.empty()) {
     std::vector<std::function<void()>> d;
     d.swap(deferred_);
@@ -177,7 +253,7 @@ void core::on_idle() {
   std::vector<connection*> d;
   d.swap(dirty_);
   for (connection* c : d) c->flush();
-  if (dirty_.empty() && deferred_.empty() && idle_on_ && !finished_) {
+  if (dirty_.empty() && deferred_.empty() && !lingering_ && idle_on_ && !finished_) {
     idle_on_ = false;
     io_->idle(false);
   }
@@ -405,6 +481,7 @@ void core::finish_stop() {
   for (auto& c : conns_) c->shutdown();
   notifier_->shutdown();
   finished_ = true;
+  lingering_ = false;
   {
     std::lock_guard<std::mutex> g(tasks_mu_);
     async_closed_ = true;

@@ -102,6 +102,28 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   // Runs the loop from the calling thread until done() (the simulator): false when
   // this reactor cannot be driven from here.
   bool drive(const std::function<bool()>& done) { return io_->drive(done); }
+  // Blocking calls from other threads (sync.h). A waiting caller may spin before
+  // it sleeps, so that a quick answer reaches it without a thread wake-up. Whether
+  // it does is measured, not assumed: the client keeps the recent latency of
+  // blocking calls that spun and of calls that slept, uses the faster way, and
+  // tries the other one every 16th call (on a machine short of cores a spinning
+  // caller delays the very work it waits for; then sleeping wins). Only a caller
+  // that is the client's only blocking call in flight spins, for at most twice the
+  // recent latency of spun calls, capped (REDLOCK_SYNC_SPIN_US, default 300 us).
+  // begin_sync_wait() returns the spin budget (zero: sleep at once) and whether the
+  // call's latency is to be measured (it was alone). Any thread.
+  struct sync_wait_plan {
+    std::chrono::nanoseconds spin{0};
+    bool measured = false;
+  };
+  sync_wait_plan begin_sync_wait() noexcept;
+  void end_sync_wait(const sync_wait_plan& plan, std::chrono::steady_clock::duration took) noexcept;
+  // Loop thread: a spinning blocking caller just got its answer. An own loop then
+  // keeps polling for a short while (REDLOCK_SYNC_LINGER_US, default 30 us)
+  // instead of sleeping in the kernel, and posts from other threads skip the
+  // wake-up while it does: the caller's next call (typically the release after an
+  // acquire) is picked up without a hand-off.
+  void answered_blocking_caller();
   // Waits `d` on the client's clock: sleeps, or in a simulated world driven from
   // this thread, runs the world for `d`. Not on the loop thread of a real loop.
   void wait_for(std::chrono::milliseconds d);
@@ -273,6 +295,17 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   std::vector<std::function<void()>> local_;  // loop thread: tasks swapped out
   std::vector<std::function<void()>> deferred_;  // loop thread: posted from the loop itself
   std::vector<connection*> dirty_;
+  // Lingering after answering a blocking caller (answered_blocking_caller).
+  bool awake_ = false;     // guarded by tasks_mu_: the loop polls tasks_ without a wake-up
+  bool lingering_ = false;  // loop thread
+  std::chrono::steady_clock::time_point linger_until_{};  // loop thread
+  void end_linger();
+  std::chrono::nanoseconds linger_{0};      // 0: never linger
+  std::chrono::nanoseconds spin_cap_{0};    // 0: never spin
+  std::atomic<int> sync_waiting_{0};               // blocking calls in flight
+  std::atomic<std::uint64_t> sync_calls_{0};
+  std::atomic<std::int64_t> spun_ewma_ns_{0};     // recent latency of calls that spun
+  std::atomic<std::int64_t> slept_ewma_ns_{0};    // ... and of calls that slept at once
 
   std::map<std::pair<std::uint64_t, std::uint64_t>, std::function<void()>> timers_;  // (due ms, id)
   std::unordered_map<std::uint64_t, std::uint64_t> timer_due_;

@@ -54,7 +54,7 @@ void round::expire_pending() {
   evaluate();
 }
 
-void round::send(const command& cmd, const std::vector<std::string>& skip, const std::vector<bool>& force_eval) {
+void round::send(command cmd, const std::vector<std::string>& skip, const std::vector<bool>& force_eval) {
   started = core_.now();
   sending_ = true;
   auto self = shared_from_this();
@@ -63,7 +63,7 @@ void round::send(const command& cmd, const std::vector<std::string>& skip, const
     // the decision, and by the destructor at the latest.
     deadline_timer_ = core_.schedule(deadline_after_, [this] { expire_pending(); });
   }
-  auto w = std::make_shared<const wire>(cmd);
+  auto w = std::make_shared<const wire>(std::move(cmd));
   for (std::size_t i = 0; i < core_.size(); ++i) {
     if (!skip.empty() && !skip[i].empty()) {
       votes[i].status = node_status::excluded;
@@ -447,7 +447,7 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
       if (skip[i].empty() && o_.fencing) skip[i] = c_.conn(i).fencing_exclusion();
       any = any || !skip[i].empty();
     }
-    r->send(cmd, any ? skip : std::vector<std::string>{});
+    r->send(std::move(cmd), any ? skip : std::vector<std::string>{});
   }
 
   void cancel() {

@@ -27,7 +27,8 @@ class round final : public sink, public std::enable_shared_from_this<round> {
   // Sends `cmd` to every node whose skip[i] is empty (all if `skip` is empty);
   // force_eval[i] sends the script body. Skipped nodes vote `excluded`, with
   // skip[i] as the detail.
-  void send(const command& cmd, const std::vector<std::string>& skip = {}, const std::vector<bool>& force_eval = {});
+  // `cmd` is taken (a caller that keeps no copy moves it in: no string copies).
+  void send(command cmd, const std::vector<std::string>& skip = {}, const std::vector<bool>& force_eval = {});
   // For a round of `untimed` commands (no per-request deadline): once `after`
   // has passed without a decision, every node still pending votes `timeout`
   // ("no reply within <what> (<after> ms)"), and the round decides. Call before
