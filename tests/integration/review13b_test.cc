@@ -314,6 +314,57 @@ TEST(Review13b, set_waiter_switching_channels_leaves_nothing_behind) {
   EXPECT_TRUE(eventually([&] { return pubsub_clients(nodes()[0]) == 0; }, 3000ms)) << "subscriber connection left";
 }
 
+// ---- A3b: a set waiter switches back to a channel it waited on before (still
+// subscribed: notify_idle_close has not passed), and the blocking key's release
+// happened while the attempt that made it switch was in flight (the notifier saw
+// it, on the channel without waiters then). A single key's waiter catches such a
+// release (notifier::missed_release); the switch must too. Expected: the lock
+// within ~0.5 s of the releases. The holds and releases are written directly
+// (SET / DEL + PUBLISH, as kRelease does), node 3 is behind a proxy that delays
+// the attempt's decision.
+TEST(Review13b, set_waiter_switching_back_catches_release_during_attempt) {
+  fault_proxy px(nodes()[2].port());
+  std::vector<std::string> uris = nodes().uris();
+  uris[2] = px.uri();
+  client b(opts(uris));
+  ASSERT_TRUE(wait_connected(b));
+  const std::string x = unique("a3bx"), y = unique("a3by");
+  auto hold = [](const std::string& k, const std::string& token, std::vector<std::size_t> on) {
+    for (std::size_t i : on) nodes()[i].command({"SET", k, token, "PX", "30000"});
+  };
+  auto release = [](const std::string& k, const std::string& token, std::vector<std::size_t> on) {
+    // Deleted everywhere first: a wake-up on the first PUBLISH finds the key gone.
+    for (std::size_t i : on) nodes()[i].command({"DEL", k});
+    for (std::size_t i : on) nodes()[i].command({"PUBLISH", k + ":released", token});
+  };
+  hold(y, "H1", {0, 1, 2});
+  pending w;
+  (void)b.acquire_many_async({x, y}, waiting(5000ms, 20000ms), w.cb());
+  ASSERT_TRUE(eventually([&] { return all_subscribed(nodes(), y); }, 3000ms)) << "blocked by y: waits on y";
+  std::this_thread::sleep_for(50ms);
+  // y released, x held: the woken attempt moves the waiter to x's channel.
+  hold(x, "G", {0, 1, 2});
+  release(y, "H1", {0, 1, 2});
+  ASSERT_TRUE(eventually([&] { return all_subscribed(nodes(), x); }, 3000ms)) << "blocked by x: waits on x";
+  std::this_thread::sleep_for(100ms);
+  ASSERT_EQ(w.calls.load(), 0);
+  // y held again (nodes 1 and 3), node 3 slow: the next attempt waits ~300 ms for it.
+  hold(y, "H2", {0, 2});
+  px.latency(150ms);
+  const auto t0 = clock_type::now();
+  release(x, "G", {0, 1, 2});  // wakes the waiter: its attempt finds y held on 1 (and 3)
+  std::this_thread::sleep_for(220ms);  // node 3 ran the attempt at ~150 ms; it answers at ~300 ms
+  release(y, "H2", {0, 2});  // during the attempt, after every node ran it
+  ASSERT_EQ(w.f.wait_for(8000ms), std::future_status::ready);
+  auto r = w.f.get();
+  const auto took = duration_cast<milliseconds>(w.at - t0);
+  px.pass();
+  ASSERT_TRUE(r.lock) << r.report.error.message();
+  EXPECT_LT(took, 1500ms) << "the release of y during the attempt was missed: waited the 5 s fallback; attempts "
+                          << r.report.attempts;
+  (void)r.lock.release();
+}
+
 // ---- A4: the rollback of a failed set attempt publishes nothing, with a partial
 // grant (node 3 free, nodes 1 and 2 held by a foreign token) and a late grant
 // (node 3 behind a 400 ms proxy, command_timeout 150 ms). Expected: no key of the
