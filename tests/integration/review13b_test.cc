@@ -360,7 +360,7 @@ TEST(Review13b, set_waiter_switching_back_catches_release_during_attempt) {
   const auto took = duration_cast<milliseconds>(w.at - t0);
   px.pass();
   ASSERT_TRUE(r.lock) << r.report.error.message();
-  EXPECT_LT(took, 1500ms) << "the release of y during the attempt was missed: waited the 5 s fallback; attempts "
+  EXPECT_LT(took.count(), 1500) << "the release of y during the attempt was missed: waited the 5 s fallback; attempts "
                           << r.report.attempts;
   (void)r.lock.release();
 }
