@@ -526,7 +526,10 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
         }
       });
       in_join_ = false;
-      return arm_wait(fresh_at_join_ ? milliseconds(0) : delay);
+      if (fresh_at_join_) return arm_wait(milliseconds(0));
+      // Not fresh: the channel was subscribed already (this op waited on it before
+      // a switch, or another waiter of this client does), so its releases were
+      // seen — also one during the attempt that brought this op here (review 13b).
     }
     // A release of a holder that blocked this attempt, seen during it: try again at
     // once — once per released token (a node that missed the delete still shows it).
