@@ -365,6 +365,41 @@ TEST(Review13b, set_waiter_switching_back_catches_release_during_attempt) {
   (void)r.lock.release();
 }
 
+// ---- A3c: a set waiter and a single-key waiter of x in one client, the set's
+// registered first. x's release wakes ONE waiter: the set's, whose attempt fails on
+// y (held by another) and moves it to y's channel. x is free, yet the single-key
+// waiter was not woken: it sleeps its fallback, stretched by its queue place.
+// Expected: the single-key waiter gets x well under its 3 s retry delay.
+TEST(Review13b, set_waiter_woken_and_blocked_elsewhere_passes_the_wake_on) {
+  client a(opts(nodes().uris()));
+  client c(opts(nodes().uris()));
+  client b(opts(nodes().uris()));
+  ASSERT_TRUE(wait_connected(a));
+  ASSERT_TRUE(wait_connected(b));
+  ASSERT_TRUE(wait_connected(c));
+  const std::string x = unique("a3cx"), y = unique("a3cy");
+  auto hx = a.acquire(x, once());
+  auto hy = c.acquire(y, once());
+  ASSERT_TRUE(hx.lock && hy.lock);
+  pending ws, w1;
+  const auto set_id = b.acquire_many_async({x, y}, waiting(3000ms, 20000ms), ws.cb());
+  ASSERT_TRUE(eventually([&] { return all_subscribed(nodes(), x); }, 3000ms)) << "the set waits on x";
+  std::this_thread::sleep_for(100ms);
+  (void)b.acquire_async(x, waiting(3000ms, 20000ms), w1.cb());
+  std::this_thread::sleep_for(200ms);  // its first attempt failed; it waits behind the set
+  const auto t0 = clock_type::now();
+  EXPECT_FALSE(hx.lock.release().error);
+  ASSERT_EQ(w1.f.wait_for(10000ms), std::future_status::ready);
+  auto r1 = w1.f.get();
+  const auto took = duration_cast<milliseconds>(w1.at - t0);
+  ASSERT_TRUE(r1.lock) << r1.report.error.message();
+  EXPECT_LT(took.count(), 1000) << "x was free from the release on; attempts " << r1.report.attempts;
+  (void)r1.lock.release();
+  b.cancel(set_id);
+  ASSERT_EQ(ws.f.wait_for(3000ms), std::future_status::ready);
+  (void)hy.lock.release();
+}
+
 // ---- A4: the rollback of a failed set attempt publishes nothing, with a partial
 // grant (node 3 free, nodes 1 and 2 held by a foreign token) and a late grant
 // (node 3 behind a 400 ms proxy, command_timeout 150 ms). Expected: no key of the
