@@ -396,6 +396,8 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
   void start_attempt() {
     retry_timer_ = 0;
     idle_wait_ = false;
+    attempt_woken_ = woken_;
+    woken_ = false;
     attempt_started_ = c_.now();
     ++attempt_;
     token_ = c_.io().token();
@@ -454,6 +456,8 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
   bool fresh_at_join_ = false; // ... and did, with a subscription newer than the attempt
   std::vector<std::string> blockers_;  // holders seen by the last failed attempt
   std::string retried_for_;    // the last released token that made it try at once
+  bool woken_ = false;         // the next attempt was woken by a release of key_
+  bool attempt_woken_ = false; // ... and it is (was) the current attempt
   clock_tp attempt_started_{};
 
   bool idle_waiting() const override { return idle_wait_ && retry_timer_ != 0; }
@@ -462,12 +466,16 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
     return blockers_.empty() || std::find(blockers_.begin(), blockers_.end(), token) != blockers_.end();
   }
   void wake(milliseconds stagger) override {
+    woken_ = true;  // by a release of key_ (the notifier)
+    start_in(stagger);
+  }
+  void try_now() { start_in(milliseconds(0)); }
+  void start_in(milliseconds stagger) {
     auto self = shared_from_this();  // the cancelled timer held the last reference
     c_.cancel_timer(retry_timer_);
     idle_wait_ = false;
     retry_timer_ = c_.schedule(stagger, [self] { self->start_attempt(); });
   }
-  void try_now() { wake(milliseconds(0)); }
 
   // An acquire that may wait (retry.deadline) and found the lock held (or, once
   // waiting, failed any retryable way) waits for its release: the key's channel is
@@ -502,7 +510,13 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
     }
     // A set blocked by another of its keys now waits on that key's channel.
     if (std::string k = wait_key(r); k != key_) {
-      if (joined_) c_.notify().leave(key_, *this);
+      if (joined_) {
+        c_.notify().leave(key_, *this);
+        // Woken by a release of key_, blocked by another key: key_ may be free, and
+        // the notifier woke this waiter only. The next waiter of key_ in this
+        // client tries instead (review 13b, A3c).
+        if (attempt_woken_) c_.notify().wake_next(key_);
+      }
       joined_ = false;
       key_ = std::move(k);
     }
