@@ -401,6 +401,56 @@ TEST(Review13b, set_waiter_woken_and_blocked_elsewhere_passes_the_wake_on) {
   (void)hy.lock.release();
 }
 
+// A3d: the pass-on of A3c is bounded: five set waiters {x, y} on x's channel, y
+// held throughout; x's release costs at most a few attempts per waiter (each moves to
+// y's channel), then nothing until y's release, which hands the set over.
+TEST(Review13b, set_waiters_blocked_elsewhere_cost_bounded_attempts) {
+  client a(opts(nodes().uris()));
+  client c(opts(nodes().uris()));
+  client b(opts(nodes().uris()));
+  ASSERT_TRUE(wait_connected(a));
+  ASSERT_TRUE(wait_connected(b));
+  ASSERT_TRUE(wait_connected(c));
+  const std::string x = unique("a3dx"), y = unique("a3dy");
+  auto hx = a.acquire(x, once());
+  auto hy = c.acquire(y, once());
+  ASSERT_TRUE(hx.lock && hy.lock);
+  constexpr int kWaiters = 5;
+  std::vector<std::unique_ptr<pending>> ws;
+  for (int i = 0; i < kWaiters; ++i) {
+    ws.push_back(std::make_unique<pending>());
+    (void)b.acquire_many_async({x, y}, waiting(5000ms, 20000ms), ws.back()->cb());
+  }
+  ASSERT_TRUE(eventually([&] { return all_subscribed(nodes(), x); }, 3000ms));
+  std::this_thread::sleep_for(200ms);
+  const long long before = attempt_calls(nodes()[0]);
+  EXPECT_FALSE(hx.lock.release().error);
+  ASSERT_TRUE(eventually([&] { return all_subscribed(nodes(), y); }, 3000ms));
+  std::this_thread::sleep_for(400ms);
+  // Each waiter's woken attempt and, y's channel being new, a fresh attempt for
+  // those that joined it while its subscriptions were pending; the release of x
+  // itself (a script) counts one. Seen: 11 to 13; bounded per waiter, not a loop.
+  const long long spent = attempt_calls(nodes()[0]) - before;
+  EXPECT_LE(spent, 3 * kWaiters + 1) << "attempts on node 1 for one release of x";
+  for (auto& w : ws) EXPECT_EQ(w->calls.load(), 0);
+  // Each winner releases at once (kReleaseMany publishes on x and y): the next
+  // waiter is woken, none waits its 5 s fallback.
+  const auto t1 = clock_type::now();
+  EXPECT_FALSE(hy.lock.release().error);
+  int got = 0;
+  for (auto& w : ws) {
+    ASSERT_EQ(w->f.wait_for(15000ms), std::future_status::ready);
+    auto r = w->f.get();
+    ASSERT_TRUE(r.lock) << r.report.error.message();
+    ++got;
+    (void)r.lock.release();
+  }
+  EXPECT_EQ(got, kWaiters);
+  for (auto& w : ws) {
+    EXPECT_LT(duration_cast<milliseconds>(w->at - t1).count(), 2000) << "a set waiter waited for its fallback";
+  }
+}
+
 // ---- A4: the rollback of a failed set attempt publishes nothing, with a partial
 // grant (node 3 free, nodes 1 and 2 held by a foreign token) and a late grant
 // (node 3 behind a 400 ms proxy, command_timeout 150 ms). Expected: no key of the
