@@ -164,6 +164,8 @@ namespace {
 
 // The retry deadline of one acquire of a campaign without a deadline.
 constexpr milliseconds kUnboundedSlice = std::chrono::hours(24);
+// Publications short of a quorum in a row after which a campaign ends.
+constexpr int kMaxPublishFailures = 3;
 
 // One campaign's lifecycle on the loop thread: acquire (waiting, fenced,
 // auto-extended) -> publish -> done; a publication short of a quorum releases
@@ -208,6 +210,8 @@ class campaign_op final : public std::enable_shared_from_this<campaign_op> {
   }
 
   void attempt() {
+    // A cancel that came while the previous lock was being released.
+    if (cancelled_) return finish(refused(errc::cancelled, "campaign cancelled"));
     acquire_options ao;
     ao.ttl = options_.ttl;
     ao.fencing = true;
@@ -282,6 +286,14 @@ class campaign_op final : public std::enable_shared_from_this<campaign_op> {
     rep.error = errc::unavailable;
     last_failure_ = rep;
     auto self = shared_from_this();
+    // The lock was won but its record not published on a quorum: release and try
+    // again — at most kMaxPublishFailures times in a row. A refusal that does not
+    // go away (an ACL without the record key, a script error) would otherwise loop
+    // acquire + publish + release at network speed (review 13b, A7d); the
+    // campaign then ends with the last publication's report (unavailable).
+    if (++publish_failures_ >= kMaxPublishFailures) {
+      return lock_.release_async([self, rep](report) { self->finish(rep); });
+    }
     lock_.release_async([self](report) { self->attempt(); });
   }
 
@@ -307,6 +319,7 @@ class campaign_op final : public std::enable_shared_from_this<campaign_op> {
   lock lock_;
   report last_failure_;
   std::shared_ptr<bool> handed_out_;  // the current attempt's leadership was handed out (loop thread)
+  int publish_failures_ = 0;          // consecutive publications short of a quorum
 };
 
 }  // namespace

@@ -139,6 +139,12 @@ void notifier::leave(const std::string& key, waiter& w) {
   }
 }
 
+void notifier::wake_next(const std::string& key) {
+  auto it = channels_.find(key);
+  if (it == channels_.end() || it->second.woken != nullptr) return;
+  wake_one(it->second);
+}
+
 std::optional<std::string> notifier::missed_release(const std::string& key, waiter& w, clock_tp attempt_started) {
   auto it = channels_.find(key);
   if (it == channels_.end()) return std::nullopt;

@@ -73,6 +73,10 @@ class notifier final : private push_listener {
   void join(const std::string& key, waiter& w, clock_tp attempt_started, std::function<void(bool fresh)> settled);
   // Unregisters `w` (finished: success, failure, cancel). Idempotent.
   void leave(const std::string& key, waiter& w);
+  // A waiter woken by a release of `key` left it without taking it (a set blocked
+  // by another of its keys): the next waiter of `key` that is waiting tries, when
+  // no other is woken.
+  void wake_next(const std::string& key);
   // After a failed attempt of `w` (started at `attempt_started`): a token seen
   // released that blocked it — the release raced the attempt — when no other waiter
   // of this key is woken; then `w` is marked woken and should try again at once.

@@ -416,6 +416,8 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
   void start_attempt() {
     retry_timer_ = 0;
     idle_wait_ = false;
+    attempt_woken_ = woken_;
+    woken_ = false;
     attempt_started_ = c_.now();
     ++attempt_;
     token_ = c_.io().token();
@@ -474,6 +476,8 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
   bool fresh_at_join_ = false; // ... and did, with a subscription newer than the attempt
   std::vector<std::string> blockers_;  // holders seen by the last failed attempt
   std::string retried_for_;    // the last released token that made it try at once
+  bool woken_ = false;         // the next attempt was woken by a release of key_
+  bool attempt_woken_ = false; // ... and it is (was) the current attempt
   clock_tp attempt_started_{};
 
   bool idle_waiting() const override { return idle_wait_ && retry_timer_ != 0; }
@@ -482,6 +486,11 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
     return blockers_.empty() || std::find(blockers_.begin(), blockers_.end(), token) != blockers_.end();
   }
   void wake(milliseconds stagger, std::optional<peek_at> peek) override {
+    woken_ = true;  // by a release of key_ (the notifier)
+    start_in(stagger, std::move(peek));
+  }
+  void try_now() { start_in(milliseconds(0), std::nullopt); }
+  void start_in(milliseconds stagger, std::optional<peek_at> peek) {
     auto self = shared_from_this();  // the cancelled timer held the last reference
     c_.cancel_timer(retry_timer_);
     idle_wait_ = false;
@@ -491,7 +500,6 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
     }
     retry_timer_ = c_.schedule(stagger, [self, p = std::move(*peek)] { self->peek_then_attempt(p); });
   }
-  void try_now() { wake(milliseconds(0), std::nullopt); }
 
   // A GET of the key on every node (one command per node, against two for an
   // attempt: SET and TIME): the same holder, other than the released one, on a
@@ -545,6 +553,7 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
     if (cancelled_ || c_.closing()) return finish_failure(last_, make_error_code(errc::cancelled));
     if (!another_holder) return start_attempt();
     c_.stats().wake_ups_skipped.fetch_add(1, std::memory_order_relaxed);
+    woken_ = false;  // no attempt of this wake-up: the next one is the timer's or a new wake-up's
     if (joined_) c_.notify().attempt_done(key_, *this);
     arm_wait(retry_delay(o_.retry, attempt_ + 1, c_.jitter()));
   }
@@ -582,7 +591,13 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
     }
     // A set blocked by another of its keys now waits on that key's channel.
     if (std::string k = wait_key(r); k != key_) {
-      if (joined_) c_.notify().leave(key_, *this);
+      if (joined_) {
+        c_.notify().leave(key_, *this);
+        // Woken by a release of key_, blocked by another key: key_ may be free, and
+        // the notifier woke this waiter only. The next waiter of key_ in this
+        // client tries instead (review 13b, A3c).
+        if (attempt_woken_) c_.notify().wake_next(key_);
+      }
       joined_ = false;
       key_ = std::move(k);
     }
@@ -606,7 +621,10 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
         }
       });
       in_join_ = false;
-      return arm_wait(fresh_at_join_ ? milliseconds(0) : delay);
+      if (fresh_at_join_) return arm_wait(milliseconds(0));
+      // Not fresh: the channel was subscribed already (this op waited on it before
+      // a switch, or another waiter of this client does), so its releases were
+      // seen — also one during the attempt that brought this op here (review 13b).
     }
     // A release of a holder that blocked this attempt, seen during it: try again at
     // once — once per released token (a node that missed the delete still shows it).

@@ -123,7 +123,9 @@ class REDLOCK_EXPORT election {
   // attempt's error: contended or unavailable), or a permanent error
   // (invalid_argument, auth_failed, ...). Elected = the fenced acquire succeeded
   // and the identity was published on a quorum; if the publication does not reach
-  // a quorum the lock is released and the campaign goes on.
+  // a quorum the lock is released and the campaign goes on — three times in a row
+  // at most, then it ends with unavailable (the report names each node's answer:
+  // e.g. an ACL that lets the user take the lock but not write its record).
   [[nodiscard]] campaign_result campaign(std::string_view role, std::string_view identity,
                                          const campaign_options& options = {});
   // As campaign(), without blocking. Returns an id for cancel().
