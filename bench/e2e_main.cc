@@ -47,7 +47,8 @@ void usage(std::FILE* f) {
                "  contention  4 clients, 64 in flight over 4 keys, one attempt each\n"
                "  paused      acquire latency with one node SIGSTOPped vs baseline\n"
                "  slow        acquire latency with one node 50 ms slower (delay proxy) vs baseline\n"
-               "  watchdog    CPU and memory of 10,000 auto-extended locks (ttl 30 s and 3 s)\n"
+               "  watchdog    CPU, memory and extension spread of 100,000 auto-extended locks at ttl 30 s\n"
+               "              (10,000 at ttl 3 s)\n"
                "  memory      bytes per held lock, per in-flight acquire; peak RSS\n"
                "  tls         TLS (rediss://) vs plain TCP: pair latency and 64-in-flight throughput\n"
                "  semaphore   acquisitions/s of a K-permit semaphore (K = 1, 2, 4, 8), 16 contenders\n"
@@ -70,7 +71,8 @@ void usage(std::FILE* f) {
                "  --command-timeout MS  client_options::command_timeout of every client (default 50)\n"
                "  --clock-sample-interval MS  client_options::clock_sample_interval of every client\n"
                "                      (default: the library's; 0 = a TIME behind every acquire)\n"
-               "  --watchdog-locks N  locks held in the watchdog and memory scenarios\n"
+               "  --watchdog-locks N  locks held in the watchdog (at ttl 30 s; fewer at a shorter ttl) and memory\n"
+               "                      scenarios\n"
                "  --watchdog-ttl LIST lock TTLs of the watchdog scenario in ms (default 30000,3000)\n");
 }
 
@@ -221,7 +223,7 @@ int run(int argc, char** argv) {
 
   sizing size = sizing::make(quick);
   if (repeat > 0) size.repeats = static_cast<int>(repeat);
-  if (watchdog_locks > 0) size.watchdog_locks = static_cast<std::size_t>(watchdog_locks);
+  if (watchdog_locks > 0) size.watchdog_locks = size.memory_locks = static_cast<std::size_t>(watchdog_locks);
   if (!watchdog_ttls.empty()) {
     // The default window for a default TTL; otherwise 10 s (or one TTL, if longer).
     std::vector<std::pair<std::chrono::milliseconds, bench_clock::duration>> runs;
