@@ -47,21 +47,23 @@ struct held {
   // The last release of this handle failed (not confirmed by a quorum): the handle
   // keeps the lease and may release again.
   std::atomic<bool> release_failed{false};
-  // Loop thread only:
+  // Loop thread only (the fields are ordered to pack: a held lock with its
+  // shared_ptr control block is one 256-byte allocation):
   bool watchdog = false;
+  bool capped = false;  // the extension cap was reached: the lock runs out
+  // The watchdog's armed tick (core::arm_tick), 0 if none: a queued tick whose id
+  // is not this one was cancelled and is skipped. (32 bits: should the ids wrap
+  // and a stale tick match, it only runs a tick early, and an early tick is safe.)
+  std::uint32_t timer = 0;
+  std::uint32_t watch_slot = 0;  // 1 + its index in core::watch_slots_; 0 = not watched
+  int max_extensions = 0;        // 0 = no cap
+  int extensions = 0;
   std::chrono::milliseconds ttl{0};
   std::chrono::milliseconds interval{0};
   std::function<void(const lease&, const report&)> on_lost;
-  // The watchdog's armed tick (core::arm_tick), 0 if none: a queued tick whose id
-  // is not this one was cancelled and is skipped.
-  std::uint64_t timer = 0;
-  std::uint32_t watch_slot = 0;  // 1 + its index in core::watch_slots_; 0 = not watched
-  int max_extensions = 0;  // 0 = no cap
-  int extensions = 0;
   std::uint64_t extensions_sent = 0;  // extension rounds started (watchdog and extend())
   std::chrono::milliseconds max_hold{0};  // 0 = no cap
   std::chrono::steady_clock::time_point acquired_at;
-  bool capped = false;  // the extension cap was reached: the lock runs out
   // The last failed watchdog extension, for on_lost (allocated on a failure only:
   // a held lock carries 8 bytes for it, not a whole report).
   std::unique_ptr<report> last_failure;
@@ -258,7 +260,7 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   void final_drain();
   void watchdog_tick(const std::shared_ptr<held>& h);
   // The watchdog's timers: one loop timer (core::schedule) for every watched lock,
-  // over a binary min-heap of ticks (24 bytes each) instead of a map node and a
+  // over a binary min-heap of ticks (16 bytes each) instead of a map node and a
   // std::function per lock. arm_tick() queues `h`'s next tick `delay` from now
   // (replacing an armed one); run_ticks() runs the ticks due.
   void arm_tick(held& h, std::chrono::milliseconds delay);
@@ -310,11 +312,11 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   std::vector<std::uint32_t> free_watch_slots_;
   struct tick {
     std::uint64_t due;  // the loop's ms clock
-    std::uint64_t id;   // held::timer when it was armed
+    std::uint32_t id;   // held::timer when it was armed
     std::uint32_t slot;
   };
   std::vector<tick> ticks_;  // a min-heap on due (std::push_heap with tick_later)
-  std::uint64_t tick_ids_ = 0;
+  std::uint32_t tick_ids_ = 0;
   std::uint64_t ticks_timer_ = 0;      // the schedule() id of the armed loop timer, 0 if none
   std::uint64_t ticks_timer_due_ = 0;  // ... and when it is due
   // Live lock handles by token. Tokens of 32 lowercase hex digits (every token

@@ -1072,7 +1072,8 @@ milliseconds core::next_tick(milliseconds interval) noexcept {
 void core::arm_tick(held& h, milliseconds delay) {
   const std::uint64_t now = io_->now_ms();
   const std::uint64_t due = now + static_cast<std::uint64_t>(std::max<std::int64_t>(0, delay.count()));
-  h.timer = ++tick_ids_;
+  if (++tick_ids_ == 0) ++tick_ids_;  // 0 means no tick
+  h.timer = tick_ids_;
   const auto later = [](const tick& a, const tick& b) { return a.due > b.due; };
   ticks_.push_back(tick{due, h.timer, h.watch_slot});
   std::push_heap(ticks_.begin(), ticks_.end(), later);
