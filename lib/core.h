@@ -263,7 +263,10 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   // over a binary min-heap of ticks (16 bytes each) instead of a map node and a
   // std::function per lock. arm_tick() queues `h`'s next tick `delay` from now
   // (replacing an armed one); run_ticks() runs the ticks due.
-  void arm_tick(held& h, std::chrono::milliseconds delay);
+  // `batched`: a regular tick, which may come up to kTickGrid early to share a
+  // loop turn with others.
+  void arm_tick(held& h, std::chrono::milliseconds delay, bool batched = false);
+  static constexpr std::chrono::milliseconds kTickGrid{16};
   void run_ticks();
   // The first tick of a new watchdog: a uniform point of (0, interval], so that
   // locks acquired together do not extend together (never later than interval).

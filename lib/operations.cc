@@ -1038,7 +1038,7 @@ void core::start_watchdog(const std::shared_ptr<held>& h) {
       h->watch_slot = i + 1;
     }
   }
-  arm_tick(*h, first_tick(h->interval));
+  arm_tick(*h, first_tick(h->interval), /*batched=*/true);
 }
 
 void core::stop_watchdog(held& h) {
@@ -1069,9 +1069,13 @@ milliseconds core::next_tick(milliseconds interval) noexcept {
   return interval - milliseconds(below(spread_rng_.next(), span + 1));  // [interval - span, interval]
 }
 
-void core::arm_tick(held& h, milliseconds delay) {
+void core::arm_tick(held& h, milliseconds delay, bool batched) {
   const std::uint64_t now = io_->now_ms();
-  const std::uint64_t due = now + static_cast<std::uint64_t>(std::max<std::int64_t>(0, delay.count()));
+  std::uint64_t due = now + static_cast<std::uint64_t>(std::max<std::int64_t>(0, delay.count()));
+  // A regular tick is rounded down (earlier, never later) to the batch grid: the
+  // locks due in one grid step are extended in one loop turn, their requests
+  // pipelined per node, at one wake-up and one write per node.
+  if (batched && delay >= 2 * kTickGrid) due -= due % static_cast<std::uint64_t>(kTickGrid.count());
   if (++tick_ids_ == 0) ++tick_ids_;  // 0 means no tick
   h.timer = tick_ids_;
   const auto later = [](const tick& a, const tick& b) { return a.due > b.due; };
@@ -1178,7 +1182,8 @@ void core::watchdog_tick(const std::shared_ptr<held>& h) {
       // happens, not at the next regular tick.
       const clock_tp until = hp->snapshot().valid_until.value_or(now());
       const milliseconds to_end = duration_cast<milliseconds>(until - now()) + milliseconds(1);
-      arm_tick(*hp, std::max(milliseconds(0), std::min(next_tick(hp->interval), to_end)));
+      const milliseconds next = next_tick(hp->interval);
+      arm_tick(*hp, std::max(milliseconds(0), std::min(next, to_end)), /*batched=*/next <= to_end);
       return;
     }
     // Lost for good only when no quorum can come back: not_owner, or a permanent
