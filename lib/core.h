@@ -268,7 +268,10 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   void arm_tick(held& h, std::chrono::milliseconds delay, bool batched = false);
   static constexpr std::chrono::milliseconds kTickGrid{16};
   void run_ticks();
-  // The first tick of a new watchdog: a uniform point of (0, interval], so that
+  // Watchdogs running now.
+  std::size_t watching() const noexcept { return watch_slots_.size() - free_watch_slots_.size(); }
+  // When other watchdogs run (a lone one ticks exactly every interval):
+  // the first tick of a new watchdog: a uniform point of (0, interval], so that
   // locks acquired together do not extend together (never later than interval).
   std::chrono::milliseconds first_tick(std::chrono::milliseconds interval) noexcept;
   // The next regular tick: `interval`, minus up to interval / 16 at random, so that

@@ -1038,7 +1038,9 @@ void core::start_watchdog(const std::shared_ptr<held>& h) {
       h->watch_slot = i + 1;
     }
   }
-  arm_tick(*h, first_tick(h->interval), /*batched=*/true);
+  // A lone watchdog ticks every interval, as it always did; among others, spread.
+  const bool spread = watching() > 1;
+  arm_tick(*h, spread ? first_tick(h->interval) : h->interval, /*batched=*/spread);
 }
 
 void core::stop_watchdog(held& h) {
@@ -1182,8 +1184,9 @@ void core::watchdog_tick(const std::shared_ptr<held>& h) {
       // happens, not at the next regular tick.
       const clock_tp until = hp->snapshot().valid_until.value_or(now());
       const milliseconds to_end = duration_cast<milliseconds>(until - now()) + milliseconds(1);
-      const milliseconds next = next_tick(hp->interval);
-      arm_tick(*hp, std::max(milliseconds(0), std::min(next, to_end)), /*batched=*/next <= to_end);
+      const bool spread = watching() > 1;
+      const milliseconds next = spread ? next_tick(hp->interval) : hp->interval;
+      arm_tick(*hp, std::max(milliseconds(0), std::min(next, to_end)), /*batched=*/spread && next <= to_end);
       return;
     }
     // Lost for good only when no quorum can come back: not_owner, or a permanent

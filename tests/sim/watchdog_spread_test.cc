@@ -110,7 +110,7 @@ TEST(WatchdogSpread, a_thousand_locks_acquired_at_once_extend_spread_over_the_in
   for (lock& l : locks) ASSERT_TRUE(l.release());
 }
 
-TEST(WatchdogSpread, one_lock_extends_within_its_first_interval_then_every_interval_at_most) {
+TEST(WatchdogSpread, a_lone_lock_extends_exactly_every_interval) {
   world w;
   auto rec = std::make_shared<spread_recorder>();
   client_options co;
@@ -123,13 +123,14 @@ TEST(WatchdogSpread, one_lock_extends_within_its_first_interval_then_every_inter
   auto r = c->acquire("one", o);
   ASSERT_TRUE(r) << r.report.message();
   w.advance(1250ms);
-  EXPECT_GE(rec->extensions.size(), 1u) << "the first extension comes within the first interval";
+  ASSERT_EQ(rec->extensions.size(), 1u) << "the first extension comes at the interval";
+  EXPECT_GE(rec->extensions[0] - *r.lock.info().acquired_at, 1200ms);
   w.advance(10s);
   EXPECT_EQ(rec->late, 0u);
   EXPECT_EQ(rec->lost, 0u);
   EXPECT_LE(rec->longest_gap, 1200ms + 50ms);
-  // At most 1/16 of the interval earlier than it: about 10 s / 1.2 s extensions more.
-  EXPECT_LE(rec->extensions.size(), 1u + 11u);
+  // Not spread (nothing to spread from): 1 + 10 s / 1.2 s extensions.
+  EXPECT_EQ(rec->extensions.size(), 1u + 8u);
   EXPECT_TRUE(r.lock.owns_lock());
   ASSERT_TRUE(r.lock.release());
 }
