@@ -268,6 +268,7 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   void arm_tick(held& h, std::chrono::milliseconds delay, bool batched = false);
   static constexpr std::chrono::milliseconds kTickGrid{16};
   void run_ticks();
+  void rearm_ticks(std::uint64_t now);  // the loop timer at the earliest queued tick
   // Watchdogs running now.
   std::size_t watching() const noexcept { return watch_slots_.size() - free_watch_slots_.size(); }
   // When other watchdogs run (a lone one ticks exactly every interval):

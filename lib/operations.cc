@@ -1083,10 +1083,19 @@ void core::arm_tick(held& h, milliseconds delay, bool batched) {
   const auto later = [](const tick& a, const tick& b) { return a.due > b.due; };
   ticks_.push_back(tick{due, h.timer, h.watch_slot});
   std::push_heap(ticks_.begin(), ticks_.end(), later);
+  rearm_ticks(now);
+}
+
+void core::rearm_ticks(std::uint64_t now) {
+  // The loop timer follows the heap's earliest tick (not the one just armed: a
+  // tick armed inside run_ticks(), when no timer is armed, may be later than
+  // ticks still queued).
+  if (ticks_.empty()) return;
+  const std::uint64_t due = ticks_.front().due;
   if (ticks_timer_ != 0 && ticks_timer_due_ <= due) return;
   if (ticks_timer_ != 0) cancel_timer(ticks_timer_);
   ticks_timer_due_ = due;
-  ticks_timer_ = schedule(milliseconds(due - now), [this] { run_ticks(); });
+  ticks_timer_ = schedule(milliseconds(due > now ? due - now : 0), [this] { run_ticks(); });
 }
 
 void core::run_ticks() {
@@ -1108,11 +1117,7 @@ void core::run_ticks() {
   }
   // Give the memory of a burst of stopped watchdogs back (their ticks are gone).
   if (ticks_.empty() && ticks_.capacity() > 1024) ticks_.shrink_to_fit();
-  if (!ticks_.empty() && ticks_timer_ == 0) {
-    const std::uint64_t due = ticks_.front().due;
-    ticks_timer_due_ = due;
-    ticks_timer_ = schedule(milliseconds(due > now ? due - now : 0), [this] { run_ticks(); });
-  }
+  rearm_ticks(now);
 }
 
 void core::watchdog_tick(const std::shared_ptr<held>& h) {

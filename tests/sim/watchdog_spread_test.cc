@@ -137,3 +137,43 @@ TEST(WatchdogSpread, a_lone_lock_extends_exactly_every_interval) {
 
 }  // namespace
 }  // namespace redlock::testing
+
+namespace redlock::testing {
+namespace {
+
+// A lock that reaches its extension cap re-arms its tick for the end of its
+// validity, from inside the batch of ticks; the ticks of the other locks queued
+// before that must still run on time (the loop timer follows the earliest tick).
+TEST(WatchdogSpread, a_capped_lock_rearming_for_its_end_does_not_delay_the_others) {
+  world w;
+  auto rec = std::make_shared<spread_recorder>();
+  client_options co;
+  co.observers.push_back(rec);
+  auto c = w.make_client(co);
+  ASSERT_TRUE(c->ping());
+  acquire_options o;
+  o.ttl = 3s;  // extend every second
+  o.auto_extend = true;
+  o.retry = retry_policy::once();
+  std::vector<lock> locks;
+  acquire_options capped = o;
+  capped.max_extensions = 1;
+  for (int i = 0; i < 5; ++i) {
+    auto r = c->acquire("capped-" + std::to_string(i), capped);
+    ASSERT_TRUE(r) << r.report.message();
+    locks.push_back(std::move(r.lock));
+  }
+  for (int i = 0; i < 2; ++i) {
+    auto r = c->acquire("free-" + std::to_string(i), o);
+    ASSERT_TRUE(r) << r.report.message();
+    locks.push_back(std::move(r.lock));
+  }
+  w.advance(10s);
+  EXPECT_EQ(rec->lost, 5u) << "only the capped locks run out";
+  EXPECT_EQ(rec->late, 0u);
+  EXPECT_LE(rec->longest_gap, 1s + 50ms);
+  for (std::size_t i = 5; i < locks.size(); ++i) EXPECT_TRUE(locks[i].owns_lock()) << i;
+}
+
+}  // namespace
+}  // namespace redlock::testing
