@@ -222,15 +222,18 @@ void print_summary(std::FILE* f, const std::vector<record>& rs) {
     const double cpu = std::max(w->num("cpu_percent"), w->num("steady_cpu_percent"));
     std::fprintf(f, "  %s %g auto-extended locks at ttl 30 s: client CPU < 5%% of one core: %.2f%%\n",
                  verdict(cpu < 5.0), w->num("locks"), cpu);
-    std::fprintf(f, "\nTargets (issue 14, watchdog at scale)\n");
+    std::fprintf(f, "\nTargets (issue 14, watchdog at scale)%s\n",
+                 w->num("locks") >= 100000 ? "" : " -- not judged: they need 100,000 locks and 1 s bins (the full run)");
+    if (w->num("locks") >= 100000) {
     std::fprintf(f, "  %s %g auto-extended locks at ttl 30 s: client CPU at steady state < 5%% of one core: %.2f%%\n",
-                 verdict(w->num("locks") >= 100000 && w->num("steady_cpu_percent") < 5.0), w->num("locks"),
+                 verdict(w->num("steady_cpu_percent") < 5.0), w->num("locks"),
                  w->num("steady_cpu_percent"));
     std::fprintf(f, "  %s heap per held lock with the watchdog <= 512 B: %.0f B\n",
                  verdict(w->num("heap_bytes_per_lock") <= 512), w->num("heap_bytes_per_lock"));
     std::fprintf(f, "  %s extensions spread over the interval (1 s bins, max/mean <= 1.5): %.2f\n",
                  verdict(w->num("histogram_bin_s") >= 1 && w->num("histogram_max_over_mean") <= 1.5),
                  w->num("histogram_max_over_mean"));
+    }
   }
   for (const record& w : rs) {
     if (w.scenario() != "watchdog") continue;
