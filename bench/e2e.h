@@ -29,7 +29,10 @@ struct sizing {
   bench_clock::duration fault_time;  // baseline and faulty phase each
   std::uint64_t ping_count = 0;      // per node
   std::uint64_t warmup_pairs = 0;    // per new client
+  // Locks of the watchdog scenario at TTL 30 s; a run at a shorter TTL holds
+  // proportionally fewer (the same extensions per second): 10 % at TTL 3 s.
   std::size_t watchdog_locks = 0;
+  std::size_t memory_locks = 0;  // held locks of the memory scenario
   std::vector<std::pair<std::chrono::milliseconds, bench_clock::duration>> watchdog_runs;  // (ttl, window)
   std::size_t memory_ops = 0;                     // in-flight operations for bytes per operation
   std::chrono::milliseconds command_timeout{50};  // client_options::command_timeout of every client

@@ -38,6 +38,7 @@ sizing sizing::make(bool quick) {
     s.ping_count = 200;
     s.warmup_pairs = 20;
     s.watchdog_locks = 1000;
+    s.memory_locks = 1000;
     s.watchdog_runs = {{milliseconds(30000), milliseconds(500)}, {milliseconds(3000), milliseconds(1200)}};
     s.memory_ops = 1000;
   } else {
@@ -49,7 +50,8 @@ sizing sizing::make(bool quick) {
     s.fault_time = milliseconds(3000);
     s.ping_count = 5000;
     s.warmup_pairs = 300;
-    s.watchdog_locks = 10000;
+    s.watchdog_locks = 100000;
+    s.memory_locks = 10000;
     s.watchdog_runs = {{milliseconds(30000), seconds(30)}, {milliseconds(3000), seconds(10)}};
     s.memory_ops = 10000;
   }
@@ -728,7 +730,12 @@ void scenario_watchdog(env& e, std::size_t n) {
   for (const auto& [ttl, window] : e.size.watchdog_runs) {
     e.flush_nodes();
     auto c = make_client(e, e.uris(n));
-    const std::size_t count = e.size.watchdog_locks;
+    // The same extensions per second at every TTL: fewer locks at a shorter one.
+    const std::size_t count = std::max<std::size_t>(
+        1, ttl >= milliseconds(30000)
+               ? e.size.watchdog_locks
+               : static_cast<std::size_t>(static_cast<double>(e.size.watchdog_locks) *
+                                          std::chrono::duration<double>(ttl).count() / 30.0));
     record r("watchdog");
     r.set_int("nodes", static_cast<std::int64_t>(n));
     r.set_int("locks", static_cast<std::int64_t>(count));
@@ -781,7 +788,19 @@ void scenario_watchdog(env& e, std::size_t n) {
     cpu_meter window_meter(e.pids(n));
     cpu0 = process_cpu_seconds();
     t0 = bench_clock::now();
-    std::this_thread::sleep_for(window);
+    // Extensions per bin over the window (the client's extends counter, read at
+    // every bin's end): 1 s bins, or a tenth of a shorter window (--quick).
+    const bench_clock::duration bin = window >= seconds(10) ? bench_clock::duration(seconds(1)) : window / 10;
+    std::vector<double> histogram;
+    {
+      std::uint64_t last = s0.extends;
+      for (bench_clock::time_point end = t0 + bin; end <= t0 + window + bin / 2; end += bin) {
+        std::this_thread::sleep_until(end);
+        const std::uint64_t now_extends = c->stats().extends;
+        histogram.push_back(static_cast<double>(now_extends - last));
+        last = now_extends;
+      }
+    }
     const double cpu = process_cpu_seconds() - cpu0;
     const double secs = to_seconds(bench_clock::now() - t0);
     const client_stats s1 = c->stats();
@@ -800,6 +819,21 @@ void scenario_watchdog(env& e, std::size_t n) {
     r.set("expected_extends_per_s", static_cast<double>(ok) / interval_s);
     const double per_extend = extends > 0 ? cpu / static_cast<double>(extends) : NAN;
     r.set("cpu_us_per_extend", per_extend * 1e6);
+    // The spread of the extensions over the window: a flat histogram has max/mean
+    // close to 1; locks extended in step make it interval / (their spread).
+    r.set("histogram_bin_s", to_seconds(bin));
+    r.set_list("extends_per_bin", histogram);
+    {
+      double sum = 0, top = 0;
+      for (double v : histogram) {
+        sum += v;
+        top = std::max(top, v);
+      }
+      const double mean = histogram.empty() ? NAN : sum / static_cast<double>(histogram.size());
+      r.set("extends_per_bin_mean", mean);
+      r.set("extends_per_bin_max", top);
+      r.set("histogram_max_over_mean", mean > 0 ? top / mean : NAN);
+    }
     // At steady state every lock extends once per interval.
     r.set("steady_cpu_percent", 100 * per_extend * static_cast<double>(ok) / interval_s);
     r.set_int("locks_lost", static_cast<std::int64_t>(s1.locks_lost - s0.locks_lost));
@@ -822,11 +856,12 @@ void scenario_watchdog(env& e, std::size_t n) {
     e.out->emit(r);
     e.out->note(
         "  watchdog %zu locks, ttl %lld ms: %.2f%% of a core measured (%.2f%% steady), %.1f us/extend, "
-        "%.0f heap bytes/lock, %.0f extends/s (expected %.0f), lost %lld (+%lld before the window), still "
-        "owned %lld",
+        "%.0f heap bytes/lock, %.0f extends/s (expected %.0f), extensions per %.1f s bin max/mean %.2f, "
+        "acquired in %.2f s, lost %lld (+%lld before the window), still owned %lld",
         count, static_cast<long long>(ttl.count()), r.num("cpu_percent"), r.num("steady_cpu_percent"),
         r.num("cpu_us_per_extend"), r.num("heap_bytes_per_lock"), r.num("extends_per_s"),
-        r.num("expected_extends_per_s"), static_cast<long long>(r.num("locks_lost")),
+        r.num("expected_extends_per_s"), r.num("histogram_bin_s"), r.num("histogram_max_over_mean"),
+        r.num("acquire_seconds"), static_cast<long long>(r.num("locks_lost")),
         static_cast<long long>(r.num("locks_lost_before_window")), static_cast<long long>(r.num("still_owned")));
   }
 }
@@ -858,7 +893,7 @@ void scenario_memory(env& e, std::size_t n) {
   {
     // Held locks without the watchdog.
     auto c = make_client(e, e.uris(n));
-    const std::size_t count = e.size.watchdog_locks;
+    const std::size_t count = e.size.memory_locks;
     const std::int64_t heap0 = heap_in_use_bytes(), rss0 = rss_bytes();
     hold_result held = acquire_many(*c, count, 64, bench_acquire_options());
     const std::int64_t heap1 = heap_in_use_bytes(), rss1 = rss_bytes();

@@ -72,6 +72,13 @@ record& record::set_str(const std::string& key, const std::string& value) {
   return *this;
 }
 
+record& record::set_list(const std::string& key, const std::vector<double>& values) {
+  field& f = slot(key);
+  f.k = kind::list;
+  f.list = values;
+  return *this;
+}
+
 record& record::set_summary(const std::string& prefix, const summary& s) {
   set_int(prefix + "_count", static_cast<std::int64_t>(s.count));
   set(prefix + "_p50_us", s.p50);
@@ -94,6 +101,11 @@ double record::num(const std::string& key) const {
 std::string record::str(const std::string& key) const {
   const field* f = find(key);
   return f != nullptr && f->k == kind::text ? f->s : std::string();
+}
+
+std::vector<double> record::list(const std::string& key) const {
+  const field* f = find(key);
+  return f != nullptr && f->k == kind::list ? f->list : std::vector<double>();
 }
 
 std::string record::to_json() const {

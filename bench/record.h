@@ -22,6 +22,7 @@ class record {
   record& set(const std::string& key, double value);
   record& set_int(const std::string& key, std::int64_t value);
   record& set_str(const std::string& key, const std::string& value);
+  record& set_list(const std::string& key, const std::vector<double>& values);
   // Adds <prefix>_count, _p50_us, _p90_us, _p99_us, _p999_us, _max_us, _mean_us.
   record& set_summary(const std::string& prefix, const summary& s);
 
@@ -29,6 +30,8 @@ class record {
   double num(const std::string& key) const;
   // The string stored under `key`; "" if absent.
   std::string str(const std::string& key) const;
+  // The list stored under `key`; empty if absent.
+  std::vector<double> list(const std::string& key) const;
 
   // {"scenario":"...", ...fields in insertion order}
   std::string to_json() const;

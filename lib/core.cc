@@ -58,7 +58,8 @@ core::core(client_options options, std::vector<node_address> nodes, std::unique_
       nodes_(std::move(nodes)),
       io_(std::move(io)),
       owns_loop_(own_thread),
-      rng_(io_->seed()) {
+      rng_(io_->seed()),
+      spread_rng_(jitter_rng(rng_).next() ^ 0x5bd1e9955bd1e995ULL) {
   observing_ = !options_.observers.empty();
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     conns_.push_back(std::make_unique<connection>(*this, i, nodes_[i]));
@@ -433,10 +434,10 @@ void core::begin_stop() {
   // Locks kept alive by a watchdog lose it now: their owners hear so through
   // on_lost (errc::cancelled), never silently.
   std::vector<std::shared_ptr<held>> watched;
-  for (auto& [p, w] : watched_) {
+  for (auto& w : watch_slots_) {
     if (auto h = w.lock()) watched.push_back(std::move(h));
   }
-  // In the order the locks were taken (not the map's, which follows addresses):
+  // In the order the locks were taken (not the slots', which are reused):
   // the same run gives the same callbacks in the same order (the simulator).
   std::sort(watched.begin(), watched.end(), [](const std::shared_ptr<held>& a, const std::shared_ptr<held>& b) {
     return a->acquired_at != b->acquired_at ? a->acquired_at < b->acquired_at : a->token < b->token;
@@ -496,6 +497,8 @@ void core::finish_stop() {
   }
   timers_.clear();
   timer_due_.clear();
+  ticks_.clear();
+  ticks_timer_ = 0;
   io_->close([this] { handles_closed(); });
 }
 

@@ -45,19 +45,26 @@ struct held {
   // The last release of this handle failed (not confirmed by a quorum): the handle
   // keeps the lease and may release again.
   std::atomic<bool> release_failed{false};
-  // Loop thread only:
+  // Loop thread only (the fields are ordered to pack: a held lock with its
+  // shared_ptr control block is one 256-byte allocation):
   bool watchdog = false;
+  bool capped = false;  // the extension cap was reached: the lock runs out
+  // The watchdog's armed tick (core::arm_tick), 0 if none: a queued tick whose id
+  // is not this one was cancelled and is skipped. (32 bits: should the ids wrap
+  // and a stale tick match, it only runs a tick early, and an early tick is safe.)
+  std::uint32_t timer = 0;
+  std::uint32_t watch_slot = 0;  // 1 + its index in core::watch_slots_; 0 = not watched
+  int max_extensions = 0;        // 0 = no cap
+  int extensions = 0;
   std::chrono::milliseconds ttl{0};
   std::chrono::milliseconds interval{0};
   std::function<void(const lease&, const report&)> on_lost;
-  std::uint64_t timer = 0;
-  int max_extensions = 0;  // 0 = no cap
-  int extensions = 0;
   std::uint64_t extensions_sent = 0;  // extension rounds started (watchdog and extend())
   std::chrono::milliseconds max_hold{0};  // 0 = no cap
   std::chrono::steady_clock::time_point acquired_at;
-  bool capped = false;  // the extension cap was reached: the lock runs out
-  report last_failure;  // the last failed watchdog extension, for on_lost
+  // The last failed watchdog extension, for on_lost (allocated on a failure only:
+  // a held lock carries 8 bytes for it, not a whole report).
+  std::unique_ptr<report> last_failure;
 
   // The TTL an extension may ask for now under the cap; nullopt once it is reached.
   std::optional<std::chrono::milliseconds> capped_ttl(std::chrono::milliseconds ttl,
@@ -173,7 +180,7 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   // handle's lease goes through the handle's bookkeeping (extend_held). A handle is
   // registered when made and forgotten once released, detached or lost; a
   // destroyed one is forgotten by its release, or found expired on lookup.
-  void track_handle(const std::shared_ptr<held>& h) { handles_[h->token] = h; }
+  void track_handle(const std::shared_ptr<held>& h);
   void untrack_handle(const held& h);
   // The live handle (not finished, not lost) holding lease `l`, if any.
   std::shared_ptr<held> handle_for(const lease& l);
@@ -271,6 +278,26 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   void finish_stop();
   void final_drain();
   void watchdog_tick(const std::shared_ptr<held>& h);
+  // The watchdog's timers: one loop timer (core::schedule) for every watched lock,
+  // over a binary min-heap of ticks (16 bytes each) instead of a map node and a
+  // std::function per lock. arm_tick() queues `h`'s next tick `delay` from now
+  // (replacing an armed one); run_ticks() runs the ticks due.
+  // `batched`: a regular tick, which may come up to kTickGrid early to share a
+  // loop turn with others.
+  void arm_tick(held& h, std::chrono::milliseconds delay, bool batched = false);
+  static constexpr std::chrono::milliseconds kTickGrid{16};
+  void run_ticks();
+  void rearm_ticks(std::uint64_t now);  // the loop timer at the earliest queued tick
+  // Watchdogs running now.
+  std::size_t watching() const noexcept { return watch_slots_.size() - free_watch_slots_.size(); }
+  // When other watchdogs run (a lone one ticks exactly every interval):
+  // the first tick of a new watchdog: a uniform point of (0, interval], so that
+  // locks acquired together do not extend together (never later than interval).
+  std::chrono::milliseconds first_tick(std::chrono::milliseconds interval) noexcept;
+  // The next regular tick: `interval`, minus up to interval / 16 at random, so that
+  // locks that came into step (a stalled loop runs their ticks together) drift
+  // apart again (never later than interval).
+  std::chrono::milliseconds next_tick(std::chrono::milliseconds interval) noexcept;
   void start_warnings();
 #ifndef NDEBUG
   void note_observer_time(const char* name, std::chrono::steady_clock::duration took);
@@ -316,14 +343,40 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   std::mutex unstarted_mu_;
   std::unordered_set<std::uint64_t> unstarted_;        // guarded by unstarted_mu_
   std::unordered_set<std::uint64_t> cancelled_early_;  // loop thread
-  std::unordered_map<held*, std::weak_ptr<held>> watched_;  // locks with a running watchdog
-  std::unordered_map<std::string, std::weak_ptr<held>> handles_;  // live lock handles by token
+  // Locks with a running watchdog: a slot each (held::watch_slot), reused once free.
+  std::vector<std::weak_ptr<held>> watch_slots_;
+  std::vector<std::uint32_t> free_watch_slots_;
+  struct tick {
+    std::uint64_t due;  // the loop's ms clock
+    std::uint32_t id;   // held::timer when it was armed
+    std::uint32_t slot;
+  };
+  std::vector<tick> ticks_;  // a min-heap on due (std::push_heap with tick_later)
+  std::uint32_t tick_ids_ = 0;
+  std::uint64_t ticks_timer_ = 0;      // the schedule() id of the armed loop timer, 0 if none
+  std::uint64_t ticks_timer_due_ = 0;  // ... and when it is due
+  // Live lock handles by token. Tokens of 32 lowercase hex digits (every token
+  // this library makes) are kept as their 16 bytes, without a string copy.
+  struct token_bits {
+    std::uint64_t hi = 0, lo = 0;
+    bool operator==(const token_bits& o) const noexcept { return hi == o.hi && lo == o.lo; }
+  };
+  struct token_bits_hash {
+    std::size_t operator()(const token_bits& t) const noexcept { return static_cast<std::size_t>(t.hi ^ (t.lo * 0x9e3779b97f4a7c15ULL)); }
+  };
+  static std::optional<token_bits> bits_of(const std::string& token) noexcept;
+  std::unordered_map<token_bits, std::weak_ptr<held>, token_bits_hash> handles_;
+  std::unordered_map<std::string, std::weak_ptr<held>> other_handles_;  // any other token
   bool closing_ = false;
   bool finished_ = false;
   std::size_t cleanups_ = 0;
   bool handles_closed_ = false;
   std::shared_ptr<core> self_;  // keeps the core alive until its handles closed
   jitter_rng rng_;
+  // The watchdog ticks' spread: its own sequence, so that retries draw what they
+  // drew before, and seeded without another draw from the reactor (the simulated
+  // world's draws stay as they were).
+  jitter_rng spread_rng_;
   stats_counters stats_;
   std::atomic<std::uint64_t> ids_{0};
 };

@@ -166,22 +166,64 @@ lock core::make_lock(std::shared_ptr<held> h) {
   return lock(std::move(h));
 }
 
-void core::untrack_handle(const held& h) {
-  auto it = handles_.find(h.token);
-  if (it == handles_.end()) return;
+std::optional<core::token_bits> core::bits_of(const std::string& token) noexcept {
+  if (token.size() != 32) return std::nullopt;
+  std::uint64_t half[2] = {0, 0};
+  for (std::size_t i = 0; i < 32; ++i) {
+    const char ch = token[i];
+    std::uint64_t d;
+    if (ch >= '0' && ch <= '9') {
+      d = static_cast<std::uint64_t>(ch - '0');
+    } else if (ch >= 'a' && ch <= 'f') {
+      d = static_cast<std::uint64_t>(ch - 'a' + 10);
+    } else {
+      return std::nullopt;  // not lowercase hex: kept as a string
+    }
+    half[i / 16] = (half[i / 16] << 4) | d;
+  }
+  return token_bits{half[0], half[1]};
+}
+
+void core::track_handle(const std::shared_ptr<held>& h) {
+  if (auto b = bits_of(h->token)) {
+    handles_[*b] = h;
+  } else {
+    other_handles_[h->token] = h;
+  }
+}
+
+namespace {
+template <class Map, class Key>
+void untrack_in(Map& m, const Key& k, const held& h) {
+  auto it = m.find(k);
+  if (it == m.end()) return;
   auto p = it->second.lock();
-  if (!p || p.get() == &h) handles_.erase(it);
+  if (!p || p.get() == &h) m.erase(it);
+}
+
+template <class Map, class Key>
+std::shared_ptr<held> find_in(Map& m, const Key& k) {
+  auto it = m.find(k);
+  if (it == m.end()) return nullptr;
+  auto h = it->second.lock();
+  if (!h) m.erase(it);
+  return h;
+}
+}  // namespace
+
+void core::untrack_handle(const held& h) {
+  if (auto b = bits_of(h.token)) {
+    untrack_in(handles_, *b, h);
+  } else {
+    untrack_in(other_handles_, h.token, h);
+  }
 }
 
 std::shared_ptr<held> core::handle_for(const lease& l) {
-  auto it = handles_.find(l.token);
-  if (it == handles_.end()) return nullptr;
-  auto h = it->second.lock();
-  if (!h) {
-    handles_.erase(it);
-    return nullptr;
-  }
-  if (h->resource != l.resource || h->finished.load() || h->lost.load()) return nullptr;
+  const auto b = bits_of(l.token);
+  auto h = b ? find_in(handles_, *b) : find_in(other_handles_, l.token);
+  if (!h) return nullptr;
+  if (h->token != l.token || h->resource != l.resource || h->finished.load() || h->lost.load()) return nullptr;
   return h;
 }
 }  // namespace detail

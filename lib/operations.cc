@@ -1189,18 +1189,98 @@ void core::declare_lost(const std::shared_ptr<held>& h, const report& why) {
 
 void core::start_watchdog(const std::shared_ptr<held>& h) {
   h->watchdog = true;
-  watched_[h.get()] = h;  // begin_stop() reports the loss of what is still watched
-  std::weak_ptr<held> w = h;
-  h->timer = schedule(h->interval, [this, w] {
-    if (auto hp = w.lock()) watchdog_tick(hp);
-  });
+  if (h->watch_slot == 0) {
+    // begin_stop() reports the loss of what is still watched.
+    if (free_watch_slots_.empty()) {
+      watch_slots_.push_back(h);
+      h->watch_slot = static_cast<std::uint32_t>(watch_slots_.size());
+    } else {
+      const std::uint32_t i = free_watch_slots_.back();
+      free_watch_slots_.pop_back();
+      watch_slots_[i] = h;
+      h->watch_slot = i + 1;
+    }
+  }
+  // A lone watchdog ticks every interval, as it always did; among others, spread.
+  const bool spread = watching() > 1;
+  arm_tick(*h, spread ? first_tick(h->interval) : h->interval, /*batched=*/spread);
 }
 
 void core::stop_watchdog(held& h) {
   h.watchdog = false;
-  watched_.erase(&h);
-  if (h.timer != 0) cancel_timer(h.timer);
-  h.timer = 0;
+  h.timer = 0;  // a queued tick is skipped
+  if (h.watch_slot != 0) {
+    watch_slots_[h.watch_slot - 1].reset();
+    free_watch_slots_.push_back(h.watch_slot - 1);
+    h.watch_slot = 0;
+  }
+}
+
+namespace {
+// Uniform in [0, n) (n > 0); the modulo bias is below 2^-40 for any interval in ms.
+std::int64_t below(std::uint64_t random, std::int64_t n) noexcept {
+  return static_cast<std::int64_t>(random % static_cast<std::uint64_t>(n));
+}
+}  // namespace
+
+milliseconds core::first_tick(milliseconds interval) noexcept {
+  if (interval.count() <= 1) return interval;
+  return interval - milliseconds(below(spread_rng_.next(), interval.count()));  // (0, interval]
+}
+
+milliseconds core::next_tick(milliseconds interval) noexcept {
+  const std::int64_t span = interval.count() / 16;
+  if (span <= 0) return interval;
+  return interval - milliseconds(below(spread_rng_.next(), span + 1));  // [interval - span, interval]
+}
+
+void core::arm_tick(held& h, milliseconds delay, bool batched) {
+  const std::uint64_t now = io_->now_ms();
+  std::uint64_t due = now + static_cast<std::uint64_t>(std::max<std::int64_t>(0, delay.count()));
+  // A regular tick is rounded down (earlier, never later) to the batch grid: the
+  // locks due in one grid step are extended in one loop turn, their requests
+  // pipelined per node, at one wake-up and one write per node.
+  if (batched && delay >= 2 * kTickGrid) due -= due % static_cast<std::uint64_t>(kTickGrid.count());
+  if (++tick_ids_ == 0) ++tick_ids_;  // 0 means no tick
+  h.timer = tick_ids_;
+  const auto later = [](const tick& a, const tick& b) { return a.due > b.due; };
+  ticks_.push_back(tick{due, h.timer, h.watch_slot});
+  std::push_heap(ticks_.begin(), ticks_.end(), later);
+  rearm_ticks(now);
+}
+
+void core::rearm_ticks(std::uint64_t now) {
+  // The loop timer follows the heap's earliest tick (not the one just armed: a
+  // tick armed inside run_ticks(), when no timer is armed, may be later than
+  // ticks still queued).
+  if (ticks_.empty()) return;
+  const std::uint64_t due = ticks_.front().due;
+  if (ticks_timer_ != 0 && ticks_timer_due_ <= due) return;
+  if (ticks_timer_ != 0) cancel_timer(ticks_timer_);
+  ticks_timer_due_ = due;
+  ticks_timer_ = schedule(milliseconds(due > now ? due - now : 0), [this] { run_ticks(); });
+}
+
+void core::run_ticks() {
+  ticks_timer_ = 0;
+  const auto later = [](const tick& a, const tick& b) { return a.due > b.due; };
+  const std::uint64_t now = io_->now_ms();
+  // Bounded: at most the ticks queued when the batch starts (a tick armed by one
+  // of them waits for the next turn, as core::on_timer does). Each is checked just
+  // before it runs: an earlier one of the batch may have stopped its watchdog.
+  std::size_t budget = ticks_.size();
+  while (budget-- > 0 && !ticks_.empty() && ticks_.front().due <= now) {
+    std::pop_heap(ticks_.begin(), ticks_.end(), later);
+    const tick t = ticks_.back();
+    ticks_.pop_back();
+    if (t.slot == 0 || t.slot > watch_slots_.size()) continue;
+    std::shared_ptr<held> h = watch_slots_[t.slot - 1].lock();
+    if (!h || h->timer != t.id) continue;  // stopped, re-armed, or another lock's slot now
+    watchdog_tick(h);
+  }
+  // Give the memory of a burst of stopped watchdogs back (their ticks are gone).
+  if (ticks_.empty() && ticks_.capacity() > 1024) ticks_.shrink_to_fit();
+  rearm_ticks(now);
 }
 
 void core::watchdog_tick(const std::shared_ptr<held>& h) {
@@ -1210,7 +1290,7 @@ void core::watchdog_tick(const std::shared_ptr<held>& h) {
   const clock_tp t = now();
   if (t >= *l.valid_until) {
     // Report what the last failed extension saw (which nodes, and why), if any.
-    report why = h->last_failure.nodes.empty() ? bare_report(*this, {}, "") : h->last_failure;
+    report why = h->last_failure && !h->last_failure->nodes.empty() ? *h->last_failure : bare_report(*this, {}, "");
     // The cap's end: no more extensions (max_extensions), or the validity ran to
     // acquisition + max_hold (extensions shrunk to fit it), not short of it.
     const bool at_hold_cap =
@@ -1225,10 +1305,7 @@ void core::watchdog_tick(const std::shared_ptr<held>& h) {
   if (!ttl) {
     // Extension cap reached: no more extensions; report the loss when it runs out.
     h->capped = true;
-    std::weak_ptr<held> w = h;
-    h->timer = schedule(duration_cast<milliseconds>(*l.valid_until - t) + milliseconds(1), [this, w] {
-      if (auto p = w.lock()) watchdog_tick(p);
-    });
+    arm_tick(*h, duration_cast<milliseconds>(*l.valid_until - t) + milliseconds(1));
     return;
   }
   std::weak_ptr<held> w = h;
@@ -1275,9 +1352,9 @@ void core::watchdog_tick(const std::shared_ptr<held>& h) {
       // happens, not at the next regular tick.
       const clock_tp until = hp->snapshot().valid_until.value_or(now());
       const milliseconds to_end = duration_cast<milliseconds>(until - now()) + milliseconds(1);
-      hp->timer = schedule(std::max(milliseconds(0), std::min(hp->interval, to_end)), [this, w] {
-        if (auto p = w.lock()) watchdog_tick(p);
-      });
+      const bool spread = watching() > 1;
+      const milliseconds next = spread ? next_tick(hp->interval) : hp->interval;
+      arm_tick(*hp, std::max(milliseconds(0), std::min(next, to_end)), /*batched=*/spread && next <= to_end);
       return;
     }
     // Lost for good only when no quorum can come back: not_owner, or a permanent
@@ -1293,14 +1370,16 @@ void core::watchdog_tick(const std::shared_ptr<held>& h) {
     }
     // Transient (unavailable): retry within the remaining validity; the tick
     // declares the lock lost once validity has run out.
-    hp->last_failure = r;
+    if (hp->last_failure) {
+      *hp->last_failure = r;
+    } else {
+      hp->last_failure = std::make_unique<report>(r);
+    }
     const clock_tp until = hp->snapshot().valid_until.value_or(now());
     const auto remaining = duration_cast<milliseconds>(until - now());
     milliseconds gap = std::max(milliseconds(10), hp->interval / 4);
     if (remaining < gap) gap = std::max(milliseconds(0), remaining);
-    hp->timer = schedule(gap, [this, w] {
-      if (auto p = w.lock()) watchdog_tick(p);
-    });
+    arm_tick(*hp, gap);
   }, /*until_validity_ends=*/true);
 }
 

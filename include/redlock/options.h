@@ -61,8 +61,12 @@ struct acquire_options {
   retry_policy retry{};
   // Ask for a quorum fencing token (one extra round trip); see docs/fencing.md.
   bool fencing = false;
-  // Keep the lock alive by extending it every `extend_interval` until it is
-  // released or lost (the watchdog). One loop timer per lock, no thread.
+  // Keep the lock alive by extending it at least every `extend_interval` until it
+  // is released or lost (the watchdog). No thread, and one loop timer for all the
+  // client's locks. While other locks of the client are watched too, the first
+  // extension comes at a random point of the first interval and each later one
+  // up to 1/16 of the interval (+ 15 ms) early, so that locks taken together do
+  // not extend together; never later than the interval.
   bool auto_extend = false;
   // Interval between watchdog extensions; 0 means ttl / 3. Each tick must leave
   // time for one extension round before the validity runs out: the interval (also
