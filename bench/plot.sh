@@ -33,7 +33,7 @@ for d in "$data" ${data2:+"$data2"}; do
     has_data "$d/$f" || main=no
   done
 done
-if [ "$main" = no ] && ! has_data "$data/nodes.dat" && ! has_data "$data/distance.dat"; then
+if [ "$main" = no ] && ! has_data "$data/nodes.dat" && ! has_data "$data/distance.dat" && ! has_data "$data/watchdog_extends.dat"; then
   echo "plot.sh: no data in $data (run bench_e2e --data-dir $data)" >&2
   exit 1
 fi
@@ -127,4 +127,26 @@ plot "$data/distance.dat" using (\$3/1000):xtic(2) title "limit (2 RTTs to the q
      "" using (\$6/1000) title "sequential client" lc rgb "#d62728"
 GNUPLOT
   echo "plot.sh: wrote $out/distance.png"
+fi
+
+if has_data "$data/watchdog_extends.dat"; then
+  # One gnuplot data block per run, titled by its "# ttl_ms T locks L" line.
+  wd_plot=""
+  idx=0
+  while read -r _ _ ttl _ locks _; do
+    wd_plot="$wd_plot${wd_plot:+, }\"$data/watchdog_extends.dat\" index $idx using 1:3 with steps lw 2 title \"TTL $((ttl / 1000)) s, $locks locks\""
+    idx=$((idx + 1))
+  done < <(grep '^# ttl_ms' "$data/watchdog_extends.dat")
+  gnuplot <<GNUPLOT
+set terminal pngcairo size 960,600 font "DejaVu Sans,11" enhanced
+set grid ytics xtics lc rgb "#dddddd"
+set key box opaque top right
+set output "$out/watchdog_extends.png"
+set title "Watchdog: extensions per second over the measured window\n{/*0.8 spread extensions keep every second near locks / (TTL/3)}"
+set xlabel "second of the window"
+set ylabel "extensions per second"
+set yrange [0:*]
+plot $wd_plot
+GNUPLOT
+  echo "plot.sh: wrote $out/watchdog_extends.png"
 fi
