@@ -1,6 +1,8 @@
 // The human summary table and the gnuplot data files, both built from the records.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <system_error>
 #include <string>
 
 #include "e2e.h"
@@ -340,6 +342,8 @@ void print_summary(std::FILE* f, const std::vector<record>& rs) {
 }
 
 bool write_plot_data(const std::string& dir, const std::vector<record>& rs) {
+  std::error_code mkdir_error;
+  std::filesystem::create_directories(dir, mkdir_error);  // as `mkdir -p`; a failure shows at the first open
   auto open = [&](const char* name) {
     const std::string path = dir + "/" + name;
     std::FILE* f = std::fopen(path.c_str(), "w");

@@ -125,7 +125,7 @@ class notifier final : private push_listener {
   void on_sub_down(std::size_t node) override;
 
   connection& sub_conn(std::size_t node);
-  void subscribe(const std::string& key, channel& ch, std::size_t node);
+  void subscribe(const std::string& key, channel& ch, std::size_t node, bool after_reconnect = false);
   void on_subscribe_reply(const std::string& key, std::size_t node, bool ok, bool refused);
   void check_settled(channel& ch);
   void wake_one(channel& ch);
@@ -139,7 +139,6 @@ class notifier final : private push_listener {
   core& c_;
   std::vector<std::unique_ptr<connection>> subs_;
   std::vector<bool> refused_;   // the node refused SUBSCRIBE on this connection
-  std::vector<bool> resubscribe_;  // per node: confirmations after a reconnect wake a waiter
   std::unordered_map<std::string, channel> channels_;
   std::uint64_t sweep_timer_ = 0;
   bool closed_ = false;
