@@ -71,7 +71,8 @@ core::core(client_options options, std::vector<node_address> nodes, std::unique_
     const char* v = std::getenv(name);
     long us = fallback_us;
     if (v != nullptr && *v != '\0') us = std::strtol(v, nullptr, 10);
-    return std::chrono::nanoseconds(std::chrono::microseconds(std::max(0L, us)));
+    // Not a number: 0 (off); at most 10 ms, so a typo cannot make a loop poll for seconds.
+    return std::chrono::nanoseconds(std::chrono::microseconds(std::clamp(us, 0L, 10000L)));
   };
   spin_cap_ = tuning("REDLOCK_SYNC_SPIN_US", kDefaultSpinCapUs);
   linger_ = owns_loop_ ? tuning("REDLOCK_SYNC_LINGER_US", kDefaultLingerUs) : std::chrono::nanoseconds(0);
