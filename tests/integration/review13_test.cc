@@ -20,36 +20,14 @@
 #include "redlock/redlock.h"
 #include "redlock/semaphore.h"
 #include "test_util.h"
+#include "wait_util.h"
 
 namespace redlock::test {
 namespace {
 
-using clock_type = std::chrono::steady_clock;
+using namespace wait_util;
 using std::chrono::duration_cast;
 using std::chrono::milliseconds;
-
-std::string unique(const std::string& base) {
-  static std::atomic<int> n{0};
-  return base + "-" + std::to_string(n.fetch_add(1)) + "-" + std::to_string(::getpid());
-}
-
-acquire_options waiting(milliseconds delay, milliseconds deadline) {
-  acquire_options o;
-  o.ttl = 10000ms;
-  o.retry.max_attempts = 1000;
-  o.retry.base_delay = delay;
-  o.retry.max_delay = delay;
-  o.retry.deadline = deadline;
-  return o;
-}
-
-// The timeouts of tests/integration/wait_test.cc (a plausible production setting).
-client_options opts(const std::vector<std::string>& uris) {
-  client_options o = options_for(uris);
-  o.command_timeout = 1000ms;
-  o.connect_timeout = 2000ms;
-  return o;
-}
 
 // Short command timeouts: the watchdog of a sub-second TTL needs
 // extend_interval + command_timeout <= ttl - drift.
@@ -65,21 +43,6 @@ redis_cluster& nodes() {
   return *cl;
 }
 
-long long subscribers(redis_node& n, const std::string& key) {
-  const std::string r = n.command({"PUBSUB", "NUMSUB", key + ":released"});
-  const auto comma = r.rfind(", ");
-  return comma == std::string::npos ? -1 : std::atoll(r.c_str() + comma + 2);
-}
-
-bool all_subscribed(redis_cluster& cl, const std::string& key) {
-  for (std::size_t i = 0; i < cl.size(); ++i) {
-    if (subscribers(cl[i], key) != 1) return false;
-  }
-  return true;
-}
-
-milliseconds since(clock_type::time_point t0) { return duration_cast<milliseconds>(clock_type::now() - t0); }
-
 // Blocks `c`'s loop thread for `d` (a callback that sleeps: the in-process stand-in
 // for a SIGSTOP / VM pause of the holder). Returns once the loop is blocked.
 void block_loop(client& c, milliseconds d) {
@@ -91,12 +54,6 @@ void block_loop(client& c, milliseconds d) {
   });
   f.wait();
 }
-
-// Resumes a paused node on scope exit (a failing ASSERT must not leave it stopped).
-struct resume_on_exit {
-  redis_node& n;
-  ~resume_on_exit() { n.resume(); }
-};
 
 // ---- Attack W1: a subscriber connection to a paused node stalls the waiting
 // acquire past its retry.deadline, and past a release on a quorum.

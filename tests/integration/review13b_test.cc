@@ -26,52 +26,18 @@
 #include "redlock/observer.h"
 #include "redlock/redlock.h"
 #include "test_util.h"
+#include "wait_util.h"
 
 namespace redlock::test {
 namespace {
 
-using clock_type = std::chrono::steady_clock;
+using namespace wait_util;
 using std::chrono::duration_cast;
 using std::chrono::milliseconds;
-
-std::string unique(const std::string& base) {
-  static std::atomic<int> n{0};
-  return base + "-" + std::to_string(n.fetch_add(1)) + "-" + std::to_string(::getpid());
-}
-
-acquire_options waiting(milliseconds delay, milliseconds deadline, milliseconds ttl = 10000ms) {
-  acquire_options o;
-  o.ttl = ttl;
-  o.retry.max_attempts = 100000;
-  o.retry.base_delay = delay;
-  o.retry.max_delay = delay;
-  o.retry.deadline = deadline;
-  return o;
-}
-
-client_options opts(const std::vector<std::string>& uris) {
-  client_options o = options_for(uris);
-  o.command_timeout = 1000ms;
-  o.connect_timeout = 2000ms;
-  return o;
-}
 
 redis_cluster& nodes() {
   static redis_cluster* cl = new redis_cluster(3);
   return *cl;
-}
-
-long long subscribers(redis_node& n, const std::string& key) {
-  const std::string r = n.command({"PUBSUB", "NUMSUB", key + ":released"});
-  const auto comma = r.rfind(", ");
-  return comma == std::string::npos ? -1 : std::atoll(r.c_str() + comma + 2);
-}
-
-bool all_subscribed(redis_cluster& cl, const std::string& key, long long want = 1) {
-  for (std::size_t i = 0; i < cl.size(); ++i) {
-    if (subscribers(cl[i], key) != want) return false;
-  }
-  return true;
 }
 
 // Commands an acquire attempt runs on a node: SET (one plain key) or a script.
@@ -83,13 +49,6 @@ long long pubsub_clients(redis_node& n) {
   for (std::size_t p = list.find("flags=P"); p != std::string::npos; p = list.find("flags=P", p + 1)) ++c;
   return c;
 }
-
-milliseconds since(clock_type::time_point t0) { return duration_cast<milliseconds>(clock_type::now() - t0); }
-
-struct resume_on_exit {
-  redis_node& n;
-  ~resume_on_exit() { n.resume(); }
-};
 
 // An acquire's outcome, delivered from the loop thread.
 struct pending {

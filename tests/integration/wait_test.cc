@@ -15,41 +15,12 @@
 #include "redlock/redlock.h"
 #include "test_util.h"
 #include "tls_certs.h"
+#include "wait_util.h"
 
 namespace redlock::test {
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
-std::string unique(const std::string& base) {
-  static std::atomic<int> n{0};
-  return base + "-" + std::to_string(n.fetch_add(1)) + "-" + std::to_string(::getpid());
-}
-
-// A waiting acquire: a long retry delay (the fallback), a long deadline.
-acquire_options waiting(std::chrono::milliseconds delay, std::chrono::milliseconds deadline = 20000ms) {
-  acquire_options o;
-  o.ttl = 10000ms;
-  o.retry.max_attempts = 1000;
-  o.retry.base_delay = delay;
-  o.retry.max_delay = delay;
-  o.retry.deadline = deadline;
-  return o;
-}
-
-// Subscribers of `key`'s release channel on node n.
-long long subscribers(redis_node& n, const std::string& key) {
-  const std::string r = n.command({"PUBSUB", "NUMSUB", key + ":released"});
-  const auto comma = r.rfind(", ");
-  return comma == std::string::npos ? -1 : std::atoll(r.c_str() + comma + 2);
-}
-
-bool all_subscribed(redis_cluster& cl, const std::string& key, long long want = 1) {
-  for (std::size_t i = 0; i < cl.size(); ++i) {
-    if (subscribers(cl[i], key) != want) return false;
-  }
-  return true;
-}
+using namespace wait_util;
 
 long long total_calls(redis_cluster& cl, const std::string& cmd) {
   long long t = 0;
@@ -75,14 +46,6 @@ std::chrono::milliseconds handover(client& holder_client, client& waiter_client,
     for (const auto& n : got.report.nodes) ADD_FAILURE() << "attempts " << got.report.attempts << " " << n.node << " " << n.detail;
   }
   return took;
-}
-
-// Generous timeouts: these tests time wake-ups, not timeouts, on a loaded machine.
-client_options opts(const std::vector<std::string>& uris) {
-  client_options o = options_for(uris);
-  o.command_timeout = 1000ms;
-  o.connect_timeout = 2000ms;
-  return o;
 }
 
 redis_cluster& nodes() {

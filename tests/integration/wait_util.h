@@ -1,0 +1,73 @@
+// Helpers of the tests of waiting acquires and the coordination primitives
+// (wait_test.cc, review13_test.cc, review13b_test.cc): names, options, and what
+// the nodes say about the release channels.
+#pragma once
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "redis_node.h"
+#include "redlock/redlock.h"
+#include "test_util.h"
+
+namespace redlock::test::wait_util {
+
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+// A resource name of its own per call (and per process).
+inline std::string unique(const std::string& base) {
+  static std::atomic<int> n{0};
+  return base + "-" + std::to_string(n.fetch_add(1)) + "-" + std::to_string(::getpid());
+}
+
+// A waiting acquire: a fixed retry delay (the fallback timer), a deadline.
+inline acquire_options waiting(std::chrono::milliseconds delay, std::chrono::milliseconds deadline = 20000ms,
+                               std::chrono::milliseconds ttl = 10000ms) {
+  acquire_options o;
+  o.ttl = ttl;
+  o.retry.max_attempts = 100000;
+  o.retry.base_delay = delay;
+  o.retry.max_delay = delay;
+  o.retry.deadline = deadline;
+  return o;
+}
+
+// Generous timeouts: these tests time wake-ups, not timeouts, on a loaded machine.
+inline client_options opts(const std::vector<std::string>& uris) {
+  client_options o = options_for(uris);
+  o.command_timeout = 1000ms;
+  o.connect_timeout = 2000ms;
+  return o;
+}
+
+// Subscribers of `key`'s release channel on node n.
+inline long long subscribers(redis_node& n, const std::string& key) {
+  const std::string r = n.command({"PUBSUB", "NUMSUB", key + ":released"});
+  const auto comma = r.rfind(", ");
+  return comma == std::string::npos ? -1 : std::atoll(r.c_str() + comma + 2);
+}
+
+inline bool all_subscribed(redis_cluster& cl, const std::string& key, long long want = 1) {
+  for (std::size_t i = 0; i < cl.size(); ++i) {
+    if (subscribers(cl[i], key) != want) return false;
+  }
+  return true;
+}
+
+inline std::chrono::milliseconds since(clock_type::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0);
+}
+
+// Resumes a paused node on scope exit (a failing ASSERT must not leave it stopped).
+struct resume_on_exit {
+  redis_node& n;
+  ~resume_on_exit() { n.resume(); }
+};
+
+}  // namespace redlock::test::wait_util
