@@ -129,9 +129,6 @@ class notifier final : private push_listener {
   void on_subscribe_reply(const std::string& key, std::size_t node, bool ok, bool refused);
   void check_settled(channel& ch);
   void wake_one(channel& ch);
-  // Messages of one release that wake a waiter: a quorum of the nodes whose
-  // subscription is confirmed (at least 1).
-  std::size_t wake_threshold(const channel& ch) const;
   void after_woken(channel& ch);
   void arm_sweep();
   void sweep();
