@@ -201,21 +201,21 @@ void notifier::wake_one(channel& ch) {
     // attempts into split votes, and C - 1 of them lose a full round on every
     // node. While this client has lost such a race within the last second, its
     // wake-ups come after a random 0-3 ms, so that the first attempt usually lands
-    // alone, and look first (one GET on the node that published the release
-    // first): a new holder there means another client won, and this one waits on
-    // without an attempt. A single waiter is never delayed.
+    // alone, and look first (one GET per node): another holder on a quorum means
+    // another client won, and this one waits on without an attempt. A single
+    // waiter is never delayed.
     std::chrono::milliseconds stagger(0);
     std::optional<waiter::peek_at> peek;
     if (ch.lost_at != clock_tp{} && c_.now() - ch.lost_at < std::chrono::seconds(1)) {
       stagger = std::chrono::milliseconds(static_cast<std::chrono::milliseconds::rep>(c_.jitter() % 4));
-      if (!ch.recent.empty()) peek = waiter::peek_at{ch.recent.back().first_node, ch.recent.back().token};
+      if (!ch.recent.empty()) peek = waiter::peek_at{ch.recent.back().token};
     }
     w->wake(stagger, std::move(peek));
     return;
   }
 }
 
-void notifier::on_push(std::size_t node, const redisReply& m) {
+void notifier::on_push(std::size_t, const redisReply& m) {
   const redisReply* ch_name = m.element[1];
   const redisReply* payload = m.element[2];
   if (ch_name->type != REDIS_REPLY_STRING || payload->type != REDIS_REPLY_STRING) return;
@@ -226,26 +226,18 @@ void notifier::on_push(std::size_t node, const redisReply& m) {
   if (it == channels_.end()) return;
   channel& ch = it->second;
   std::string_view token(payload->str, payload->len);
-  // Every node publishes the same release: the first message wakes a waiter. (Waiting
-  // for a quorum of them was tried: it let a thread of the same client that had just
-  // released and acquired again win far more often — 48 waiters in one client, Jain's
-  // index 0.999 -> 0.68 — and did not make the hand-over faster.) The others only
-  // mark which nodes published it.
-  auto r = std::find_if(ch.recent.begin(), ch.recent.end(), [&](const channel::released& x) { return x.token == token; });
-  if (r == ch.recent.end()) {
-    ch.recent.push_back(
-        channel::released{std::string(token), c_.now(), std::vector<bool>(c_.size(), false), node, 0, false});
-    if (ch.recent.size() > kRecent) ch.recent.pop_front();
-    r = std::prev(ch.recent.end());
+  // Every node publishes the same release: the first message wakes a waiter, the
+  // others are dropped. (Waiting for a quorum of them was tried: it let a thread of
+  // the same client that had just released and acquired again win far more often —
+  // 48 waiters in one client, Jain's index 0.999 -> 0.68 — and was no faster.)
+  for (const auto& seen : ch.recent) {
+    if (seen.token == token) return;
   }
-  if (node < r->nodes.size() && !r->nodes[node]) {
-    r->nodes[node] = true;
-    ++r->count;
-  }
-  if (r->acted) return;
-  r->acted = true;
+  ch.recent.push_back(channel::released{std::string(token), c_.now()});
+  if (ch.recent.size() > kRecent) ch.recent.pop_front();
+  const channel::released& r = ch.recent.back();
   if (ch.woken != nullptr) {
-    ch.absorbed.push_back(r->token);
+    ch.absorbed.push_back(r.token);
     return;
   }
   wake_one(ch);

@@ -43,11 +43,10 @@ class waiter {
   virtual bool blocked_by(const std::string& token) const = 0;
   virtual bool knows_blockers() const = 0;
   // Starts the next attempt after `stagger` (the notifier marked it woken). With
-  // `peek`: first reads the key on that node (one GET), and goes back to waiting
-  // without an attempt when it finds another holder than `released` there — the
-  // release was taken by another client meanwhile (notifier::wake_one).
+  // `peek`: first reads the key on every node (one GET each), and goes back to
+  // waiting without an attempt when another holder than `released` has a quorum —
+  // the release was taken by another client meanwhile (notifier::wake_one).
   struct peek_at {
-    std::size_t node;
     std::string released;
   };
   virtual void wake(std::chrono::milliseconds stagger, std::optional<peek_at> peek) = 0;
@@ -106,11 +105,7 @@ class notifier final : private push_listener {
     clock_tp confirmed_at{};            // the last node subscription confirmed
     struct released {
       std::string token;
-      clock_tp at;              // its first message
-      std::vector<bool> nodes;  // the nodes that published it
-      std::size_t first_node = 0;  // the first of them
-      std::size_t count = 0;
-      bool acted = false;       // it woke a waiter (or was absorbed)
+      clock_tp at;  // its first message
     };
     std::deque<released> recent;  // released tokens seen, newest last
     std::vector<std::string> absorbed;  // released while a woken attempt was in flight
