@@ -549,8 +549,11 @@ TEST_F(Cli, run_with_n_2_runs_two_commands_at_once_and_the_third_after_one_ends)
     std::this_thread::sleep_for(20ms);
   }
   EXPECT_EQ(running().size(), 2u);
-  EXPECT_EQ(cluster().count_key("cli-sem:permit:0"), 5);
-  EXPECT_EQ(cluster().count_key("cli-sem:permit:1"), 5);
+  // Each permit is held on a quorum (3 of 5); not always on all five: the third
+  // contender's attempt can reach a node first, and a node it got is rolled back, not
+  // handed to the holder (seen: 4 of 5 in 2 runs of 10).
+  EXPECT_GE(cluster().count_key("cli-sem:permit:0"), 3);
+  EXPECT_GE(cluster().count_key("cli-sem:permit:1"), 3);
   // One ends; the third takes its permit.
   std::ofstream(dir.file("go." + first[0].first)) << "\n";
   const std::string freed = first[0].second;
