@@ -93,23 +93,56 @@ report_retries() { # the block listing every test that passed only on its retry
 }
 
 finish_failed() { # the closing lines of a failed run; exits 1
+  report_stages
   report_retries
   echo "tests: $passed passed, $((failed > 0 ? failed : 1)) failed"
   exit 1
 }
 
-run_suite() { # build-dir, extra cmake args... (CTEST_ARGS: label filter)
-  local dir=$1
-  shift
+stage_names=() # "name seconds" for every stage timed, printed at the end
+stage_t0=0
+stage_begin() { stage_t0=$(date +%s); }
+stage_end() { # name: records the seconds since stage_begin
+  local s=$(($(date +%s) - stage_t0))
+  stage_names+=("$1 $s")
+  echo "== stage '$1' took $s s"
+}
+
+report_stages() {
+  local e
+  echo "== stage times (s):"
+  for e in "${stage_names[@]}"; do echo "   $e"; done
+}
+
+run_suite() { # stage, build-dir, extra cmake args...
+  # CTEST_ARGS: label filter. BUILD_TARGET: build only this target (default: all).
+  # PARALLEL_LABELS: a label regex run at -j$jobs before the rest (tests with no wall-clock
+  # bound: unit tests on a manual clock, the simulator, fuzz corpus replays), the rest at
+  # -j$CTEST_JOBS.
+  local name=$1 dir=$2
+  shift 2
+  local target=()
+  [ -n "${BUILD_TARGET:-}" ] && target=(--target "$BUILD_TARGET")
+  stage_begin
   cmake -S . -B "$dir" -DREDLOCK_WERROR=ON "$@" >/dev/null
-  cmake --build "$dir" -j"$jobs"
+  cmake --build "$dir" -j"$jobs" "${target[@]}"
+  stage_end "$name: build"
   ctest_rc=0
+  stage_begin
+  local exclude=${CTEST_EXCLUDE:-fault}
+  if [ -n "${PARALLEL_LABELS:-}" ]; then
+    run_ctest "$dir" "$dir/ctest-parallel.log" -j"$jobs" -L "$PARALLEL_LABELS" -LE "$exclude"
+    exclude="$exclude|$PARALLEL_LABELS"
+  fi
   # Everything but the fault scenarios in parallel; the scenarios one at a time,
   # since each sizes its load for the whole machine.
   # shellcheck disable=SC2086 # CTEST_ARGS is a list of ctest arguments
-  run_ctest "$dir" "$dir/ctest.log" -j"${CTEST_JOBS:-$jobs}" -LE "${CTEST_EXCLUDE:-fault}" ${CTEST_ARGS:-}
+  run_ctest "$dir" "$dir/ctest.log" -j"${CTEST_JOBS:-$jobs}" -LE "$exclude" ${CTEST_ARGS:-}
+  stage_end "$name: tests"
   if [ "${FAULT_SCENARIOS:-1}" = 1 ]; then
+    stage_begin
     run_ctest "$dir" "$dir/ctest-fault.log" -j1 -L fault
+    stage_end "$name: fault scenarios"
   fi
   [ "$ctest_rc" -eq 0 ] || finish_failed
 }
@@ -206,28 +239,39 @@ main() {
   local start
   start=$(date +%s)
   echo "== build and test (RelWithDebInfo, -Werror)"
-  run_suite build-ci -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  run_suite release build-ci -DCMAKE_BUILD_TYPE=RelWithDebInfo
   echo "== benchmark smoke runs (prove they work; figures in docs/benchmarks.md)"
+  stage_begin
   ./build-ci/bench/bench_micro --benchmark_min_time=0.01 >/dev/null
   ./build-ci/bench/bench_e2e --quick >/dev/null
   echo "benchmarks ran"
+  stage_end "benchmark smoke runs"
   echo "== consumers: the installed package through find_package and pkg-config, a subproject, the .deb"
+  stage_begin
   consumer_stage || finish_failed
+  stage_end "consumers"
   if [ "${REDLOCK_TEST_QUICK:-0}" != 1 ]; then
     echo "== ASan + UBSan"
     # Sanitized builds run 2-10x slower: one test at a time keeps their timing bounds honest.
     # ctest's fuzz tests replay the corpora only (REDLOCK_FUZZ_SECONDS=0); the exploring runs follow.
     # The SPIN model (label "model") is not C++: once, in the first stage, is enough.
-    CC=clang CXX=clang++ FAULT_SCENARIOS=0 CTEST_JOBS=1 CTEST_EXCLUDE="fault|model" run_suite build-asan -DCMAKE_BUILD_TYPE=Debug \
+    # Tests with no wall-clock bound (unit, sim, fuzz replays) run two at a time first.
+    CC=clang CXX=clang++ FAULT_SCENARIOS=0 CTEST_JOBS=1 CTEST_EXCLUDE="fault|model" PARALLEL_LABELS="unit|sim|fuzz" \
+      run_suite asan build-asan -DCMAKE_BUILD_TYPE=Debug \
       -DREDLOCK_SANITIZE=address -DREDLOCK_BUILD_BENCH=OFF -DREDLOCK_FUZZ_SECONDS=0
     echo "== fuzzers explore (fixed seed and executions; REDLOCK_FUZZ_SECONDS=N for longer)"
+    stage_begin
     fuzz_explore build-asan || finish_failed
+    stage_end "fuzzers explore"
     echo "== TSan (integration tests and fault scenarios)"
     # ctest labels are single words here: gtest_discover_tests flattens "a;b".
-    CC=clang CXX=clang++ CTEST_JOBS=1 CTEST_ARGS="-L integration" run_suite build-tsan -DCMAKE_BUILD_TYPE=Debug \
+    # Only the executables these labels run are built (tests/CMakeLists.txt: redlock_threaded_suite).
+    CC=clang CXX=clang++ CTEST_JOBS=1 CTEST_ARGS="-L integration" BUILD_TARGET=redlock_threaded_suite \
+      run_suite tsan build-tsan -DCMAKE_BUILD_TYPE=Debug \
       -DREDLOCK_SANITIZE=thread -DREDLOCK_BUILD_BENCH=OFF
   fi
   echo "== all tests passed in $(($(date +%s) - start)) s"
+  report_stages
   report_retries
   echo "tests: $passed passed, $failed failed"
 }
