@@ -333,27 +333,72 @@ void command_guard::disarm() noexcept {
   write_fd_ = -1;
 }
 
+namespace {
+
+struct proc_stat {
+  pid_t ppid = 0;
+  pid_t pgrp = 0;
+};
+
+std::optional<proc_stat> read_proc_stat(const char* pid) {
+  const std::string path = std::string("/proc/") + pid + "/stat";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char buf[512];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return std::nullopt;
+  buf[n] = '\0';
+  // "pid (comm) state ppid pgrp ...": comm may hold anything, so parse after the last ')'.
+  const char* close_paren = std::strrchr(buf, ')');
+  char state = 0;
+  int ppid = 0, pgrp = 0;
+  if (close_paren == nullptr || std::sscanf(close_paren + 1, " %c %d %d", &state, &ppid, &pgrp) != 3) {
+    return std::nullopt;
+  }
+  if (state == 'Z' || state == 'X') return std::nullopt;  // dead, waiting to be reaped
+  return proc_stat{static_cast<pid_t>(ppid), static_cast<pid_t>(pgrp)};
+}
+
+// Whether every other live process of our process group is an ancestor of ours
+// (a shell waiting for us), not a sibling such as the pager of a pipeline.
+bool alone_in_group() {
+  const pid_t self = ::getpid();
+  const pid_t group = ::getpgrp();
+  std::vector<pid_t> ancestors;
+  for (pid_t p = ::getppid(); p > 1 && ancestors.size() < 4096;) {
+    ancestors.push_back(p);
+    const std::optional<proc_stat> st = read_proc_stat(std::to_string(p).c_str());
+    if (!st) break;
+    p = st->ppid;
+  }
+  DIR* dir = ::opendir("/proc");
+  if (dir == nullptr) return false;
+  bool alone = true;
+  while (const dirent* d = ::readdir(dir)) {
+    if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
+    const pid_t pid = static_cast<pid_t>(std::atoi(d->d_name));
+    if (pid == self) continue;
+    const std::optional<proc_stat> st = read_proc_stat(d->d_name);
+    if (st && st->pgrp == group && std::find(ancestors.begin(), ancestors.end(), pid) == ancestors.end()) {
+      alone = false;
+      break;
+    }
+  }
+  ::closedir(dir);
+  return alone;
+}
+
+}  // namespace
+
 std::vector<pid_t> descendants_of(pid_t root) {
-  std::vector<std::pair<pid_t, pid_t>> parent_of;  // (pid, ppid)
+  std::vector<std::pair<pid_t, pid_t>> parent_of;  // (pid, ppid) of live processes
   if (DIR* dir = ::opendir("/proc")) {
     while (const dirent* d = ::readdir(dir)) {
       if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
-      const std::string stat_path = std::string("/proc/") + d->d_name + "/stat";
-      const int fd = ::open(stat_path.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0) continue;
-      char buf[512];
-      const ssize_t n = ::read(fd, buf, sizeof buf - 1);
-      ::close(fd);
-      if (n <= 0) continue;
-      buf[n] = '\0';
-      // "pid (comm) state ppid ...": comm may hold anything, so parse after the last ')'.
-      const char* close_paren = std::strrchr(buf, ')');
-      if (close_paren == nullptr) continue;
-      char state = 0;
-      int ppid = 0;
-      if (std::sscanf(close_paren + 1, " %c %d", &state, &ppid) != 2) continue;
-      if (state == 'Z' || state == 'X') continue;  // dead, waiting to be reaped
-      parent_of.emplace_back(static_cast<pid_t>(std::atoi(d->d_name)), static_cast<pid_t>(ppid));
+      if (const std::optional<proc_stat> st = read_proc_stat(d->d_name)) {
+        parent_of.emplace_back(static_cast<pid_t>(std::atoi(d->d_name)), st->ppid);
+      }
     }
     ::closedir(dir);
   }
@@ -380,9 +425,9 @@ void signal_tree(pid_t pgid, int signo) {
   }
 }
 
-int foreground_terminal() noexcept {
+int foreground_terminal() {
   for (int fd : {0, 1, 2}) {
-    if (::isatty(fd) && ::tcgetpgrp(fd) == ::getpgrp()) return fd;
+    if (::isatty(fd) && ::tcgetpgrp(fd) == ::getpgrp()) return alone_in_group() ? fd : -1;
   }
   return -1;
 }

@@ -150,8 +150,10 @@ std::vector<pid_t> descendants_of(pid_t root);
 void signal_tree(pid_t pgid, int signo);
 
 // The first of fds 0, 1, 2 that is a terminal whose foreground process group is
-// ours (we run as a foreground job), else -1.
-int foreground_terminal() noexcept;
+// ours (we run as a foreground job), provided that no other process of our group
+// but our ancestors (the shells waiting for us) is alive: else -1. A pipeline's
+// other members (a pager) keep the terminal.
+int foreground_terminal();
 // tcsetpgrp(fd, pgrp) with SIGTTOU blocked (as a background process may).
 void set_foreground(int fd, pid_t pgrp) noexcept;
 

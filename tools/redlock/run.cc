@@ -98,7 +98,9 @@ supervision supervise_child(pid_t pid, int tty, const event_pipe& events, std::c
     if (is_forwarded(e->type)) {
       // To CMD's group: CMD is not in ours, so a terminal's ^C to our group (or a
       // hangup) did not reach it. On a terminal CMD's group is the foreground one.
+      // SIGCONT too, so a stopped CMD acts on it (as a shell's `kill` does).
       ::kill(-pid, e->type);
+      ::kill(-pid, SIGCONT);
     } else if (e->type == lock_lost_event && !stopping) {
       out.terminating = true;
       stop_all();
