@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -901,6 +902,67 @@ TEST_F(CliGuard, run_stops_what_the_command_left_running_before_it_releases) {
   EXPECT_NE(r.err.find("warning: sh exited leaving processes running"), std::string::npos) << r.err;
   EXPECT_FALSE(running(work)) << "WORK outlived the release";
   EXPECT_EQ(cluster().count_key("cli-guard-run-stray"), 0);
+}
+
+TEST_F(CliGuard, run_on_a_terminal_gives_it_to_the_command_and_ctrl_c_reaches_the_command) {
+  // redlock as a session's only job on a pseudo-terminal: CMD, in a process group of
+  // its own, must be the terminal's foreground group (else its read stops it by
+  // SIGTTIN and the test times out), and ^C must reach it.
+  const int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  ASSERT_GE(master, 0);
+  ASSERT_EQ(::grantpt(master), 0);
+  ASSERT_EQ(::unlockpt(master), 0);
+  const std::string slave = ::ptsname(master);
+  std::vector<std::string> argv = {cli_path};
+  for (const auto& a : with_nodes({"run", "cli-guard-tty", "--ttl", "2s", "--", "sh", "-c",
+                                   "read x; echo \"got:$x\"; exec sleep 30"})) {
+    argv.push_back(a);
+  }
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    ::setsid();
+    const int fd = ::open(slave.c_str(), O_RDWR);  // the session's controlling terminal
+    if (fd < 0 || ::ioctl(fd, TIOCSCTTY, 0) != 0) ::_exit(254);
+    ::dup2(fd, 0);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execv(cargv[0], cargv.data());
+    ::_exit(255);
+  }
+  std::string out;
+  const auto read_until = [&](const std::string& want, milliseconds limit) {
+    const auto deadline = steady::now() + limit;
+    while (out.find(want) == std::string::npos && steady::now() < deadline) {
+      pollfd p{master, POLLIN, 0};
+      if (::poll(&p, 1, 20) <= 0) continue;
+      char buf[512];
+      const ssize_t n = ::read(master, buf, sizeof buf);
+      if (n <= 0) break;  // EIO: every holder of the terminal has closed it
+      out.append(buf, static_cast<std::size_t>(n));
+    }
+    return out.find(want) != std::string::npos;
+  };
+  ASSERT_EQ(::write(master, "hello\n", 6), 6);  // buffered by the line discipline until read
+  EXPECT_TRUE(read_until("got:hello", 10s)) << out;
+  EXPECT_EQ(cluster().count_key("cli-guard-tty"), 5);
+  ASSERT_EQ(::write(master, "\003", 1), 1);  // ^C: SIGINT to the terminal's foreground group
+  int status = 0;
+  const auto deadline = steady::now() + 10s;
+  pid_t r = 0;
+  while ((r = ::waitpid(pid, &status, WNOHANG)) == 0 && steady::now() < deadline) read_until("\x01", 20ms);
+  if (r != pid) {
+    ADD_FAILURE() << "redlock did not exit after ^C; terminal: " << out;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGINT) << status << " " << out;
+  EXPECT_EQ(cluster().count_key("cli-guard-tty"), 0);
+  ::close(master);
 }
 
 // --- status ---

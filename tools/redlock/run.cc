@@ -114,6 +114,7 @@ supervision supervise_child(pid_t pid, int tty, const event_pipe& events, std::c
 guarded_child spawn_guarded(const std::string& path, const invocation& inv, const std::vector<std::string>& env,
                             const std::vector<int>& reset_signals) {
   guarded_child g;
+  g.tty = foreground_terminal();  // before the watcher exists: it is in our group until its setsid()
   try {
     // If we die, the watcher stops CMD's group well before the lock's TTL runs
     // out (the watchdog extends it every TTL/3): SIGKILL after --kill-after or
@@ -123,7 +124,6 @@ guarded_child spawn_guarded(const std::string& path, const invocation& inv, cons
     g.child.error = e.code().value();
     return g;
   }
-  g.tty = foreground_terminal();
   spawn_options so;
   so.own_group = true;
   so.foreground_tty = g.tty;
