@@ -234,6 +234,7 @@ spawn_result spawn(const std::string& path, const std::vector<std::string>& argv
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
+    if (options.own_group && options.foreground_tty >= 0) set_foreground(options.foreground_tty, ::getpgrp());
     r.error = child_errno;
     r.exec_failed = true;
     return r;
