@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -730,6 +731,238 @@ TEST_F(Cli, run_of_a_held_lock_exits_75_without_starting_the_command) {
   EXPECT_EQ(r.code, 75);
   expect_one_error_line(r);
   EXPECT_FALSE(read_file(tmp.file("ran")).has_value());
+}
+
+// --- run, elect: no process of CMD's outlives the lock (issue 20, item 0) ---
+
+// Whether `pid` is a live process. A zombie (dead, waiting to be reaped: by the
+// tool as subreaper, or by init once the tool is gone) is not.
+bool running(pid_t pid) {
+  const std::optional<std::string> stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  if (!stat) return false;
+  const std::size_t close = stat->rfind(')');
+  if (close == std::string::npos || close + 2 >= stat->size()) return false;
+  const char state = (*stat)[close + 2];
+  return state != 'Z' && state != 'X';
+}
+
+// CMD is `sh -c 'sh FIRST; echo after'` (a cron line's shape). WORK, the process
+// that must not outlive the lock, is CMD's child (depth 2: the tool's grandchild)
+// or its grandchild (depth 3, under a middle shell); it writes its pid to "work.pid"
+// and sleeps 30 s, ignoring SIGTERM if asked. With `setsid`, WORK starts in a
+// session (and process group) of its own.
+struct nested_work {
+  nested_work(int depth, bool ignore_term, bool own_session = false) {
+    write(tmp.file("work.sh"), std::string(ignore_term ? "trap '' TERM\n" : "") + "echo $$ > " +
+                                   tmp.file("work.pid.tmp") + " && mv " + tmp.file("work.pid.tmp") + " " +
+                                   tmp.file("work.pid") + "\nexec sleep 30\n");
+    const std::string start_work = std::string(own_session ? "setsid " : "") + "sh " + tmp.file("work.sh");
+    write(tmp.file("mid.sh"), start_work + "\necho mid-after\n");
+    command = {"sh", "-c", (depth == 2 ? start_work : "sh " + tmp.file("mid.sh")) + "; echo after"};
+  }
+  ~nested_work() {
+    if (pid > 0 && running(pid)) ::kill(pid, SIGKILL);  // the test has failed already
+  }
+  // Waits (bounded) for WORK to start; its pid.
+  pid_t started() {
+    const std::string s = wait_for_file(tmp.file("work.pid"));
+    pid = s.empty() ? -1 : static_cast<pid_t>(std::stol(s));
+    return pid;
+  }
+  static void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+  temp_dir tmp;
+  std::vector<std::string> command;
+  pid_t pid = -1;
+};
+
+std::vector<std::string> operator+(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+struct work_case {
+  const char* name;
+  int depth;
+  bool ignore_term;
+};
+const work_case work_cases[] = {{"grandchild", 2, false}, {"great-grandchild ignoring SIGTERM", 3, true}};
+
+// `redlock run` / `redlock elect` guarding a nested_work; `resource` is the lock's key.
+struct guarded_run {
+  std::vector<std::string> args;
+  std::string resource;
+};
+guarded_run run_of(const std::string& resource, const std::string& ttl) {
+  return {{"run", resource, "--ttl", ttl, "--kill-after", "300ms"}, resource};
+}
+guarded_run elect_of(const std::string& role, const std::string& ttl) {
+  return {{"elect", role, "--id", "cand", "--ttl", ttl, "--kill-after", "300ms"}, "election:" + role};
+}
+
+class CliGuard : public Cli {
+ protected:
+  // Polls (bounded) until another holder takes `resource`, and checks that WORK was
+  // gone by then.
+  void expect_work_gone_before_another_holder(const std::string& resource, pid_t work) {
+    const auto deadline = steady::now() + 15s;  // the TTL plus a busy machine's delays
+    for (int attempt = 0; attempt < 1000; ++attempt) {
+      const cli_result r = run_cli(with_nodes({"acquire", resource, "--ttl", "5s"}));
+      if (r.code == 0) {
+        EXPECT_FALSE(running(work)) << "WORK " << work << " runs while another holder has " << resource;
+        return;
+      }
+      ASSERT_EQ(r.code, 75) << r.err;
+      if (steady::now() > deadline) break;
+      std::this_thread::sleep_for(20ms);  // the interval between two attempts
+    }
+    ADD_FAILURE() << resource << " never became free";
+  }
+
+  // Case A: the tool is SIGKILLed while WORK runs.
+  void tool_killed(const guarded_run& g, const work_case& c) {
+    SCOPED_TRACE(c.name);
+    nested_work w(c.depth, c.ignore_term);
+    cli_process tool(with_nodes(g.args + std::vector<std::string>{"--"} + w.command));
+    const pid_t work = w.started();
+    ASSERT_TRUE(running(work));
+    tool.signal(SIGKILL);
+    const cli_result r = tool.wait(10s);
+    EXPECT_EQ(r.code, 128 + SIGKILL);
+    expect_work_gone_before_another_holder(g.resource, work);
+  }
+
+  // Case B: the lock is lost (its keys deleted) while WORK runs.
+  void lock_deleted(const guarded_run& g, const work_case& c, bool own_session = false) {
+    SCOPED_TRACE(c.name);
+    nested_work w(c.depth, c.ignore_term, own_session);
+    cli_process tool(with_nodes(g.args + std::vector<std::string>{"--"} + w.command));
+    const pid_t work = w.started();
+    ASSERT_TRUE(running(work));
+    for (std::size_t i = 0; i < cluster().size(); ++i) cluster()[i].command({"DEL", g.resource});
+    const cli_result r = tool.wait(10s);
+    EXPECT_EQ(r.code, 70) << r.err;
+    expect_one_error_line(r);
+    EXPECT_NE(r.err.find("was stopped"), std::string::npos) << r.err;
+    EXPECT_FALSE(running(work)) << "WORK outlived the tool that lost its lock";
+  }
+};
+
+TEST_F(CliGuard, run_killed_leaves_no_work_running_once_another_holder_can_acquire) {
+  for (const work_case& c : work_cases) tool_killed(run_of("cli-guard-run-a-" + std::to_string(c.depth), "2s"), c);
+}
+
+TEST_F(CliGuard, elect_killed_leaves_no_work_running_once_another_holder_can_acquire) {
+  for (const work_case& c : work_cases) {
+    tool_killed(elect_of("cli-guard-elect-a-" + std::to_string(c.depth), "2s"), c);
+  }
+}
+
+TEST_F(CliGuard, run_that_lost_its_lock_exits_70_only_once_work_is_gone) {
+  for (const work_case& c : work_cases) lock_deleted(run_of("cli-guard-run-b-" + std::to_string(c.depth), "1s"), c);
+}
+
+TEST_F(CliGuard, elect_that_lost_its_leadership_exits_70_only_once_work_is_gone) {
+  for (const work_case& c : work_cases) {
+    lock_deleted(elect_of("cli-guard-elect-b-" + std::to_string(c.depth), "1s"), c);
+  }
+}
+
+TEST_F(CliGuard, run_that_lost_its_lock_also_stops_work_that_left_the_group_with_setsid) {
+  // The tool is a subreaper: WORK is re-parented to it when its shells die, so it is
+  // found below the tool and killed though no group signal reaches it.
+  lock_deleted(run_of("cli-guard-run-setsid", "1s"), {"own session, ignoring SIGTERM", 2, true}, true);
+}
+
+TEST_F(CliGuard, run_forwards_a_signal_to_the_commands_whole_group) {
+  nested_work w(2, false);
+  cli_process tool(with_nodes(run_of("cli-guard-run-fwd", "2s").args + std::vector<std::string>{"--"} + w.command));
+  const pid_t work = w.started();
+  ASSERT_TRUE(running(work));
+  tool.signal(SIGTERM);
+  const cli_result r = tool.wait(10s);
+  EXPECT_EQ(r.code, 128 + SIGTERM) << "sh died of the forwarded SIGTERM: " << r.err;
+  EXPECT_FALSE(running(work)) << "WORK did not get the forwarded SIGTERM";
+  EXPECT_EQ(cluster().count_key("cli-guard-run-fwd"), 0);
+}
+
+TEST_F(CliGuard, run_stops_what_the_command_left_running_before_it_releases) {
+  // CMD exits at once, leaving WORK (ignoring SIGTERM) in the background: the tool
+  // SIGKILLs it --kill-after later, releases, and exits with CMD's status.
+  nested_work w(2, true);
+  cli_process tool(with_nodes(run_of("cli-guard-run-stray", "2s").args +
+                              std::vector<std::string>{"--", "sh", "-c",
+                                                       "sh " + w.tmp.file("work.sh") +
+                                                           " & i=0; while [ ! -f " + w.tmp.file("work.pid") +
+                                                           " ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); "
+                                                           "done; exit 3"}));
+  const pid_t work = w.started();
+  const cli_result r = tool.wait(10s);
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_NE(r.err.find("warning: sh exited leaving processes running"), std::string::npos) << r.err;
+  EXPECT_FALSE(running(work)) << "WORK outlived the release";
+  EXPECT_EQ(cluster().count_key("cli-guard-run-stray"), 0);
+}
+
+TEST_F(CliGuard, run_on_a_terminal_gives_it_to_the_command_and_ctrl_c_reaches_the_command) {
+  // redlock as a session's only job on a pseudo-terminal: CMD, in a process group of
+  // its own, must be the terminal's foreground group (else its read stops it by
+  // SIGTTIN and the test times out), and ^C must reach it.
+  const int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  ASSERT_GE(master, 0);
+  ASSERT_EQ(::grantpt(master), 0);
+  ASSERT_EQ(::unlockpt(master), 0);
+  const std::string slave = ::ptsname(master);
+  std::vector<std::string> argv = {cli_path};
+  for (const auto& a : with_nodes({"run", "cli-guard-tty", "--ttl", "2s", "--", "sh", "-c",
+                                   "read x; echo \"got:$x\"; exec sleep 30"})) {
+    argv.push_back(a);
+  }
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    ::setsid();
+    const int fd = ::open(slave.c_str(), O_RDWR);  // the session's controlling terminal
+    if (fd < 0 || ::ioctl(fd, TIOCSCTTY, 0) != 0) ::_exit(254);
+    ::dup2(fd, 0);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execv(cargv[0], cargv.data());
+    ::_exit(255);
+  }
+  std::string out;
+  const auto read_until = [&](const std::string& want, milliseconds limit) {
+    const auto deadline = steady::now() + limit;
+    while (out.find(want) == std::string::npos && steady::now() < deadline) {
+      pollfd p{master, POLLIN, 0};
+      if (::poll(&p, 1, 20) <= 0) continue;
+      char buf[512];
+      const ssize_t n = ::read(master, buf, sizeof buf);
+      if (n <= 0) break;  // EIO: every holder of the terminal has closed it
+      out.append(buf, static_cast<std::size_t>(n));
+    }
+    return out.find(want) != std::string::npos;
+  };
+  ASSERT_EQ(::write(master, "hello\n", 6), 6);  // buffered by the line discipline until read
+  EXPECT_TRUE(read_until("got:hello", 10s)) << out;
+  EXPECT_EQ(cluster().count_key("cli-guard-tty"), 5);
+  ASSERT_EQ(::write(master, "\003", 1), 1);  // ^C: SIGINT to the terminal's foreground group
+  int status = 0;
+  const auto deadline = steady::now() + 10s;
+  pid_t r = 0;
+  while ((r = ::waitpid(pid, &status, WNOHANG)) == 0 && steady::now() < deadline) read_until("\x01", 20ms);
+  if (r != pid) {
+    ADD_FAILURE() << "redlock did not exit after ^C; terminal: " << out;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGINT) << status << " " << out;
+  EXPECT_EQ(cluster().count_key("cli-guard-tty"), 0);
+  ::close(master);
 }
 
 // --- status ---

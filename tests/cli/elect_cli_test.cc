@@ -3,6 +3,7 @@
 // SIGSTOP of the leader past its TTL; terms strictly increase; and a history
 // checker over every candidate's belief stamps (tests/cli/elect_child.cc) on one
 // CLOCK_MONOTONIC. Every wait is bounded.
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <regex>
@@ -44,6 +46,26 @@ std::string join(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
   return s;
+}
+
+// The processes whose parent is `parent` (from /proc).
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> out;
+  DIR* dir = ::opendir("/proc");
+  if (dir == nullptr) return out;
+  while (const dirent* d = ::readdir(dir)) {
+    if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
+    std::ifstream f(std::string("/proc/") + d->d_name + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const std::size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 1));
+    char state = 0;
+    long ppid = 0;
+    if ((rest >> state >> ppid) && ppid == parent) out.push_back(static_cast<pid_t>(std::atol(d->d_name)));
+  }
+  ::closedir(dir);
+  return out;
 }
 
 // `redlock elect` in a process group of its own (with its command), stdout and
@@ -92,6 +114,15 @@ class candidate {
   }
   const std::string& id() const { return id_; }
   void signal_group(int signo) const { ::kill(-pid_, signo); }
+  // The group and the command's: elect runs its command in a process group of its
+  // own (its direct child; elect's watcher is not its child).
+  void signal_groups(int signo) const {
+    signal_group(signo);
+    for (pid_t child : children_of(pid_)) {
+      const pid_t pgid = ::getpgid(child);
+      if (pgid > 1 && pgid != pid_) ::kill(-pgid, signo);
+    }
+  }
   // The exit status once it has exited (128 + signal when killed), else nullopt.
   std::optional<int> poll() {
     if (!exited_) {
@@ -307,13 +338,13 @@ TEST(elect_cli, five_candidates_survive_kill9_resign_and_sigstop_of_the_leader) 
   li = index_of(cs, *third->leader);
   ASSERT_LT(li, cs.size());
   ASSERT_TRUE(wait_stamp(dir + "/beliefs", *third->term, 2000ms));
-  cs[li]->signal_group(SIGSTOP);
+  cs[li]->signal_groups(SIGSTOP);
   auto fourth = wait_leader(nodes, ttl + retry_delay + 2000ms, third->leader);
   ASSERT_TRUE(fourth) << "no new leader while the old one is stopped";
   ASSERT_TRUE(fourth->term);
   EXPECT_GT(*fourth->term, *third->term);
   std::this_thread::sleep_for(200ms);
-  cs[li]->signal_group(SIGCONT);
+  cs[li]->signal_groups(SIGCONT);
   EXPECT_EQ(cs[li]->wait_exit(3000ms), std::optional<int>(70)) << cs[li]->stderr_text();
   EXPECT_NE(cs[li]->stderr_text().find("was lost"), std::string::npos) << cs[li]->stderr_text();
   const leader_view still = read_leader(nodes);

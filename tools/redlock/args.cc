@@ -261,7 +261,7 @@ const std::vector<option_spec>& specs() {
        }},
       {{"--kill-after", nullptr, "D", supervising,
         "run, elect: send SIGKILL this long after the SIGTERM\n"
-        "that follows a lost lock (default 10s)."},
+        "that stops CMD's processes (default 10s)."},
        [](const std::string& v, invocation& inv, seen&, std::string& e) {
          return duration_option("--kill-after", v, true, inv.kill_after, e);
        }},
@@ -336,8 +336,10 @@ const std::vector<command_doc> command_table = {
      "CMD exits, and exit with CMD's status. CMD's environment has\n"
      "REDLOCK_RESOURCE, REDLOCK_TOKEN and, with --fencing, REDLOCK_FENCE.",
      "Takes the lock, runs CMD while extending the lock every TTL/3, releases\n"
-     "it when CMD exits, and exits with CMD's status. If the lock is lost, CMD\n"
-     "gets SIGTERM (SIGKILL --kill-after later) and the exit status is 70.\n"
+     "it when CMD and every process it started have exited, and exits with\n"
+     "CMD's status. If the lock is lost, CMD's process group and the rest of\n"
+     "its descendants get SIGTERM (SIGKILL --kill-after later) and the exit\n"
+     "status is 70. If redlock dies, a watcher stops CMD's process group.\n"
      "CMD's environment has REDLOCK_RESOURCE, REDLOCK_TOKEN, with --fencing\n"
      "REDLOCK_FENCE, and REDLOCK_NODES without passwords; REDLOCK_PASSWORD\n"
      "is removed. With -n K, CMD holds one of K permits: REDLOCK_RESOURCE is\n"
@@ -365,12 +367,13 @@ const std::vector<command_doc> command_table = {
      "REDLOCK_LEADER_ID.",
      "Campaigns for ROLE as ID: waits (retrying every --retry-delay) until it\n"
      "holds the fenced lock election:ROLE and has published ID, then runs CMD\n"
-     "while extending the lock every TTL/3, resigns when CMD exits, and exits\n"
-     "with CMD's status. If the leadership is lost, CMD gets SIGTERM (SIGKILL\n"
-     "--kill-after later) and the exit status is 70, as with run. CMD's\n"
-     "environment has REDLOCK_ROLE, REDLOCK_TERM (the term: a fencing token,\n"
-     "greater than every earlier leader's), REDLOCK_LEADER_ID, and what run\n"
-     "gives (REDLOCK_RESOURCE, REDLOCK_TOKEN, REDLOCK_FENCE, REDLOCK_NODES)."},
+     "while extending the lock every TTL/3, resigns when CMD and every process\n"
+     "it started have exited, and exits with CMD's status. If the leadership\n"
+     "is lost, CMD's processes get SIGTERM (SIGKILL --kill-after later) and\n"
+     "the exit status is 70, as with run. CMD's environment has REDLOCK_ROLE,\n"
+     "REDLOCK_TERM (the term: a fencing token, greater than every earlier\n"
+     "leader's), REDLOCK_LEADER_ID, and what run gives (REDLOCK_RESOURCE,\n"
+     "REDLOCK_TOKEN, REDLOCK_FENCE, REDLOCK_NODES)."},
     {command::leader, "leader", "ROLE",
      "Show ROLE's current leader and term, without campaigning.",
      "Shows ROLE's current leader, its term and how long its lock lasts\n"

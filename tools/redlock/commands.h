@@ -6,6 +6,9 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "args.h"
 #include "process.h"
@@ -22,10 +25,31 @@ int monitor_command(const invocation& inv);  // monitor.cc
 int elect_command(const invocation& inv);    // elect.cc
 int leader_command(const invocation& inv);   // elect.cc
 
-// run.cc: waits for the child `pid` to exit and returns its shell status. Waits on
-// `events`: SIGINT, SIGTERM and SIGHUP are forwarded (unless a terminal sent them
-// to the whole group); the first lock_lost_event sends SIGTERM, sets
-// `terminating`, and SIGKILL follows `kill_after` later.
-int supervise_child(pid_t pid, const event_pipe& events, std::chrono::milliseconds kill_after, bool& terminating);
+// How a command's supervision ended.
+struct supervision {
+  int status = 128;          // CMD's shell status
+  bool terminating = false;  // the lock was lost: CMD's processes were told to stop
+  bool strays = false;       // CMD exited leaving processes running, which were stopped
+};
+
+// run.cc: supervises the child `pid` (spawned in a process group of its own,
+// this process a child subreaper: command_guard) until it and every descendant is
+// gone, reaping each. Waits on `events`: SIGINT, SIGTERM and SIGHUP are forwarded
+// to CMD's group. The first lock_lost_event, or CMD exiting while processes it
+// started still run, sends SIGTERM to the group and to every descendant outside
+// it, and SIGKILL (repeated until none is left) `kill_after` later. `tty`: the
+// terminal whose foreground CMD's group is (spawn_options::foreground_tty), or -1.
+supervision supervise_child(pid_t pid, int tty, const event_pipe& events, std::chrono::milliseconds kill_after);
+
+// CMD started for supervise_child: a command_guard (so this process is a subreaper
+// and a watcher is armed), then `path` spawned in its own process group, the
+// terminal's foreground group when we run in the foreground of one.
+struct guarded_child {
+  std::unique_ptr<command_guard> guard;  // null when it could not be set up (child.error)
+  spawn_result child;
+  int tty = -1;
+};
+guarded_child spawn_guarded(const std::string& path, const invocation& inv, const std::vector<std::string>& env,
+                            const std::vector<int>& reset_signals);
 
 }  // namespace redlock::cli

@@ -112,7 +112,8 @@ int elect_command(const invocation& inv) {
   }
 
   set_cloexec_except(inherited_fds);
-  const spawn_result child = spawn(cmd.path, inv.argv, leader_environment(inv, r.leadership), signals.captured());
+  guarded_child guarded = spawn_guarded(cmd.path, inv, leader_environment(inv, r.leadership), signals.captured());
+  const spawn_result& child = guarded.child;
   if (child.error != 0) {
     (void)r.leadership.resign();
     print_error("cannot run " + quote(inv.argv[0]) + ": " + (child.exec_failed ? "" : "fork: ") +
@@ -120,8 +121,11 @@ int elect_command(const invocation& inv) {
     return child.exec_failed && (child.error == ENOENT || child.error == ENOTDIR) ? exit_code::not_found
                                                                                   : exit_code::cannot_execute;
   }
-  bool terminating = false;
-  const int status = supervise_child(child.pid, events, inv.kill_after, terminating);
+  // As run: the leadership is resigned only once CMD and all it started are gone.
+  const supervision sup = supervise_child(child.pid, guarded.tty, events, inv.kill_after);
+  guarded.guard->disarm();
+  const int status = sup.status;
+  const bool terminating = sup.terminating;
   if (loss.lost.load()) {
     std::string why;
     {
@@ -133,6 +137,9 @@ int elect_command(const invocation& inv) {
                 ") was lost while " + inv.argv[0] + " ran (" + why + "); " + inv.argv[0] +
                 (terminating ? " was stopped" : " exited") + " (status " + std::to_string(status) + ")");
     return exit_code::software;
+  }
+  if (sup.strays) {
+    print_warning(inv, inv.argv[0] + " exited leaving processes running; they were stopped before the resign");
   }
   const report rep = r.leadership.resign();
   if (!rep) {

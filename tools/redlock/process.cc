@@ -3,17 +3,23 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <system_error>
+#include <utility>
 
 namespace redlock::cli {
 namespace {
@@ -93,7 +99,7 @@ signal_capture::signal_capture(const event_pipe& pipe, const std::vector<int>& s
   g_signal_fd.store(pipe.write_fd());
   struct sigaction sa {};
   sa.sa_sigaction = on_signal;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_NOCLDSTOP;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;  // SIGCHLD also for a stopped child (run on a terminal)
   sigemptyset(&sa.sa_mask);
   for (int s : signals) {
     struct sigaction old {};
@@ -166,7 +172,8 @@ std::vector<std::string> lock_environment(char** environ, const std::string& res
 }
 
 spawn_result spawn(const std::string& path, const std::vector<std::string>& argv,
-                   const std::vector<std::string>& env, const std::vector<int>& reset_signals) {
+                   const std::vector<std::string>& env, const std::vector<int>& reset_signals,
+                   const spawn_options& options) {
   spawn_result r;
   // Everything the child needs is prepared here: after fork() in a threaded process
   // the child may only make async-signal-safe calls.
@@ -197,6 +204,10 @@ spawn_result spawn(const std::string& path, const std::vector<std::string>& argv
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
     for (int s : defaults) ::sigaction(s, &dfl, nullptr);
+    if (options.own_group) {
+      ::setpgid(0, 0);
+      if (options.foreground_tty >= 0) set_foreground(options.foreground_tty, ::getpid());
+    }
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) ::raise(SIGTERM);  // the tool died before prctl
     ::execve(path.c_str(), cargv.data(), cenv.data());
@@ -205,6 +216,14 @@ spawn_result spawn(const std::string& path, const std::vector<std::string>& argv
     ::_exit(127);
   }
   ::close(report[1]);
+  if (options.own_group) {
+    ::setpgid(pid, pid);  // as the child does: whichever runs first (fails once it exec'd)
+    if (options.foreground_tty >= 0) set_foreground(options.foreground_tty, pid);
+  }
+  if (options.notify_fd >= 0) {
+    const std::int32_t p = pid;
+    [[maybe_unused]] const ssize_t w = ::write(options.notify_fd, &p, sizeof p);
+  }
   int child_errno = 0;
   ssize_t n;
   do {
@@ -215,12 +234,212 @@ spawn_result spawn(const std::string& path, const std::vector<std::string>& argv
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
+    if (options.own_group && options.foreground_tty >= 0) set_foreground(options.foreground_tty, ::getpgrp());
     r.error = child_errno;
     r.exec_failed = true;
     return r;
   }
   r.pid = pid;
   return r;
+}
+
+namespace {
+
+// Reads exactly `size` bytes unless EOF or an error comes first; returns how many.
+// Async-signal-safe.
+std::size_t read_full(int fd, void* buf, std::size_t size) noexcept {
+  std::size_t got = 0;
+  while (got < size) {
+    const ssize_t n = ::read(fd, static_cast<char*>(buf) + got, size - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  return got;
+}
+
+long long monotonic_ms() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+}
+
+// The watcher, in a child forked from a threaded process: async-signal-safe calls
+// only (no allocation, no stdio).
+[[noreturn]] void watcher_main(int fd, long long grace_ms) noexcept {
+  ::setsid();  // out of the tool's group and session: a kill of that group, a terminal's ^C or hangup miss it
+  struct sigaction ign {};
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  for (int s : {SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU}) ::sigaction(s, &ign, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  std::int32_t pgid = 0;
+  if (read_full(fd, &pgid, sizeof pgid) != sizeof pgid || pgid <= 1) ::_exit(0);
+  std::int32_t done = 0;
+  if (read_full(fd, &done, sizeof done) == sizeof done) ::_exit(0);  // disarmed
+  // EOF: the tool is gone while the command's group may still run.
+  ::kill(-pgid, SIGTERM);
+  ::kill(-pgid, SIGCONT);
+  const long long deadline = monotonic_ms() + grace_ms;
+  while (true) {
+    if (::kill(-pgid, 0) != 0 && errno == ESRCH) ::_exit(0);
+    const long long left = deadline - monotonic_ms();
+    if (left <= 0) break;
+    ::poll(nullptr, 0, static_cast<int>(std::min(left, 10LL)));
+  }
+  ::kill(-pgid, SIGKILL);
+  ::_exit(0);
+}
+
+}  // namespace
+
+command_guard::command_guard(std::chrono::milliseconds grace) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno("pipe2");
+  const std::vector<int> inherited = open_fds();  // allocated before fork
+  const pid_t first = ::fork();
+  if (first < 0) {
+    const int error = errno;
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw std::system_error(error, std::generic_category(), "fork");
+  }
+  if (first == 0) {
+    // Fork again and let the middle process exit, so that the watcher is not our
+    // child (not counted, not reaped by us) and outlives us.
+    if (::fork() != 0) ::_exit(0);
+    for (int fd : inherited) {
+      if (fd != fds[0]) ::close(fd);
+    }
+    watcher_main(fds[0], grace.count());
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(first, &status, 0) < 0 && errno == EINTR) {
+  }
+  write_fd_ = fds[1];
+  // After the watcher left our tree: from now on orphans below us are ours.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+}
+
+command_guard::~command_guard() { disarm(); }
+
+void command_guard::disarm() noexcept {
+  if (write_fd_ < 0) return;
+  const std::int32_t done = 0;
+  [[maybe_unused]] const ssize_t n = ::write(write_fd_, &done, sizeof done);
+  ::close(write_fd_);
+  write_fd_ = -1;
+}
+
+namespace {
+
+struct proc_stat {
+  pid_t ppid = 0;
+  pid_t pgrp = 0;
+};
+
+std::optional<proc_stat> read_proc_stat(const char* pid) {
+  const std::string path = std::string("/proc/") + pid + "/stat";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  char buf[512];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return std::nullopt;
+  buf[n] = '\0';
+  // "pid (comm) state ppid pgrp ...": comm may hold anything, so parse after the last ')'.
+  const char* close_paren = std::strrchr(buf, ')');
+  char state = 0;
+  int ppid = 0, pgrp = 0;
+  if (close_paren == nullptr || std::sscanf(close_paren + 1, " %c %d %d", &state, &ppid, &pgrp) != 3) {
+    return std::nullopt;
+  }
+  if (state == 'Z' || state == 'X') return std::nullopt;  // dead, waiting to be reaped
+  return proc_stat{static_cast<pid_t>(ppid), static_cast<pid_t>(pgrp)};
+}
+
+// Whether every other live process of our process group is an ancestor of ours
+// (a shell waiting for us), not a sibling such as the pager of a pipeline.
+bool alone_in_group() {
+  const pid_t self = ::getpid();
+  const pid_t group = ::getpgrp();
+  std::vector<pid_t> ancestors;
+  for (pid_t p = ::getppid(); p > 1 && ancestors.size() < 4096;) {
+    ancestors.push_back(p);
+    const std::optional<proc_stat> st = read_proc_stat(std::to_string(p).c_str());
+    if (!st) break;
+    p = st->ppid;
+  }
+  DIR* dir = ::opendir("/proc");
+  if (dir == nullptr) return false;
+  bool alone = true;
+  while (const dirent* d = ::readdir(dir)) {
+    if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
+    const pid_t pid = static_cast<pid_t>(std::atoi(d->d_name));
+    if (pid == self) continue;
+    const std::optional<proc_stat> st = read_proc_stat(d->d_name);
+    if (st && st->pgrp == group && std::find(ancestors.begin(), ancestors.end(), pid) == ancestors.end()) {
+      alone = false;
+      break;
+    }
+  }
+  ::closedir(dir);
+  return alone;
+}
+
+}  // namespace
+
+std::vector<pid_t> descendants_of(pid_t root) {
+  std::vector<std::pair<pid_t, pid_t>> parent_of;  // (pid, ppid) of live processes
+  if (DIR* dir = ::opendir("/proc")) {
+    while (const dirent* d = ::readdir(dir)) {
+      if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
+      if (const std::optional<proc_stat> st = read_proc_stat(d->d_name)) {
+        parent_of.emplace_back(static_cast<pid_t>(std::atoi(d->d_name)), st->ppid);
+      }
+    }
+    ::closedir(dir);
+  }
+  std::vector<pid_t> out;
+  std::vector<pid_t> frontier{root};
+  while (!frontier.empty()) {
+    const pid_t p = frontier.back();
+    frontier.pop_back();
+    for (const auto& [pid, ppid] : parent_of) {
+      if (ppid == p && std::find(out.begin(), out.end(), pid) == out.end()) {
+        out.push_back(pid);
+        frontier.push_back(pid);
+      }
+    }
+  }
+  return out;
+}
+
+void signal_tree(pid_t pgid, int signo) {
+  ::kill(-pgid, signo);
+  const pid_t self = ::getpid();
+  for (pid_t p : descendants_of(self)) {
+    if (::getpgid(p) != pgid) ::kill(p, signo);
+  }
+}
+
+int foreground_terminal() {
+  for (int fd : {0, 1, 2}) {
+    if (::isatty(fd) && ::tcgetpgrp(fd) == ::getpgrp()) return alone_in_group() ? fd : -1;
+  }
+  return -1;
+}
+
+void set_foreground(int fd, pid_t pgrp) noexcept {
+  sigset_t ttou, old;
+  sigemptyset(&ttou);
+  sigaddset(&ttou, SIGTTOU);
+  ::pthread_sigmask(SIG_BLOCK, &ttou, &old);
+  ::tcsetpgrp(fd, pgrp);
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 int shell_status(int wait_status) noexcept {

@@ -95,14 +95,67 @@ struct spawn_result {
   bool exec_failed = false;  // error came from execve (else from fork or pipe)
 };
 
+// How spawn() places the child.
+struct spawn_options {
+  // The child leads a process group of its own (pgid == its pid), so that it and its
+  // descendants can be signalled as a group.
+  bool own_group = false;
+  // With own_group: a terminal (an fd of it) whose foreground group the child's group
+  // becomes, as a shell does for a foreground job; -1 for none.
+  int foreground_tty = -1;
+  // >= 0: the child's pid is written there (4 bytes) right after fork(), before the
+  // exec is awaited (command_guard::fd()).
+  int notify_fd = -1;
+};
+
 // Forks and execs `path` with `argv` and `env`. In the child, `reset_signals` go
 // back to their default action and SIGPIPE to what it was before
 // ignore_sigpipe(); and the child gets SIGTERM if this
-// process dies (PR_SET_PDEATHSIG), so a killed tool never leaves its command
-// running without the lock. An exec failure is reported through a close-on-exec
-// pipe before this returns.
+// process dies (PR_SET_PDEATHSIG). An exec failure is reported through a
+// close-on-exec pipe before this returns.
 spawn_result spawn(const std::string& path, const std::vector<std::string>& argv,
-                   const std::vector<std::string>& env, const std::vector<int>& reset_signals);
+                   const std::vector<std::string>& env, const std::vector<int>& reset_signals,
+                   const spawn_options& options = {});
+
+// Keeps a command's processes from outliving the lock (run, elect).
+//
+// Construction makes this process a child subreaper (PR_SET_CHILD_SUBREAPER: an
+// orphaned descendant of the command is re-parented to us, not to init, so every
+// descendant stays in our tree and is reaped by us) and starts a watcher: a small
+// process of its own session, not our child, holding the read end of a pipe whose
+// write end only we hold. Pass fd() as spawn_options::notify_fd: the watcher then
+// learns the command's process group. If this process dies in any way (SIGKILL, a
+// crash) before disarm(), the pipe reads EOF and the watcher sends SIGTERM (and
+// SIGCONT) to that group, and SIGKILL `grace` later if any member is left.
+// A descendant that left the group (setsid, setpgid) is beyond the watcher's reach.
+class command_guard {
+ public:
+  explicit command_guard(std::chrono::milliseconds grace);  // throws std::system_error
+  ~command_guard();  // disarm()
+  command_guard(const command_guard&) = delete;
+  command_guard& operator=(const command_guard&) = delete;
+
+  int fd() const noexcept { return write_fd_; }
+  // The command's processes are gone: the watcher exits without signalling.
+  void disarm() noexcept;
+
+ private:
+  int write_fd_ = -1;
+};
+
+// The pids of every live process below `root` (from /proc; a snapshot).
+std::vector<pid_t> descendants_of(pid_t root);
+// Sends `signo` to process group `pgid` and to every descendant of this process
+// that is not in it (one that called setsid or setpgid). Never to this process.
+void signal_tree(pid_t pgid, int signo);
+
+// The first of fds 0, 1, 2 that is a terminal whose foreground process group is
+// ours (we run as a foreground job), provided that no other process of our group
+// but our ancestors (the shells waiting for us) is alive: else -1. A pipeline's
+// other members (a pager) keep the terminal.
+int foreground_terminal();
+// tcsetpgrp(fd, pgrp) with SIGTTOU blocked (as a background process may).
+void set_foreground(int fd, pid_t pgrp) noexcept;
 
 // The shell's view of a wait status: the exit code, or 128 + the signal number.
 int shell_status(int wait_status) noexcept;

@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
+#include <system_error>
 
 #include "commands.h"
 #include "common.h"
@@ -33,49 +35,101 @@ struct loss_state {
 
 bool is_forwarded(int signo) { return signo == SIGINT || signo == SIGTERM || signo == SIGHUP; }
 
-// Reaps `pid` if it has exited; the shell status then goes to `status`.
-bool reap(pid_t pid, int& status) {
-  int ws = 0;
-  pid_t r;
-  do {
-    r = ::waitpid(pid, &ws, WNOHANG);
-  } while (r < 0 && errno == EINTR);
-  if (r != pid) return false;
-  status = shell_status(ws);
-  return true;
+// On a terminal, CMD's group was stopped (^Z): stop ourselves as the shell expects
+// of a foreground job, and when continued hand the terminal back and continue CMD.
+void stop_with(pid_t pgid, int tty) {
+  if (::tcgetpgrp(tty) == pgid) set_foreground(tty, ::getpgrp());
+  ::raise(SIGSTOP);
+  if (::tcgetpgrp(tty) == ::getpgrp()) set_foreground(tty, pgid);  // `fg`, not `bg`
+  ::kill(-pgid, SIGCONT);
 }
 
 }  // namespace
 
-int supervise_child(pid_t pid, const event_pipe& events, std::chrono::milliseconds kill_after, bool& terminating) {
-  int status = 0;
-  bool kill_pending = false;  // SIGKILL due at kill_at
+supervision supervise_child(pid_t pid, int tty, const event_pipe& events, std::chrono::milliseconds kill_after) {
+  supervision out;
+  std::optional<int> status;  // CMD's, once reaped
+  bool stopping = false;      // SIGTERM sent to the whole tree
+  bool killing = false;       // SIGKILL sent, and resent until nothing is left
   steady::time_point kill_at{};
-  while (!reap(pid, status)) {
+  const auto stop_all = [&] {
+    if (stopping) return;
+    stopping = true;
+    signal_tree(pid, SIGTERM);
+    signal_tree(pid, SIGCONT);  // a stopped process acts on SIGTERM only once continued
+    kill_at = steady::now() + kill_after;
+  };
+  while (true) {
+    // Reap CMD and every orphan re-parented to us (we are a subreaper) until no
+    // child is left: only then is every descendant of CMD gone.
+    bool none_left = false;
+    while (true) {
+      int ws = 0;
+      const pid_t r = ::waitpid(-1, &ws, WNOHANG | (tty >= 0 ? WUNTRACED : 0));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        none_left = r < 0 && errno == ECHILD;
+        break;
+      }
+      if (r != pid) continue;
+      if (WIFSTOPPED(ws)) {
+        if (!stopping) stop_with(pid, tty);
+        continue;
+      }
+      status = shell_status(ws);
+    }
+    if (none_left) break;
+    if (status && !stopping) {
+      out.strays = true;  // CMD exited, something it started runs on
+      stop_all();
+    }
+    if (stopping && !killing && steady::now() >= kill_at) killing = true;
+    if (killing) signal_tree(pid, SIGKILL);
     // SIGCHLD wakes us; the periodic check is only a safety net.
     std::chrono::milliseconds timeout{1000};
-    if (kill_pending) {
+    if (killing) {
+      timeout = std::chrono::milliseconds(20);
+    } else if (stopping) {
       timeout = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(kill_at - steady::now()),
                            std::chrono::milliseconds(0), timeout);
     }
     const std::optional<event> e = events.wait(timeout);
-    if (kill_pending && steady::now() >= kill_at) {
-      ::kill(pid, SIGKILL);
-      kill_pending = false;
-    }
     if (!e) continue;
     if (is_forwarded(e->type)) {
-      // A terminal's ^C (SI_KERNEL) already reached the command: it is in our process
-      // group. Anything sent to us alone is passed on.
-      if (e->detail != SI_KERNEL) ::kill(pid, e->type);
-    } else if (e->type == lock_lost_event && !terminating) {
-      terminating = true;
-      ::kill(pid, SIGTERM);
-      kill_pending = true;
-      kill_at = steady::now() + kill_after;
+      // To CMD's group: CMD is not in ours, so a terminal's ^C to our group (or a
+      // hangup) did not reach it. On a terminal CMD's group is the foreground one.
+      // SIGCONT too, so a stopped CMD acts on it (as a shell's `kill` does).
+      ::kill(-pid, e->type);
+      ::kill(-pid, SIGCONT);
+    } else if (e->type == lock_lost_event && !stopping) {
+      out.terminating = true;
+      stop_all();
     }
   }
-  return status;
+  if (tty >= 0 && ::tcgetpgrp(tty) == pid) set_foreground(tty, ::getpgrp());
+  out.status = status.value_or(128);
+  return out;
+}
+
+guarded_child spawn_guarded(const std::string& path, const invocation& inv, const std::vector<std::string>& env,
+                            const std::vector<int>& reset_signals) {
+  guarded_child g;
+  g.tty = foreground_terminal();  // before the watcher exists: it is in our group until its setsid()
+  try {
+    // If we die, the watcher stops CMD's group well before the lock's TTL runs
+    // out (the watchdog extends it every TTL/3): SIGKILL after --kill-after or
+    // TTL/3, whichever is shorter.
+    g.guard = std::make_unique<command_guard>(std::min(inv.kill_after, inv.ttl / 3));
+  } catch (const std::system_error& e) {
+    g.child.error = e.code().value();
+    return g;
+  }
+  spawn_options so;
+  so.own_group = true;
+  so.foreground_tty = g.tty;
+  so.notify_fd = g.guard->fd();
+  g.child = spawn(path, inv.argv, env, reset_signals, so);
+  return g;
 }
 
 int run_command(const invocation& inv) {
@@ -142,11 +196,12 @@ int run_command(const invocation& inv) {
 
   const lease held = r.lock.info();
   set_cloexec_except(inherited_fds);  // the command inherits our stdio and inherited fds only
-  const spawn_result child =
-      spawn(cmd.path, inv.argv,
-            lock_environment(environ, held.resource, held.token, held.fence, nodes_without_passwords(inv),
-                             sem ? std::optional<std::size_t>(waited.permit) : std::nullopt),
-            signals.captured());
+  guarded_child guarded =
+      spawn_guarded(cmd.path, inv,
+                    lock_environment(environ, held.resource, held.token, held.fence, nodes_without_passwords(inv),
+                                     sem ? std::optional<std::size_t>(waited.permit) : std::nullopt),
+                    signals.captured());
+  const spawn_result& child = guarded.child;
   if (child.error != 0) {
     (void)r.lock.release();
     print_error("cannot run " + quote(inv.argv[0]) + ": " + (child.exec_failed ? "" : "fork: ") +
@@ -155,9 +210,12 @@ int run_command(const invocation& inv) {
                                                                                   : exit_code::cannot_execute;
   }
 
-  // Wait for the command, forwarding signals, and stop it if the lock is lost.
-  bool terminating = false;  // SIGTERM sent because the lock was lost
-  const int status = supervise_child(child.pid, events, inv.kill_after, terminating);
+  // Wait for the command and all it started, forwarding signals, and stop them if
+  // the lock is lost. The lock is released only once none of them is left.
+  const supervision sup = supervise_child(child.pid, guarded.tty, events, inv.kill_after);
+  guarded.guard->disarm();
+  const int status = sup.status;
+  const bool terminating = sup.terminating;
 
   if (loss.lost.load()) {
     std::string why;
@@ -170,6 +228,9 @@ int run_command(const invocation& inv) {
                 inv.argv[0] + (terminating ? " was stopped" : " exited") + " (status " +
                 std::to_string(status) + ")");
     return exit_code::software;
+  }
+  if (sup.strays) {
+    print_warning(inv, inv.argv[0] + " exited leaving processes running; they were stopped before the release");
   }
   const report rep = r.lock.release();
   if (!rep) {
