@@ -243,7 +243,8 @@ class campaign_op final : public std::enable_shared_from_this<campaign_op> {
     auto handed = std::make_shared<bool>(false);
     handed_out_ = handed;
     detail::core* cp = core_.get();  // the lock's handle keeps its core alive
-    ao.on_lost = [cp, ttl = options_.ttl, demoted = options_.on_demoted, handed](const lease& l, const report& r) {
+    ao.on_lost = [cp, ttl = options_.ttl, demoted = options_.on_demoted, handed](const lease& l,
+                                                                                 const report& r) {
       deliver_release(*cp, release_command(*cp, l), std::vector<bool>(cp->size(), true), ttl);
       if (demoted && *handed) demoted(r);
     };

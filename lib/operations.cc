@@ -1423,8 +1423,8 @@ void core::release_held(const std::shared_ptr<held>& h, std::function<void(repor
   // The watchdog stops first: nothing extends after this point.
   stop_watchdog(*h);
   untrack_handle(*h);
-  release_round(*this, h->snapshot(), std::move(done), /*report_released=*/!h->lost.load(), /*of_handle=*/true,
-                h->redeliver_release ? h->ttl : milliseconds(0));
+  release_round(*this, h->snapshot(), std::move(done), /*report_released=*/!h->lost.load(),
+                /*of_handle=*/true, h->redeliver_release ? h->ttl : milliseconds(0));
 }
 
 }  // namespace redlock::detail

@@ -295,7 +295,8 @@ std::optional<steady::duration> heal_and_wait_unnamed(split_view& v, const std::
   const auto healed = steady::now();
   v.p1.pass();
   v.p2.pass();
-  if (!eventually([&] { return !v.watch_election->observe(role).identity.has_value(); }, limit)) return std::nullopt;
+  if (!eventually([&] { return !v.watch_election->observe(role).identity.has_value(); }, limit))
+    return std::nullopt;
   return steady::now() - healed;
 }
 

@@ -274,7 +274,8 @@ struct fault_proxy::impl {
       return;
     }
     const auto len = static_cast<std::size_t>(n);
-    if (&d == &p->down && (m == mode::drop_replies || (m == mode::drop_reply_then_black_hole && p->tripped))) {
+    if (&d == &p->down &&
+        (m == mode::drop_replies || (m == mode::drop_reply_then_black_hole && p->tripped))) {
       dropped.fetch_add(len);
       p->tainted = true;
       return;

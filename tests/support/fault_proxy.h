@@ -83,7 +83,8 @@ class fault_proxy {
 
   // Switches the mode; `delay` is used by mode::latency only, `trigger` by
   // mode::drop_reply_then_black_hole only (not empty for it: std::invalid_argument).
-  void set_mode(mode m, std::chrono::milliseconds delay = std::chrono::milliseconds(0), std::string trigger = {});
+  void set_mode(mode m, std::chrono::milliseconds delay = std::chrono::milliseconds(0),
+                std::string trigger = {});
   void pass() { set_mode(mode::pass); }
   void latency(std::chrono::milliseconds d) { set_mode(mode::latency, d); }
   void black_hole() { set_mode(mode::black_hole); }
