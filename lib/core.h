@@ -49,6 +49,12 @@ struct held {
   // shared_ptr control block is one 256-byte allocation):
   bool watchdog = false;
   bool capped = false;  // the extension cap was reached: the lock runs out
+  // A release of this handle that does not reach a quorum is delivered again, like
+  // a confirmed one's stragglers, to every node that did not confirm it, until it
+  // does or `ttl` (plus drift) has passed (release_held). Set for an election's
+  // leadership lock (lib/election.cc): what observers see must follow what the
+  // candidate believes. Other handles leave a failed release to their owner.
+  bool redeliver_release = false;
   // The watchdog's armed tick (core::arm_tick), 0 if none: a queued tick whose id
   // is not this one was cancelled and is skipped. (32 bits: should the ids wrap
   // and a stale tick match, it only runs a tick early, and an early tick is safe.)

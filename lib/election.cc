@@ -12,6 +12,7 @@
 #include "core.h"
 #include "decision.h"
 #include "leader_view.h"
+#include "operation_support.h"
 #include "sync.h"
 
 namespace redlock {
@@ -230,16 +231,23 @@ class campaign_op final : public std::enable_shared_from_this<campaign_op> {
       // again when it passes (review 13, E1).
       ao.retry.deadline = kUnboundedSlice;
     }
-    if (options_.on_demoted) {
-      // Only a leadership handed out can be demoted: a lock lost while its
-      // publication was in flight is the campaign's business, not the caller's.
-      auto demoted = options_.on_demoted;
-      auto handed = std::make_shared<bool>(false);
-      handed_out_ = handed;
-      ao.on_lost = [demoted, handed](const lease&, const report& r) {
-        if (*handed) demoted(r);
-      };
-    }
+    // Lost (the watchdog could not extend in time, the keys were gone, the client
+    // shut down): the candidate does not lead any more, so no observer may go on
+    // naming it. Its keys may still be on a quorum (an extension that ran where its
+    // reply was lost, a shutdown with validity left): the ownership-checked delete
+    // goes to every node with the rollback's guarantee — again to each node that
+    // does not confirm it, until it does or the TTL has passed; at a shutdown, for
+    // the drain bound (core::begin_stop). Only a leadership handed out can be
+    // demoted: a lock lost while its publication was in flight is the campaign's
+    // business, not the caller's.
+    auto handed = std::make_shared<bool>(false);
+    handed_out_ = handed;
+    detail::core* cp = core_.get();  // the lock's handle keeps its core alive
+    ao.on_lost = [cp, ttl = options_.ttl, demoted = options_.on_demoted, handed](const lease& l,
+                                                                                 const report& r) {
+      deliver_release(*cp, release_command(*cp, l), std::vector<bool>(cp->size(), true), ttl);
+      if (demoted && *handed) demoted(r);
+    };
     acquiring_ = true;
     auto self = shared_from_this();
     acquire_id_ = client_.acquire_async(election::resource_for(role_), std::move(ao),
@@ -248,6 +256,14 @@ class campaign_op final : public std::enable_shared_from_this<campaign_op> {
 
   void acquired(acquire_result r) {
     acquiring_ = false;
+    // Every release of this lock that falls short of a quorum — after a failed
+    // publication, a cancel, resign(), the leadership's destructor — is delivered
+    // again to the nodes that did not confirm it (held::redeliver_release): a node
+    // that ran the publication unheard, or missed the resign, would otherwise let
+    // observers name a candidate that does not lead, for the rest of the TTL.
+    if (r) {
+      if (auto h = core_->handle_for(r.lock.info())) h->redeliver_release = true;
+    }
     if (cancelled_) return finish(refused(errc::cancelled, "campaign cancelled"));  // r.lock releases
     if (!r) {
       // An unbounded campaign's acquire reached its slice's deadline: go on.
@@ -278,7 +294,7 @@ class campaign_op final : public std::enable_shared_from_this<campaign_op> {
       campaign_result res;
       res.report = std::move(rep);
       res.leadership = leadership_access::make(std::move(lock_), role_, identity_);
-      if (handed_out_) *handed_out_ = true;  // loop thread, as on_lost
+      *handed_out_ = true;  // loop thread, as on_lost
       finished_ = true;
       auto done = std::move(done_);
       return done(std::move(res));

@@ -959,8 +959,12 @@ bool release_confirmed(const vote& v) {
 // `report_released`: send on_lock_released on success (not for a handle already
 // declared lost: its lock ended with on_lock_lost; the release only deletes keys).
 // `of_handle`: the lease is a lock handle's (lock_event::of_handle).
+// `redeliver_failed` > 0: a release short of a quorum is delivered again too (to
+// the nodes that did not confirm it), and every redelivery lasts at least that
+// long (the lock's TTL: no key of the token can outlive the release by more, plus
+// drift) — held::redeliver_release.
 void release_round(core& c, const lease& l, std::function<void(report)> done, bool report_released = true,
-                   bool of_handle = true) {
+                   bool of_handle = true, milliseconds redeliver_failed = milliseconds(0)) {
   const clock_tp start = c.now();
   const command rel = release_command(c, l);
   auto r = std::make_shared<round>(c, op_kind::release, rel.script, false);
@@ -973,6 +977,7 @@ void release_round(core& c, const lease& l, std::function<void(report)> done, bo
            duration_cast<milliseconds>(drift_of(c.options().max_ttl, c.options().clock_drift_factor)) +
            milliseconds(1);
   }
+  left = std::max(left, redeliver_failed);
   r->on_late = [cp, rel, left](round& rd, std::size_t node) {
     if (rd.votes[node].status == node_status::pending || release_confirmed(rd.votes[node])) return;
     std::vector<bool> only(cp->size());
@@ -987,15 +992,16 @@ void release_round(core& c, const lease& l, std::function<void(report)> done, bo
     released->fence = l.fence;
     released->acquired_at = l.acquired_at;
   }
-  r->on_decided = [cp, start, rel, left, released = std::move(released), report_released_of_handle = of_handle,
-                   done = std::move(done)](round& rd) {
+  const bool always = redeliver_failed.count() > 0;
+  r->on_decided = [cp, start, rel, left, always, released = std::move(released),
+                   report_released_of_handle = of_handle, done = std::move(done)](round& rd) {
     std::vector<bool> again(rd.votes.size());
     bool any = false;
     for (std::size_t i = 0; i < rd.votes.size(); ++i) {
       again[i] = rd.votes[i].status != node_status::pending && !release_confirmed(rd.votes[i]);
       any = any || again[i];
     }
-    if (any && rd.outcome == verdict::quorum) cleanup::start(*cp, rel, again, {}, left);
+    if (any && (rd.outcome == verdict::quorum || always)) cleanup::start(*cp, rel, again, {}, left);
     std::error_code ec;
     if (rd.outcome != verdict::quorum) ec = failure_reason(op_kind::release, rd.votes);
     cp->stats().releases.fetch_add(1, std::memory_order_relaxed);
@@ -1417,7 +1423,8 @@ void core::release_held(const std::shared_ptr<held>& h, std::function<void(repor
   // The watchdog stops first: nothing extends after this point.
   stop_watchdog(*h);
   untrack_handle(*h);
-  release_round(*this, h->snapshot(), std::move(done), /*report_released=*/!h->lost.load());
+  release_round(*this, h->snapshot(), std::move(done), /*report_released=*/!h->lost.load(),
+                /*of_handle=*/true, h->redeliver_release ? h->ttl : milliseconds(0));
 }
 
 }  // namespace redlock::detail

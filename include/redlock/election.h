@@ -13,6 +13,27 @@
 // was taken by someone else never names a leader (docs/coordination.md, "Leader
 // election").
 //
+// Observers and beliefs. A candidate stops believing it leads (or never starts)
+// at resign(), at the leadership's destruction, at a demotion (on_demoted: the
+// watchdog's loss or the client's shutdown), or when its campaign's publication
+// falls short of a quorum. From then on its ownership-checked delete of the lock
+// key goes to every node, and a node that does not confirm it (down, partitioned,
+// a reply lost) gets it again after a backoff that follows the reconnect backoff,
+// until it confirms or the lock's TTL (plus drift) has passed — the guarantee of
+// an acquire's rollback. So observe() can go on naming a candidate that does not
+// believe it leads only while a quorum still holds its key:
+//   - every node reachable: for one command round (<= command_timeout);
+//   - nodes unreachable from the candidate: until enough of them are reachable
+//     again for the redelivery to land (<= reconnect_max_backoff + a reconnect +
+//     2 x command_timeout after that) — an observer that reaches them meanwhile names
+//     the candidate;
+//   - never later than about ttl (plus drift) after the candidate stopped: its
+//     keys expire;
+//   - its client shut down: the deletes get the shutdown's drain bound (two
+//     command timeouts); a node not reached by then keeps the key until its TTL.
+// During a campaign's publication round (<= command_timeout) observers may name
+// the candidate before it has heard that it was elected, or that it was not.
+//
 // Thread-safety: an election's member functions may be called from any thread at
 // once. A leadership handle is like a lock handle: one thread at a time, except
 // is_leader(), term(), identity(), remaining_validity() and loss_token, which any
@@ -55,12 +76,14 @@ struct campaign_options {
   // Called once, on the loop thread, when the leadership is lost: the watchdog
   // could not extend it in time, its keys were gone, or the client shut down
   // (the report says which; acquire_options::on_lost). Not called after resign().
-  // Must not block.
+  // Must not block. The lost leadership's keys are deleted on every node as
+  // after a resign (see "Observers and beliefs" above), also when this is unset.
   std::function<void(const report&)> on_demoted;
 };
 
 // A won election. Move-only. Destruction resigns best-effort without blocking
-// (like a lock handle's destructor).
+// (like a lock handle's destructor), and a resign that falls short of a quorum
+// is delivered again in the background like resign()'s.
 class REDLOCK_EXPORT leadership {
  public:
   leadership() noexcept = default;
@@ -83,7 +106,12 @@ class REDLOCK_EXPORT leadership {
   lease info() const { return lock_.info(); }
   // Hands over at once: releases the lock on all nodes; waiting candidates take
   // it at their next attempt. After it is_leader() is false whatever the result.
-  // Errors as lock::release. Blocks; errc::would_deadlock on the loop thread.
+  // Errors as lock::release. Unlike a plain lock's, a resign that falls short of a
+  // quorum (unavailable) goes on in the background: each node that did not
+  // confirm it gets the delete again until it does or the TTL has passed, so
+  // observers stop naming this leader as soon as its nodes are reachable again
+  // (see "Observers and beliefs" above); calling resign() again is still allowed.
+  // Blocks; errc::would_deadlock on the loop thread.
   [[nodiscard]] report resign() { return lock_.release(); }
   void resign_async(std::function<void(report)> done) { lock_.release_async(std::move(done)); }
 
@@ -123,7 +151,9 @@ class REDLOCK_EXPORT election {
   // attempt's error: contended or unavailable), or a permanent error
   // (invalid_argument, auth_failed, ...). Elected = the fenced acquire succeeded
   // and the identity was published on a quorum; if the publication does not reach
-  // a quorum the lock is released and the campaign goes on — three times in a row
+  // a quorum the lock is released (delivered again to the nodes that do not
+  // confirm it: one may have run the publication unheard, see "Observers and
+  // beliefs" above) and the campaign goes on — three times in a row
   // at most, then it ends with unavailable (the report names each node's answer:
   // e.g. an ACL that lets the user take the lock but not write its record).
   [[nodiscard]] campaign_result campaign(std::string_view role, std::string_view identity,

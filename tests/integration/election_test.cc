@@ -11,6 +11,7 @@
 #include <set>
 #include <thread>
 
+#include "fault_proxy.h"
 #include "test_util.h"
 
 namespace redlock::test {
@@ -254,6 +255,197 @@ TEST(election, history_of_five_candidates_never_has_two_leaders_with_validity_le
     EXPECT_GT(history[k].term, history[k - 1].term);
   }
   EXPECT_GE(leaders.size(), 2u);
+}
+
+// ---- What observers are told matches what candidates believe (issue 20, item 1) ----
+//
+// Three nodes; the candidate reaches node 0 directly and nodes 1 and 2 through
+// fault proxies, an observer reaches all three directly (so it can see what the
+// candidate cannot). The TTL is long (kTtl) so that the keys' expiry cannot be
+// mistaken for the cleanup: every "cleaned up" assertion is bounded far below the
+// PTTL the keys still had when the nodes became reachable again.
+constexpr auto kTtl = 10000ms;
+
+struct split_view {
+  explicit split_view(redis_cluster& cl) : p1(cl[1].port()), p2(cl[2].port()) {
+    candidate = std::make_unique<client>(options_for({cl[0].uri(), p1.uri(), p2.uri()}));
+    EXPECT_TRUE(wait_connected(*candidate));
+    watcher = std::make_unique<client>(options_for(cl.uris()));
+    EXPECT_TRUE(wait_connected(*watcher));
+    cand_election = std::make_unique<election>(*candidate);
+    watch_election = std::make_unique<election>(*watcher);
+  }
+  fault_proxy p1, p2;
+  std::unique_ptr<client> candidate, watcher;
+  std::unique_ptr<election> cand_election, watch_election;
+};
+
+// The smaller PTTL of the lock key on nodes 1 and 2 (the two the candidate could
+// not reach): how long the observer would go on naming the candidate without a
+// cleanup.
+long long pttl_left(redis_cluster& cl, const std::string& role) {
+  return std::min(cl[1].pttl(lock_key(role)), cl[2].pttl(lock_key(role)));
+}
+
+// Heals both proxies and waits until the observer names nobody for `role`;
+// returns how long that took after the heal, or nullopt if it did not happen
+// within `limit`.
+std::optional<steady::duration> heal_and_wait_unnamed(split_view& v, const std::string& role,
+                                                      std::chrono::milliseconds limit) {
+  const auto healed = steady::now();
+  v.p1.pass();
+  v.p2.pass();
+  if (!eventually([&] { return !v.watch_election->observe(role).identity.has_value(); }, limit))
+    return std::nullopt;
+  return steady::now() - healed;
+}
+
+// The cleanup bound once the nodes are reachable again: the candidate's client
+// reconnects (reconnect backoff <= 100 ms, then a handshake), and the redelivery's
+// own backoff (<= reconnect_max_backoff) plus a command round (<= command_timeout,
+// 150 ms) lands the delete. 3 s leaves a sanitizer on busy cores an order of
+// magnitude, and is still far below the >= 6 s of PTTL the test checks the keys
+// had when it healed: a build without the cleanup names the candidate for all of
+// that and fails.
+constexpr auto kCleanupBound = 3000ms;
+constexpr long long kMinPttlAtHeal = 6000;
+
+TEST(election, a_campaign_whose_publication_ran_unheard_is_deleted_once_its_nodes_are_back) {
+  redis_cluster cl(3);
+  split_view v(cl);
+  const std::string role = "unheard";
+  const std::string identity = "cand-A-unheard-7f3c";  // the trigger: only the publication carries it
+  // Nodes 1 and 2 run the publication, the candidate never hears, and cannot
+  // reach them again until the heal.
+  v.p1.drop_reply_then_black_hole(identity);
+  v.p2.drop_reply_then_black_hole(identity);
+  campaign_options o = fast(kTtl);
+  o.deadline = 1500ms;
+  campaign_result r = v.cand_election->campaign(role, identity, o);
+  ASSERT_TRUE(v.p1.wait_tripped(0ms));
+  ASSERT_TRUE(v.p2.wait_tripped(0ms));
+  EXPECT_FALSE(r) << "the publication got 1 of 3: the campaign must fail";
+  EXPECT_FALSE(r.leadership.is_leader());
+  // The observer reaches nodes 1 and 2, which hold the lock and the record: while
+  // they are unreachable for the candidate, the observer may name it (the bound
+  // stated in election.h: until the redelivery lands or the TTL passes).
+  const leader_info during = v.watch_election->observe(role);
+  ASSERT_TRUE(during.report) << during.report.message();
+  ASSERT_EQ(during.identity, std::optional<std::string>(identity));
+  EXPECT_EQ(during.term, std::optional<std::uint64_t>(1));
+  const long long left = pttl_left(cl, role);
+  ASSERT_GE(left, kMinPttlAtHeal) << "too slow to tell a cleanup from the expiry";
+  const auto took = heal_and_wait_unnamed(v, role, kCleanupBound);
+  ASSERT_TRUE(took) << "observe() still names the failed candidate " << kCleanupBound.count()
+                    << " ms after its nodes came back (PTTL left at the heal: " << left << " ms)";
+  // Both deleted, not expired (observe() stops naming it once the first one is:
+  // the other may take one more redelivery).
+  EXPECT_TRUE(eventually([&] { return !cl[1].exists(lock_key(role)) && !cl[2].exists(lock_key(role)); },
+                         kCleanupBound));
+}
+
+TEST(election, a_resign_short_of_a_quorum_is_delivered_again_once_its_nodes_are_back) {
+  redis_cluster cl(3);
+  split_view v(cl);
+  const std::string role = "resign";
+  campaign_result r = v.cand_election->campaign(role, "cand-A", fast(kTtl));
+  ASSERT_TRUE(r) << r.report.message();
+  ASSERT_EQ(v.watch_election->observe(role).identity, std::optional<std::string>("cand-A"));
+  // Nodes 1 and 2 become unreachable: the resign reaches node 0 only.
+  v.p1.reset();
+  v.p2.reset();
+  const report rep = r.leadership.resign();
+  EXPECT_FALSE(rep) << "a resign confirmed by 1 of 3 nodes must fail";
+  EXPECT_FALSE(r.leadership.is_leader());
+  EXPECT_EQ(v.watch_election->observe(role).identity, std::optional<std::string>("cand-A"));
+  const long long left = pttl_left(cl, role);
+  ASSERT_GE(left, kMinPttlAtHeal);
+  const auto took = heal_and_wait_unnamed(v, role, kCleanupBound);
+  ASSERT_TRUE(took) << "observe() still names the resigned leader " << kCleanupBound.count()
+                    << " ms after its nodes came back (PTTL left at the heal: " << left << " ms)";
+  EXPECT_TRUE(eventually([&] { return !cl[1].exists(lock_key(role)) && !cl[2].exists(lock_key(role)); },
+                         kCleanupBound));
+}
+
+TEST(election, a_leadership_dropped_without_resign_short_of_a_quorum_is_delivered_again) {
+  redis_cluster cl(3);
+  split_view v(cl);
+  const std::string role = "dropped";
+  {
+    campaign_result r = v.cand_election->campaign(role, "cand-A", fast(kTtl));
+    ASSERT_TRUE(r) << r.report.message();
+    v.p1.reset();
+    v.p2.reset();
+  }  // the leadership's destructor resigns best-effort: 1 of 3
+  // Its release runs on the loop: wait until it has been answered (node 0 deleted).
+  ASSERT_TRUE(eventually([&] { return !cl[0].exists(lock_key(role)); }));
+  EXPECT_EQ(v.watch_election->observe(role).identity, std::optional<std::string>("cand-A"));
+  const long long left = pttl_left(cl, role);
+  ASSERT_GE(left, kMinPttlAtHeal);
+  ASSERT_TRUE(heal_and_wait_unnamed(v, role, kCleanupBound));
+}
+
+// Shutdown while leading: the leadership is demoted (on_demoted: cancelled) and
+// its keys are deleted on every node within the shutdown's drain bound, so that
+// once the client's destructor returned, an observer names nobody.
+TEST(election, a_client_shut_down_while_leading_leaves_no_leader_named) {
+  redis_cluster cl(3);
+  auto leader_client = std::make_unique<client>(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(*leader_client));
+  client watcher(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(watcher));
+  election watch(watcher);
+  std::promise<std::error_code> why;
+  std::atomic<int> demotions{0};
+  campaign_options o = fast(kTtl);
+  o.on_demoted = [&](const report& rep) {
+    if (demotions.fetch_add(1) == 0) why.set_value(rep.error);
+  };
+  auto e = std::make_unique<election>(*leader_client);
+  campaign_result r = e->campaign("shut", "cand-A", o);
+  ASSERT_TRUE(r) << r.report.message();
+  ASSERT_EQ(watch.observe("shut").identity, std::optional<std::string>("cand-A"));
+  leader_client.reset();
+  auto f = why.get_future();
+  ASSERT_EQ(f.wait_for(0ms), std::future_status::ready);
+  EXPECT_EQ(f.get(), make_error_code(errc::cancelled));
+  EXPECT_FALSE(r.leadership.is_leader());
+  // Not "eventually": the destructor waited for the deletes (every node answers).
+  const leader_info after = watch.observe("shut");
+  ASSERT_TRUE(after.report) << after.report.message();
+  EXPECT_FALSE(after.identity) << "a shut-down leader is still named";
+  for (std::size_t i = 0; i < cl.size(); ++i) EXPECT_FALSE(cl[i].exists(lock_key("shut"))) << "node " << i;
+  r = campaign_result{};
+  e.reset();
+  EXPECT_EQ(demotions.load(), 1);
+}
+
+// Shutdown while leading with two nodes unreachable: the deletes get the drain
+// bound (two command timeouts) and no more; the destructor does not wait for the
+// TTL, and the keys left on the unreachable nodes expire by it (the observer, which
+// reaches them, names the shut-down leader until then).
+TEST(election, a_shutdown_while_leading_waits_for_unreachable_nodes_only_its_drain_bound) {
+  redis_cluster cl(3);
+  split_view v(cl);
+  campaign_result r = v.cand_election->campaign("shut2", "cand-A", fast(kTtl));
+  ASSERT_TRUE(r) << r.report.message();
+  v.p1.reset();
+  v.p2.reset();
+  const auto t0 = steady::now();
+  v.candidate.reset();
+  const auto took = steady::now() - t0;
+  // The drain bound is 2 x 150 ms; waiting for the redelivery would take the TTL
+  // (10 s). 5 s is far above the bound for a busy machine and far below the TTL.
+  EXPECT_LT(took, 5000ms);
+  EXPECT_FALSE(r.leadership.is_leader());
+  EXPECT_FALSE(cl[0].exists(lock_key("shut2")));  // the reachable node was cleaned up
+  const leader_info after = v.watch_election->observe("shut2");
+  ASSERT_TRUE(after.report) << after.report.message();
+  EXPECT_EQ(after.identity, std::optional<std::string>("cand-A"));
+  EXPECT_GT(after.ttl.count(), 0);
+  EXPECT_LE(after.ttl, kTtl);  // gone by the TTL at the latest
+  r = campaign_result{};
+  v.cand_election.reset();
 }
 
 }  // namespace

@@ -59,7 +59,9 @@ struct proxy_pair {
   proxy_direction down;  // server -> client
   bool connected = false;
   bool closing = false;
-  bool tainted = false;  // lost bytes in drop_replies
+  bool tainted = false;  // lost bytes in drop_replies or drop_reply_then_black_hole
+  bool tripped = false;  // the connection that tripped drop_reply_then_black_hole
+  std::string tail;      // the last trigger.size() - 1 client bytes (the trigger may span chunks)
   int handles = 0;       // initialised handles not yet closed
   char client_buf[kReadBuf];
   char server_buf[kReadBuf];
@@ -78,6 +80,7 @@ struct fault_proxy::impl {
   std::condition_variable cv;
   mode desired = mode::pass;
   std::chrono::milliseconds desired_delay{0};
+  std::string desired_trigger;
   std::uint64_t requested = 0;
   std::uint64_t applied = 0;
   bool stop = false;
@@ -85,12 +88,15 @@ struct fault_proxy::impl {
   // Loop thread only.
   mode m = mode::pass;
   std::uint64_t delay_ms = 0;
+  std::string trigger;   // drop_reply_then_black_hole
+  bool tripped = false;  // ... and it has tripped: everything is held
   std::set<proxy_pair*> pairs;
 
   std::atomic<mode> current{mode::pass};
   std::atomic<std::uint64_t> accepted{0}, refused{0}, resets{0}, bytes_up{0}, bytes_down{0}, dropped{0},
-      open{0}, changes{0};
+      open{0}, changes{0}, trips{0};
   std::atomic<std::int64_t> queued{0};  // chunks waiting in a direction's queue
+  std::atomic<bool> has_tripped{false};  // the armed drop_reply_then_black_hole tripped
 
   // ---- loop thread ----
 
@@ -98,19 +104,21 @@ struct fault_proxy::impl {
     bool stopping = false;
     mode want = mode::pass;
     std::chrono::milliseconds d{0};
+    std::string t;
     std::uint64_t gen = 0;
     {
       std::lock_guard<std::mutex> lk(mu);
       stopping = stop;
       want = desired;
       d = desired_delay;
+      t = desired_trigger;
       gen = requested;
     }
     if (stopping) {
       shutdown_all();
       return;
     }
-    if (gen != applied) apply(want, d);
+    if (gen != applied) apply(want, d, std::move(t));
     {
       std::lock_guard<std::mutex> lk(mu);
       applied = gen;
@@ -118,9 +126,18 @@ struct fault_proxy::impl {
     cv.notify_all();
   }
 
-  void apply(mode want, std::chrono::milliseconds d) {
+  // Nothing may be read or delivered: black_hole, or a tripped
+  // drop_reply_then_black_hole (whose tripped connection still reads and discards
+  // the server's bytes).
+  bool holding() const { return m == mode::black_hole || (m == mode::drop_reply_then_black_hole && tripped); }
+
+  void apply(mode want, std::chrono::milliseconds d, std::string t) {
     const mode old = m;
+    const bool was_tripped = old == mode::drop_reply_then_black_hole && tripped;
     m = want;
+    trigger = std::move(t);
+    tripped = false;
+    has_tripped.store(false);
     delay_ms = static_cast<std::uint64_t>(std::max<std::int64_t>(0, d.count()));
     current.store(want);
     changes.fetch_add(1);
@@ -132,13 +149,21 @@ struct fault_proxy::impl {
       }
       return;
     }
-    if (old == mode::drop_replies && want != mode::drop_replies) {
+    if (was_tripped) {
+      // Nothing held during the outage is ever delivered: every connection open
+      // since the trip is reset (the tripped one also lost bytes).
+      for (proxy_pair* p : all) {
+        resets.fetch_add(1);
+        close_pair(p, true);
+      }
+    } else if (old == mode::drop_replies && want != mode::drop_replies) {
       for (proxy_pair* p : all) {
         if (!p->tainted) continue;
         resets.fetch_add(1);
         close_pair(p, true);
       }
     }
+    for (proxy_pair* p : pairs) p->tail.clear();
     for (proxy_pair* p : pairs) {
       if (!p->connected) continue;
       if (want == mode::black_hole) {
@@ -207,7 +232,7 @@ struct fault_proxy::impl {
       return;
     }
     p->connected = true;
-    if (m != mode::black_hole) start_reading(p);
+    if (!holding()) start_reading(p);
   }
 
   void start_reading(proxy_pair* p) {
@@ -249,10 +274,19 @@ struct fault_proxy::impl {
       return;
     }
     const auto len = static_cast<std::size_t>(n);
-    if (&d == &p->down && m == mode::drop_replies) {
+    if (&d == &p->down &&
+        (m == mode::drop_replies || (m == mode::drop_reply_then_black_hole && p->tripped))) {
       dropped.fetch_add(len);
       p->tainted = true;
       return;
+    }
+    bool trips_now = false;
+    if (&d == &p->up && m == mode::drop_reply_then_black_hole && !tripped) {
+      std::string window = std::move(p->tail);
+      window.append(buf->base, len);
+      trips_now = window.find(trigger) != std::string::npos;
+      const std::size_t keep = std::min(window.size(), trigger.size() - 1);
+      p->tail = window.substr(window.size() - keep);
     }
     // Due `delay` after the proxy read the chunk (so at least `delay` after it
     // arrived), on the precise clock.
@@ -262,6 +296,24 @@ struct fault_proxy::impl {
     d.queue.emplace_back(due, std::string(buf->base, len));
     queued.fetch_add(1);
     pump(p, d);
+    if (trips_now) trip(p);
+  }
+
+  // drop_reply_then_black_hole trips on `p`, whose chunk with the trigger was just
+  // written to the server: from now on only p's server side is read (and
+  // discarded); every other read stops, and new connections are held.
+  void trip(proxy_pair* p) {
+    tripped = true;
+    p->tripped = true;
+    trips.fetch_add(1);
+    has_tripped.store(true);
+    for (proxy_pair* q : pairs) {
+      if (!q->connected) continue;
+      uv_read_stop(reinterpret_cast<uv_stream_t*>(&q->client));
+      uv_timer_stop(&q->up.timer);
+      uv_timer_stop(&q->down.timer);
+      if (q != p) uv_read_stop(reinterpret_cast<uv_stream_t*>(&q->server));
+    }
   }
 
   uv_stream_t* destination(proxy_pair* p, proxy_direction& d) {
@@ -272,7 +324,7 @@ struct fault_proxy::impl {
   // Delivers every due chunk of `d`, arms its timer for the next one, and shuts the
   // destination down after the source's EOF once nothing is left.
   void pump(proxy_pair* p, proxy_direction& d) {
-    if (p->closing || !p->connected || m == mode::black_hole) return;
+    if (p->closing || !p->connected || holding()) return;
     const std::uint64_t now = now_ns();
     uv_stream_t* dest = destination(p, d);
     while (!d.queue.empty() && d.queue.front().first <= now) {
@@ -418,11 +470,15 @@ int fault_proxy::port() const { return impl_->port; }
 int fault_proxy::target_port() const { return impl_->target; }
 std::string fault_proxy::uri() const { return "redis://127.0.0.1:" + std::to_string(impl_->port); }
 
-void fault_proxy::set_mode(mode m, std::chrono::milliseconds delay) {
+void fault_proxy::set_mode(mode m, std::chrono::milliseconds delay, std::string trigger) {
+  if (m == mode::drop_reply_then_black_hole && trigger.empty()) {
+    throw std::invalid_argument("fault_proxy: drop_reply_then_black_hole needs a non-empty trigger");
+  }
   impl& x = *impl_;
   std::unique_lock<std::mutex> lk(x.mu);
   x.desired = m;
   x.desired_delay = delay;
+  x.desired_trigger = std::move(trigger);
   const std::uint64_t gen = ++x.requested;
   uv_async_send(&x.async);
   if (!x.cv.wait_for(lk, kApplyTimeout, [&] { return x.applied >= gen; }))
@@ -442,7 +498,17 @@ fault_proxy::counters fault_proxy::stats() const {
   c.bytes_dropped = x.dropped.load();
   c.open = x.open.load();
   c.mode_changes = x.changes.load();
+  c.trips = x.trips.load();
   return c;
+}
+
+bool fault_proxy::wait_tripped(std::chrono::milliseconds limit) const {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (!impl_->has_tripped.load()) {
+    if (std::chrono::steady_clock::now() >= end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
 }
 
 bool fault_proxy::wait_idle(std::chrono::milliseconds limit) const {
@@ -475,6 +541,8 @@ const char* to_string(fault_proxy::mode m) noexcept {
       return "reset";
     case fault_proxy::mode::drop_replies:
       return "drop_replies";
+    case fault_proxy::mode::drop_reply_then_black_hole:
+      return "drop_reply_then_black_hole";
   }
   return "?";
 }

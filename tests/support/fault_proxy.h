@@ -23,6 +23,20 @@
 //                 stream that lost bytes cannot continue (TCP never loses bytes on
 //                 a live connection), so when the mode leaves drop_replies every
 //                 connection that lost bytes is reset.
+//   drop_reply_then_black_hole(T)
+//                 a one-shot fault that trips between "the server ran it" and
+//                 "the client heard": forwards both ways (as pass) until a
+//                 client->server chunk completes the byte string T (which may span
+//                 chunks) on some connection. That chunk is forwarded, so the
+//                 server runs the command; from then on that connection's
+//                 server->client bytes are read and discarded (its reply is lost),
+//                 and everything else is held as in black_hole: no more client
+//                 bytes are read on any connection, new connections are accepted
+//                 and held. It models a node that becomes unreachable right after
+//                 it executed a command: when the mode changes, every connection
+//                 open since the trip is reset, and nothing held during it is ever
+//                 delivered (an outage that outlived TCP's retransmissions). Left
+//                 before it trips, it behaves as pass and resets nothing.
 //
 // Thread safety: every member function may be called from any thread. set_mode()
 // and its shorthands return once the loop thread has applied the mode (bounded:
@@ -38,7 +52,7 @@ namespace redlock::test {
 
 class fault_proxy {
  public:
-  enum class mode { pass, latency, black_hole, reset, drop_replies };
+  enum class mode { pass, latency, black_hole, reset, drop_replies, drop_reply_then_black_hole };
 
   struct counters {
     std::uint64_t accepted = 0;       // client connections accepted
@@ -49,6 +63,7 @@ class fault_proxy {
     std::uint64_t bytes_dropped = 0;  // server -> client bytes discarded (drop_replies)
     std::uint64_t open = 0;           // connections currently open (client side)
     std::uint64_t mode_changes = 0;   // set_mode calls applied
+    std::uint64_t trips = 0;          // drop_reply_then_black_hole trips
   };
 
   // Binds 127.0.0.1 on a free port, starts the loop thread, forwards to
@@ -66,13 +81,21 @@ class fault_proxy {
   // "redis://127.0.0.1:PORT"
   std::string uri() const;
 
-  // Switches the mode; `delay` is used by mode::latency only.
-  void set_mode(mode m, std::chrono::milliseconds delay = std::chrono::milliseconds(0));
+  // Switches the mode; `delay` is used by mode::latency only, `trigger` by
+  // mode::drop_reply_then_black_hole only (not empty for it: std::invalid_argument).
+  void set_mode(mode m, std::chrono::milliseconds delay = std::chrono::milliseconds(0),
+                std::string trigger = {});
   void pass() { set_mode(mode::pass); }
   void latency(std::chrono::milliseconds d) { set_mode(mode::latency, d); }
   void black_hole() { set_mode(mode::black_hole); }
   void reset() { set_mode(mode::reset); }
   void drop_replies() { set_mode(mode::drop_replies); }
+  void drop_reply_then_black_hole(std::string trigger) {
+    set_mode(mode::drop_reply_then_black_hole, std::chrono::milliseconds(0), std::move(trigger));
+  }
+  // Waits (<= limit) until the armed drop_reply_then_black_hole has tripped;
+  // returns whether it has.
+  bool wait_tripped(std::chrono::milliseconds limit = std::chrono::milliseconds(5000)) const;
   mode current() const;
 
   counters stats() const;
