@@ -1697,8 +1697,9 @@ void node::run(session& s, std::size_t argc, std::int64_t now_us, std::string& o
     if (it != injected_.end()) return reply_error(out, it->second);
   }
   // Loading the AOF after a restart: only the commands with Redis' CMD_LOADING flag run.
-  if (now_us < loading_until_us_ && spec->id != cmd::auth && spec->id != cmd::select && spec->id != cmd::info &&
-      spec->id != cmd::time && spec->id != cmd::echo) {
+  const bool loading_command = spec->id == cmd::auth || spec->id == cmd::select || spec->id == cmd::info ||
+                               spec->id == cmd::time || spec->id == cmd::echo;
+  if (now_us < loading_until_us_ && !loading_command) {
     return reply_error(out, "LOADING Redis is loading the dataset in memory");
   }
   exec x(*this, s, now_us, out);
