@@ -301,6 +301,12 @@ class tls_link final : public link, public link_events {
                "); give the CA that signed it";
       case X509_V_ERR_HOSTNAME_MISMATCH:
       case X509_V_ERR_IP_ADDRESS_MISMATCH:
+        if (!leaf_has_san()) {
+          return "the node's certificate does not match the name '" + name_ +
+                 "': it has no subject alternative name (SAN), and the subject's common name (CN) is "
+                 "never used (" +
+                 why + "); give the node a certificate with that name as a DNS or IP SAN";
+        }
         return "the node's certificate does not match the name '" + name_ + "' (" + why +
                "); connect by a name the certificate has, or give that name as the server name";
       case X509_V_ERR_CERT_HAS_EXPIRED:
@@ -310,6 +316,18 @@ class tls_link final : public link, public link_events {
       default:
         return "the node's certificate failed verification (" + why + ")";
     }
+  }
+
+  // Whether the node's certificate (the first of the chain it sent) has a
+  // subjectAltName extension; true when unknown.
+  bool leaf_has_san() const {
+    X509* leaf = SSL_get0_peer_certificate(ssl_);
+    if (leaf == nullptr) {
+      STACK_OF(X509)* chain = SSL_get_peer_cert_chain(ssl_);
+      if (chain == nullptr || sk_X509_num(chain) == 0) return true;
+      leaf = sk_X509_value(chain, 0);
+    }
+    return X509_get_ext_by_NID(leaf, NID_subject_alt_name, -1) >= 0;
   }
 
   // Final: one on_link_down, which may destroy this.
@@ -448,7 +466,9 @@ std::unique_ptr<link> tls_context::begin(const node_address& address, link_event
     if (ip) {
       ok = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str()) == 1;
     } else {
-      SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+      // SANs only: a certificate's subject CN is never taken for its DNS name (RFC
+      // 6125, as browsers do); a certificate without SANs matches no name.
+      SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS | X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
       ok = SSL_set1_host(ssl, name.c_str()) == 1;
     }
   }

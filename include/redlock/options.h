@@ -91,8 +91,10 @@ struct acquire_options {
 
 // TLS for rediss:// nodes (plain redis:// and unix:// nodes ignore it). One set
 // for every rediss:// node of the client. Verification is on by default: the
-// node's certificate must chain to a trusted CA and match the name (DNS name or IP
-// SAN); TLS 1.2 is the minimum. The TLS handshake counts against connect_timeout.
+// node's certificate must chain to a trusted CA and match the name by a
+// subjectAltName (DNS name or IP SAN; a wildcard only as a whole left-most label):
+// the subject's common name (CN) is never used, so a certificate without SANs
+// matches no name and fails as tls_error; TLS 1.2 is the minimum. The TLS handshake counts against connect_timeout.
 // A file that cannot be read or used (and a key that does not match the
 // certificate) is a config_error naming it, from the client's constructor, when
 // at least one node is rediss://. Verification failures at run time make the node

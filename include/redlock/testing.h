@@ -61,6 +61,11 @@ struct world_options {
   bool persistent = false;
   // Per node, overriding `persistent`: empty, or one entry per node.
   std::vector<bool> persistent_nodes;
+  // A persistent node that restarts is loading its AOF for this long (virtual
+  // time, by the node's clock): meanwhile it answers every command but AUTH,
+  // SELECT, INFO, TIME and ECHO with "-LOADING Redis is loading the dataset in memory",
+  // as Redis does. 0 (the default): it serves at once.
+  std::int64_t restart_loading_us = 0;
   // Per node, the maxmemory-policy its INFO memory reports ("allkeys-lru", ...):
   // empty = "noeviction" on every node, or one entry per node. The nodes never
   // evict; the policy is what the client's eviction check reads.

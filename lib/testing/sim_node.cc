@@ -1444,6 +1444,8 @@ void node::restart(std::int64_t now_us) {
   start_us_ = now_us;
   if (cfg_.persist == persistence::none) {
     for (database& d : dbs_) d.clear();
+  } else if (cfg_.loading_us > 0) {
+    loading_until_us_ = now_us + cfg_.loading_us;
   }
   scripts_.reset();
   new_run_id();
@@ -1657,8 +1659,8 @@ std::string node::execute(session& s, const std::vector<std::string>& argv, std:
   return out;
 }
 
-// processCommand: existence, arity, authentication, injected errors, then the
-// command. argv_ holds the request.
+// processCommand: existence, arity, authentication, injected errors, loading,
+// then the command. argv_ holds the request.
 void node::run(session& s, std::size_t argc, std::int64_t now_us, std::string& out) {
   const std::string_view* a = argv_.data();
   const command_spec* spec = find_command(a[0]);
@@ -1693,6 +1695,12 @@ void node::run(session& s, std::size_t argc, std::int64_t now_us, std::string& o
     auto it = injected_.find(std::string(spec->injected));
     if (it == injected_.end()) it = injected_.find(std::string());
     if (it != injected_.end()) return reply_error(out, it->second);
+  }
+  // Loading the AOF after a restart: only the commands with Redis' CMD_LOADING flag run.
+  const bool loading_command = spec->id == cmd::auth || spec->id == cmd::select || spec->id == cmd::info ||
+                               spec->id == cmd::time || spec->id == cmd::echo;
+  if (now_us < loading_until_us_ && !loading_command) {
+    return reply_error(out, "LOADING Redis is loading the dataset in memory");
   }
   exec x(*this, s, now_us, out);
   x.dispatch(spec->id, a, argc);

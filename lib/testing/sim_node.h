@@ -77,6 +77,14 @@ struct node_config {
   // What INFO memory reports as maxmemory_policy (the node never evicts: it only
   // reports the policy, which the client's eviction check reads).
   std::string maxmemory_policy = "noeviction";
+  // With aof_always: after each restart the node is loading its AOF for this long
+  // (microseconds of the node's own clock, from the restart's now_us): every
+  // command without Redis' "loading" flag (all but AUTH, SELECT, INFO, TIME and
+  // ECHO) gets "-LOADING Redis is loading the dataset in memory", after the
+  // unknown-command, arity, NOAUTH and injected-error checks, as Redis 7.0's
+  // processCommand does (pinned against a real server loading its data by
+  // sim_node_diff_test.cc). 0 (the default): no loading phase.
+  std::int64_t loading_us = 0;
 };
 
 // One simulated server process.
@@ -130,8 +138,9 @@ class REDLOCK_EXPORT node {
   // empty argv, which Redis ignores).
   std::string execute(session& s, const std::vector<std::string>& argv, std::int64_t now_us);
 
-  // A crash and restart at `now_us`: the keys survive only with aof_always; the
-  // script cache is emptied; a new run_id; uptime restarts; every session dies.
+  // A crash and restart at `now_us`: the keys survive only with aof_always (then
+  // loaded for node_config::loading_us); the script cache is emptied; a new
+  // run_id; uptime restarts; every session dies.
   void restart(std::int64_t now_us);
   // SCRIPT FLUSH.
   void flush_scripts() noexcept;
@@ -163,6 +172,9 @@ class REDLOCK_EXPORT node {
   // command-specific injection wins over the "" one. The commands a script calls
   // are not affected.
   void inject_error(std::string command, std::string error_line);
+
+  // True while the node is loading its data after a restart (node_config::loading_us).
+  bool loading(std::int64_t now_us) const noexcept { return now_us < loading_until_us_; }
 
   // 40 hex digits, new at each restart.
   const std::string& run_id() const noexcept { return run_id_; }
@@ -199,6 +211,7 @@ class REDLOCK_EXPORT node {
   std::uint64_t restarts_ = 0;
   std::shared_ptr<const int> life_;  // replaced at each restart
   std::int64_t start_us_;
+  std::int64_t loading_until_us_ = 0;  // node time; loading while now_us is before it
   std::string run_id_;
   std::array<database, 16> dbs_;
   std::bitset<16> scripts_;  // which known scripts are in the script cache

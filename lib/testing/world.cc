@@ -200,12 +200,16 @@ world::impl::impl(world_options o) : options(o), rng(o.seed) {
     throw std::invalid_argument(
         "redlock::testing::world: maxmemory_policies must be empty or have one entry per node");
   }
+  if (options.restart_loading_us < 0) {
+    throw std::invalid_argument("redlock::testing::world: restart_loading_us must not be negative");
+  }
   nodes.resize(options.nodes);
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     const bool keeps = options.persistent_nodes.empty() ? options.persistent : options.persistent_nodes[i];
     sim::node_config cfg;
     cfg.persist = keeps ? sim::persistence::aof_always : sim::persistence::none;
     if (!options.maxmemory_policies.empty()) cfg.maxmemory_policy = options.maxmemory_policies[i];
+    cfg.loading_us = options.restart_loading_us;
     nodes[i].node = std::make_unique<sim::node>(cfg, rng.next(), kWallOrigin_us);
     nodes[i].min_latency_us = options.min_latency_us;
     nodes[i].max_latency_us = options.max_latency_us;

@@ -2,6 +2,7 @@
 // redis-server nodes (tests/support). Every table row of the CLI contract and every
 // exit status has a test here; every wait is bounded.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -21,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -1950,6 +1952,104 @@ TEST_F(Cli, monitor_serves_metrics_over_http_and_sheds_slow_clients) {
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(cluster().count_key(monitor_key(p.pid())), 0);
   EXPECT_EQ(curl("'" + base + "/metrics'").code, "000");  // no longer served
+}
+
+// Descriptors open in process `pid` (/proc/PID/fd); -1 if unreadable.
+int fds_of(pid_t pid) {
+  int n = 0;
+  DIR* d = ::opendir(("/proc/" + std::to_string(pid) + "/fd").c_str());
+  if (d == nullptr) return -1;
+  while (const dirent* e = ::readdir(d)) n += e->d_name[0] != '.' ? 1 : 0;
+  ::closedir(d);
+  return n;
+}
+
+// Polls `pred` every 20 ms until it holds or `limit` passes.
+bool holds_within(const std::function<bool()>& pred, std::chrono::milliseconds limit) {
+  const auto end = steady::now() + limit;
+  while (steady::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return pred();
+}
+
+TEST_F(Cli, monitor_http_bounds_its_connections_under_a_crowd_of_silent_clients) {
+  // 150 clients that connect and never send a byte, more than the 64 connections
+  // the server holds at once: the rest wait in the listen backlog, so the
+  // monitor's descriptors stay bounded (its node connections keep theirs), each
+  // silent one is closed at the head timeout, and a fresh scrape is served once
+  // the crowd ahead of it in the backlog has had its turn.
+  constexpr int kLimit = 64;
+  constexpr int kSilent = 150;
+  cli_process p(with_nodes({"monitor", "--interval", "200ms", "--prometheus", "127.0.0.1:0",
+                            "--http-head-timeout", "2s"}));
+  const std::string prefix = "redlock: monitor: serving /metrics on 127.0.0.1:";
+  std::string err_seen;
+  ASSERT_TRUE(p.read_until(
+      [&](const std::string& out, const std::string& err) {
+        err_seen = err;
+        return has_line(out) && err.find(prefix) != std::string::npos && err.find('\n', err.find(prefix)) != std::string::npos;
+      },
+      10s));
+  const std::size_t at = err_seen.find(prefix);
+  const std::string port = err_seen.substr(at + prefix.size(), err_seen.find('\n', at) - at - prefix.size());
+  ASSERT_TRUE(is_number(port)) << err_seen;
+  const std::string base = "http://127.0.0.1:" + port;
+  ASSERT_EQ(curl("'" + base + "/metrics'").code, "200");
+  // Settled: every node connected (a scrape came back), no HTTP connection open.
+  ASSERT_TRUE(holds_within(
+      [&] {
+        const int n = fds_of(p.pid());
+        std::this_thread::sleep_for(100ms);
+        return n > 0 && n == fds_of(p.pid());
+      },
+      5s));
+  const int before = fds_of(p.pid());
+
+  std::vector<int> silent;
+  const auto close_silent = [&] {
+    for (const int fd : silent) ::close(fd);
+    silent.clear();
+  };
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(std::stoi(port)));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  for (int i = 0; i < kSilent; ++i) {
+    // Non-blocking: a connect beyond the kernel's backlog waits for a SYN retry.
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    ASSERT_GE(fd, 0);
+    silent.push_back(fd);
+    const int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ASSERT_TRUE(rc == 0 || errno == EINPROGRESS) << std::strerror(errno);
+  }
+  // Before the first of them reaches the head timeout (2 s): the most descriptors
+  // the monitor holds meanwhile.
+  int most = before;
+  const auto flood_start = steady::now();
+  while (steady::now() - flood_start < 1200ms) {
+    most = std::max(most, fds_of(p.pid()));
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_GE(most, before + kLimit) << "the limit was not reached: the test proves nothing";
+  // kLimit connections, plus the one libuv took off the backlog and holds for its
+  // turn, plus 2 for a node reconnect in progress.
+  EXPECT_LE(most, before + kLimit + 3) << "the monitor accepted every silent client";
+
+  // A fresh scrape while the silent ones stay connected: its turn comes once those
+  // ahead of it were closed at the head timeout (batches of kLimit every 2 s).
+  const http_reply fresh = curl("--max-time 30 '" + base + "/metrics'");
+  EXPECT_EQ(fresh.code, "200") << fresh.head;
+  for (const std::string& uri : cluster().uris()) {
+    EXPECT_NE(fresh.body.find("redlock_monitor_node_up{node=\"" + uri + "\"} 1\n"), std::string::npos)
+        << fresh.body;
+  }
+  close_silent();
+  EXPECT_TRUE(holds_within([&] { return fds_of(p.pid()) <= before; }, 10s)) << fds_of(p.pid()) << " > " << before;
+  p.signal(SIGTERM);
+  const cli_result r = p.wait(10s);
+  EXPECT_EQ(r.code, 0) << r.err;
 }
 
 TEST_F(Cli, monitor_stops_on_sigterm_or_sigint_mid_interval_without_leaving_its_key) {

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -121,6 +122,40 @@ TEST(Review12Http, pipelined_requests_get_one_response) {
   EXPECT_EQ(occurrences(got, "HTTP/1.1 "), 1u) << got;
   EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
   close(fd);
+  s.stop();
+}
+
+// At max_connections, a further connection is not accepted (no descriptor of the
+// server's) and is served as soon as one of the open ones closes.
+TEST(Review12Http, a_connection_beyond_the_limit_waits_for_a_slot_and_is_then_served) {
+  redlock::cli::http_server s;
+  redlock::cli::http_server::settings cfg;
+  cfg.host = "127.0.0.1";
+  cfg.head_timeout = 20s;  // the silent ones stay until the test closes them
+  cfg.max_connections = 2;
+  std::string error;
+  ASSERT_TRUE(s.start(cfg, [] { return std::string("a 1\n"); }, error)) << error;
+  const int before = sockets_open();
+  const int silent1 = connect_to(s.bound_address());
+  const int silent2 = connect_to(s.bound_address());
+  ASSERT_GE(silent1, 0);
+  ASSERT_GE(silent2, 0);
+  ASSERT_TRUE(eventually([&] { return sockets_open() == before + 4; }, 2000ms));  // 2 ours + 2 accepted
+  const int third = connect_to(s.bound_address());  // completes in the kernel's backlog
+  ASSERT_GE(third, 0);
+  const std::string req = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(send(third, req.data(), req.size(), 0), static_cast<ssize_t>(req.size()));
+  // libuv takes the third off the backlog and holds it, unaccepted: at most one
+  // more descriptor than the two accepted ones, and no answer.
+  std::this_thread::sleep_for(200ms);  // not synchronisation: a chance to misbehave
+  EXPECT_LE(sockets_open(), before + 6);
+  pollfd p{third, POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 0), 0) << "served beyond the limit";
+  close(silent1);
+  const std::string got = read_all(third, 5000ms);
+  EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
+  close(third);
+  close(silent2);
   s.stop();
 }
 

@@ -289,6 +289,29 @@ TEST(TlsVerify, ip_address_without_an_ip_san_fails_and_server_name_overrides_it)
   ASSERT_TRUE(r) << r.report.message();
 }
 
+TEST(TlsVerify, a_certificate_with_a_subject_cn_and_no_san_is_rejected_by_name) {
+  // CN=localhost, no subjectAltName: the name is matched against SANs only (as
+  // browsers and RFC 6125 do), never against the subject's common name.
+  redis_cluster cl(3, tls_config(certs().cn_only_cert, certs().cn_only_key));
+  std::vector<std::string> by_name;
+  for (std::size_t i = 0; i < cl.size(); ++i)
+    by_name.push_back("rediss://localhost:" + std::to_string(cl[i].port()));
+  expect_tls_failure(tls_options_for(by_name), "has no subject alternative name");
+  expect_tls_failure(tls_options_for(by_name), "does not match the name 'localhost'");
+  client_options o = tls_options_for(cl.uris());
+  o.tls.server_name = "localhost";
+  expect_tls_failure(o, "has no subject alternative name");
+  // The same name in a SAN verifies (a certificate with SANs and the same CN).
+  redis_cluster good(3, tls_config(certs().dns_only_cert, certs().dns_only_key));
+  std::vector<std::string> good_uris;
+  for (std::size_t i = 0; i < good.size(); ++i)
+    good_uris.push_back("rediss://localhost:" + std::to_string(good[i].port()));
+  client c(tls_options_for(good_uris));
+  auto r = c.acquire(unique("san"), once());
+  ASSERT_TRUE(r) << r.report.message();
+  EXPECT_TRUE(r.lock.release());
+}
+
 TEST(TlsVerify, a_hashed_ca_dir_alone_verifies_the_node) {
   redis_cluster cl(3, tls_config(certs().server_cert, certs().server_key));
   client_options o = options_for(cl.uris());

@@ -87,4 +87,51 @@ TEST(RestartRegression, a_grant_queued_behind_the_reconnect_never_counts_for_a_u
   restart_while_reconnecting(no_sample::time_not_permitted);
 }
 
+// A persistent node restarts and loads its AOF for 3 s (world_options::
+// restart_loading_us), answering LOADING to all but AUTH/SELECT/INFO/TIME/ECHO, as a
+// real redis-server does. The client's reconnect handshake (PING) is refused with
+// it: the node is down with the server's word, retried with backoff, not a
+// permanent failure. A release during loading gets its quorum from the two other
+// nodes, and its delete reaches the loaded key once loading ends (release_round's
+// cleanup), long before the TTL.
+TEST(RestartRegression, a_node_loading_its_aof_after_a_restart_answers_loading_and_rejoins) {
+  redlock::testing::world_options wo;
+  wo.persistent = true;
+  wo.restart_loading_us = 3'000'000;
+  redlock::testing::world w(wo);
+  redlock::client_options co;
+  co.reconnect_min_backoff = 50ms;
+  co.reconnect_max_backoff = 200ms;
+  auto c = w.make_client(co);
+  ASSERT_FALSE(c->ping().error);
+  redlock::acquire_options o;
+  o.ttl = 30s;
+  o.retry = redlock::retry_policy::once();
+  auto held = c->acquire("aof", o);
+  ASSERT_TRUE(held) << held.report.message();
+  ASSERT_TRUE(w.key_at(0, "aof").has_value());
+
+  const auto restarted = w.elapsed();
+  w.restart_node(0);
+  w.advance(500ms);  // the client saw the reset and tried to reconnect
+  const redlock::report during = c->ping();
+  ASSERT_EQ(during.nodes.size(), 3u);
+  EXPECT_NE(during.nodes[0].status, redlock::node_status::ok) << during.message();
+  EXPECT_NE(during.nodes[0].detail.find("LOADING Redis is loading the dataset in memory"), std::string::npos)
+      << during.message();
+  EXPECT_EQ(during.count(redlock::node_status::ok), 2) << during.message();
+  ASSERT_TRUE(w.key_at(0, "aof").has_value()) << "the AOF kept the key";
+
+  const redlock::report rel = held.lock.release();
+  ASSERT_TRUE(rel) << rel.message();
+  ASSERT_LT(w.elapsed() - restarted, 3s) << "loading was over before the release: the schedule is wrong";
+  EXPECT_TRUE(w.key_at(0, "aof").has_value()) << "deleted while loading";
+  EXPECT_TRUE(w.run_until([&] { return !w.key_at(0, "aof").has_value(); }, 10s))
+      << "the release's delete never reached the node after loading";
+  EXPECT_GE(w.elapsed() - restarted, 3s);
+  EXPECT_LT(w.elapsed() - restarted, 3s + 5s) << "the delete waited for the TTL, not for the end of loading";
+  const redlock::report after = c->ping();
+  EXPECT_EQ(after.count(redlock::node_status::ok), 3) << after.message();
+}
+
 }  // namespace

@@ -1389,5 +1389,124 @@ TEST_F(SimNodeDiff, authentication_refusals) {
   }
 }
 
+// LOADING: a real server restarted with data, kept loading by key-load-delay
+// (50 ms per key, other events between keys: loading-process-events-interval-bytes
+// 1024, uncompressed 2 KiB values) while the requests below run; each phase is
+// confirmed by INFO persistence (loading:1) before the first request and after the
+// last one, so every reply compared came from the loading server. Then
+// key-load-delay 0 lets it finish. The simulator: aof_always, loading_us long.
+TEST(SimNodeDiffLoading, the_replies_of_a_server_loading_its_data_after_a_restart) {
+  test::node_config cfg;
+  cfg.password = "pw";
+  cfg.extra_args = {"--key-load-delay", "50000", "--loading-process-events-interval-bytes", "1024",
+                    "--rdbcompression", "no"};
+  test::redis_node real(cfg);
+  constexpr int kKeys = 200;  // 10 s of loading at 50 ms a key: far longer than the requests take
+  for (int i = 0; i < kKeys; ++i) real.command({"SET", "fill:" + std::to_string(i), string(2048, 'x')});
+  ASSERT_EQ(real.command({"SAVE"}), "OK");
+  std::thread restarter([&] { real.restart(true); });  // returns once loading is over
+
+  const string info = resp({"INFO", "persistence"});
+  const auto is_loading = [&](raw_conn& c) {
+    bool eof = false;
+    return c.exchange(info, 1, false, eof).find("\r\nloading:1\r\n") != string::npos;
+  };
+  std::unique_ptr<raw_conn> conn;
+  const auto deadline = std::chrono::steady_clock::now() + 15s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    try {
+      auto c = std::make_unique<raw_conn>(real.port());
+      bool eof = false;
+      // Unauthenticated: INFO is refused; AUTH is a loading command.
+      if (c->exchange(resp({"AUTH", "pw"}), 1, false, eof) == "+OK\r\n" && is_loading(*c)) {
+        conn = std::move(c);
+        break;
+      }
+    } catch (const std::exception&) {
+      // not listening yet (or the old process, killed)
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+  if (!conn) {
+    restarter.join();
+    FAIL() << "never saw the restarted server loading";
+  }
+  std::unique_ptr<raw_conn> fresh;  // unauthenticated: NOAUTH comes before LOADING
+  fresh = std::make_unique<raw_conn>(real.port());
+
+  node_config sim_cfg{persistence::aof_always, "pw", "", 6379};
+  sim_cfg.loading_us = 3'600'000'000;
+  node sim(sim_cfg, 1, kBaseUs);
+  sim.restart(kBaseUs);
+  auto authed = sim.open_session();
+  (void)sim.execute(*authed, {"AUTH", "pw"}, kBaseUs);
+  auto unauthed = sim.open_session();
+
+  struct step {
+    bool authenticated;
+    vector<string> argv;
+  };
+  const string release_sha = sha1_of(detail::kRelease);
+  const vector<step> steps = {
+      {false, {"PING"}},
+      {false, {"GET", "k"}},
+      {true, {"PING"}},
+      {true, {"GET", "fill:0"}},
+      {true, {"SET", "k", "tok", "NX", "PX", "1000", "GET"}},
+      {true, {"SET", "k", "v"}},
+      {true, {"DEL", "k"}},
+      {true, {"EXISTS", "k"}},
+      {true, {"TYPE", "k"}},
+      {true, {"PTTL", "k"}},
+      {true, {"PEXPIRE", "k", "10"}},
+      {true, {"INCR", "n"}},
+      {true, {"KEYS", "*"}},
+      {true, {"DBSIZE"}},
+      {true, {"FLUSHDB"}},
+      {true, {"FLUSHALL"}},
+      {true, {"LPUSH", "l", "a"}},
+      {true, {"RPUSH", "l", "a"}},
+      {true, {"LLEN", "l"}},
+      {true, {"LRANGE", "l", "0", "1"}},
+      {true, {"EVAL", "return 1", "0"}},
+      {true, {"EVALSHA", release_sha, "1", "k", "tok"}},
+      {true, {"SCRIPT", "LOAD", detail::kRelease}},
+      {true, {"SCRIPT", "EXISTS", release_sha}},
+      {true, {"SCRIPT", "FLUSH"}},
+      {true, {"SCRIPT", "KILL"}},
+      {true, {"SCRIPT", "NOPE"}},
+      {true, {"NOPE", "x"}},
+      {true, {"GET"}},
+      {true, {"SELECT", "3"}},
+      {true, {"SELECT", "0"}},
+      {true, {"ECHO", "x"}},
+      {true, {"AUTH", "wrong"}},
+      {true, {"AUTH", "pw"}},
+  };
+  int loading_replies = 0;
+  for (const step& st : steps) {
+    bool eof = false;
+    const string got = (st.authenticated ? *conn : *fresh).exchange(resp(st.argv), 1, false, eof);
+    const string want = sim.execute(st.authenticated ? *authed : *unauthed, st.argv, kBaseUs);
+    EXPECT_EQ(printable(want), printable(got)) << st.argv[0] << (st.argv.size() > 1 ? " " + st.argv[1] : "");
+    loading_replies += got.rfind("-LOADING ", 0) == 0 ? 1 : 0;
+  }
+  // The TIME reply (values differ): its shape.
+  {
+    bool eof = false;
+    const string got = conn->exchange(resp({"TIME"}), 1, false, eof);
+    EXPECT_EQ(got.rfind("*2\r\n$10\r\n", 0), 0u) << printable(got);
+    EXPECT_EQ(sim.execute(*authed, {"TIME"}, kBaseUs).rfind("*2\r\n$10\r\n", 0), 0u);
+  }
+  const bool still_loading = is_loading(*conn);
+  bool eof = false;
+  (void)conn->exchange(resp({"CONFIG", "SET", "key-load-delay", "0"}), 1, false, eof);
+  restarter.join();
+  EXPECT_TRUE(still_loading) << "loading ended during the requests: the replies after it are not a loading "
+                                "server's (make the loading longer)";
+  EXPECT_GE(loading_replies, 20);
+  EXPECT_EQ(real.command({"PING"}), "PONG");
+}
+
 }  // namespace
 }  // namespace redlock::sim

@@ -124,6 +124,54 @@ TEST(SimNode, restart_with_aof_always_keeps_keys_and_their_expiry) {
   EXPECT_EQ(run(n, *s2, {"SCRIPT", "EXISTS", "4b54351cbac3734d94de56a92bcd5cef0b956183"}), "*1\r\n:0\r\n");
 }
 
+TEST(SimNode, a_persistent_node_answers_loading_for_its_loading_time_after_a_restart) {
+  node_config cfg;
+  cfg.persist = persistence::aof_always;
+  cfg.password = "pw";
+  cfg.loading_us = 2'000'000;
+  node n(cfg, 1, kT0);
+  auto s = n.open_session();
+  ASSERT_EQ(run(n, *s, {"AUTH", "pw"}), "+OK\r\n");
+  EXPECT_FALSE(n.loading(kT0));
+  EXPECT_EQ(run(n, *s, {"PING"}), "+PONG\r\n") << "no loading before the first restart";
+  ASSERT_EQ(run(n, *s, {"SET", "k", "v"}), "+OK\r\n");
+  const std::int64_t t = kT0 + 1'000'000;
+  n.restart(t);
+  EXPECT_TRUE(n.loading(t));
+  const std::string loading = "-LOADING Redis is loading the dataset in memory\r\n";
+  auto s2 = n.open_session();
+  // Authentication first, as processCommand checks it before loading.
+  EXPECT_EQ(run(n, *s2, {"PING"}, t), "-NOAUTH Authentication required.\r\n");
+  EXPECT_EQ(run(n, *s2, {"AUTH", "pw"}, t), "+OK\r\n");
+  // Unknown commands and arity errors come before it too.
+  EXPECT_EQ(run(n, *s2, {"GET"}, t), "-ERR wrong number of arguments for 'get' command\r\n");
+  for (const std::vector<std::string>& argv :
+       std::vector<std::vector<std::string>>{{"PING"},
+                                             {"GET", "k"},
+                                             {"SET", "k", "w"},
+                                             {"DEL", "k"},
+                                             {"DBSIZE"},
+                                             {"EVAL", "return 1", "0"},
+                                             {"EVALSHA", "4b54351cbac3734d94de56a92bcd5cef0b956183", "0"},
+                                             {"SCRIPT", "LOAD", detail::kRelease}}) {
+    EXPECT_EQ(run(n, *s2, argv, t + 1'999'999), loading) << argv[0];
+  }
+  // The commands with Redis' "loading" flag run.
+  EXPECT_EQ(run(n, *s2, {"SELECT", "0"}, t), "+OK\r\n");
+  EXPECT_EQ(run(n, *s2, {"TIME"}, t).rfind("*2\r\n", 0), 0u);
+  EXPECT_EQ(run(n, *s2, {"ECHO", "x"}, t), "$1\r\nx\r\n");
+  EXPECT_EQ(run(n, *s2, {"INFO", "server"}, t).rfind("$", 0), 0u);
+  // Loading ends at its time; the data is there and nothing was changed meanwhile.
+  EXPECT_FALSE(n.loading(t + 2'000'000));
+  EXPECT_EQ(run(n, *s2, {"GET", "k"}, t + 2'000'000), "$1\r\nv\r\n");
+  EXPECT_EQ(run(n, *s2, {"PING"}, t + 2'000'000), "+PONG\r\n");
+  // A node that loses its data on restart has nothing to load.
+  cfg.persist = persistence::none;
+  node empty(cfg, 1, kT0);
+  empty.restart(t);
+  EXPECT_FALSE(empty.loading(t));
+}
+
 TEST(SimNode, auth_gates_every_command_but_auth) {
   node n({persistence::none, "pw", "", 6379}, 1, kT0);
   auto s = n.open_session();

@@ -32,6 +32,8 @@ ca other_ca "an unknown CA"
 key server localhost && sign server ca "DNS:localhost,IP:127.0.0.1" serverAuth
 key dns_only localhost && sign dns_only ca "DNS:localhost" serverAuth
 key wrong_name wrong.example && sign wrong_name ca "DNS:wrong.example" serverAuth
+key cn_only localhost && printf 'extendedKeyUsage=serverAuth\n' > cn_only.ext &&
+  openssl x509 -req -in cn_only.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 30 -extfile cn_only.ext -out cn_only.pem
 key unknown_ca localhost && sign unknown_ca other_ca "DNS:localhost,IP:127.0.0.1" serverAuth
 key client redlock-client && sign client ca "DNS:redlock-client" clientAuth
 key other_client redlock-client && sign other_client other_ca "DNS:redlock-client" clientAuth
@@ -84,6 +86,8 @@ struct holder {
     certs.dns_only_key = at("dns_only.key");
     certs.wrong_name_cert = at("wrong_name.pem");
     certs.wrong_name_key = at("wrong_name.key");
+    certs.cn_only_cert = at("cn_only.pem");
+    certs.cn_only_key = at("cn_only.key");
     certs.expired_cert = at("expired.pem");
     certs.expired_key = at("expired.key");
     certs.other_ca_file = at("other_ca.pem");

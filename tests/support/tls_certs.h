@@ -19,6 +19,8 @@ struct tls_certs {
   std::string dns_only_cert, dns_only_key;
   // Signed by the CA, SAN DNS:wrong.example only.
   std::string wrong_name_cert, wrong_name_key;
+  // Signed by the CA, subject CN=localhost and no subjectAltName at all.
+  std::string cn_only_cert, cn_only_key;
   // Signed by the CA, SAN DNS:localhost and IP:127.0.0.1, valid in January 2020 only.
   std::string expired_cert, expired_key;
   // A second CA nobody trusts, and a server certificate it signed (good SANs).

@@ -40,6 +40,10 @@ struct http_server::impl {
   std::thread thread;
   std::unordered_set<conn*> conns;
   std::string address;
+  // A connection is waiting in the listener, not accepted: at max_connections,
+  // libuv stops watching the listener until uv_accept takes it.
+  bool waiting = false;
+  bool stopping = false;
   bool loop_ready = false;
   bool running = false;
 
@@ -55,6 +59,10 @@ struct http_server::impl {
     uv_timer_stop(&c->timer);
     uv_close(reinterpret_cast<uv_handle_t*>(&c->tcp), on_handle_closed);
     uv_close(reinterpret_cast<uv_handle_t*>(&c->timer), on_handle_closed);
+    if (waiting && !stopping) {
+      waiting = false;
+      accept_one();
+    }
   }
 
   static void on_timer(uv_timer_t* t) {
@@ -116,28 +124,40 @@ struct http_server::impl {
     delete[] buf->base;
   }
 
-  static void on_connection(uv_stream_t* server, int status) {
-    impl* self = static_cast<impl*>(server->data);
-    if (status < 0) return;
+  // Accepts the connection waiting in the listener.
+  void accept_one() {
     auto* c = new conn;
-    c->owner = self;
-    uv_tcp_init(&self->loop, &c->tcp);
-    uv_timer_init(&self->loop, &c->timer);
+    c->owner = this;
+    uv_tcp_init(&loop, &c->tcp);
+    uv_timer_init(&loop, &c->timer);
     c->tcp.data = c;
     c->timer.data = c;
-    if (uv_accept(server, reinterpret_cast<uv_stream_t*>(&c->tcp)) != 0) {
+    if (uv_accept(reinterpret_cast<uv_stream_t*>(&listener), reinterpret_cast<uv_stream_t*>(&c->tcp)) != 0) {
       c->closing = true;
       uv_close(reinterpret_cast<uv_handle_t*>(&c->tcp), on_handle_closed);
       uv_close(reinterpret_cast<uv_handle_t*>(&c->timer), on_handle_closed);
       return;
     }
-    self->conns.insert(c);
-    uv_timer_start(&c->timer, on_timer, static_cast<std::uint64_t>(self->cfg.head_timeout.count()), 0);
+    conns.insert(c);
+    uv_timer_start(&c->timer, on_timer, static_cast<std::uint64_t>(cfg.head_timeout.count()), 0);
     uv_read_start(reinterpret_cast<uv_stream_t*>(&c->tcp), on_alloc, on_read);
+  }
+
+  static void on_connection(uv_stream_t* server, int status) {
+    impl* self = static_cast<impl*>(server->data);
+    if (status < 0) return;
+    if (self->conns.size() >= self->cfg.max_connections) {
+      // Left in the listener: libuv stops reading it (the rest stay in the kernel's
+      // backlog) until close_conn frees a slot and accepts this one.
+      self->waiting = true;
+      return;
+    }
+    self->accept_one();
   }
 
   static void on_wakeup(uv_async_t* a) {
     impl* self = static_cast<impl*>(a->data);
+    self->stopping = true;
     const std::unordered_set<conn*> all = self->conns;
     for (conn* c : all) self->close_conn(c);
     uv_close(reinterpret_cast<uv_handle_t*>(&self->listener), nullptr);
@@ -152,6 +172,7 @@ http_server::~http_server() { stop(); }
 bool http_server::start(const settings& s, std::function<std::string()> body, std::string& error) {
   impl& m = *impl_;
   m.cfg = s;
+  if (m.cfg.max_connections == 0) m.cfg.max_connections = 1;
   m.body = std::move(body);
   sockaddr_storage addr{};
   const bool v6 = s.host.find(':') != std::string::npos;

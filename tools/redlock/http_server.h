@@ -3,7 +3,11 @@
 // thread). One response per connection; a request head is capped at
 // max_http_head bytes (431, then close); a client that has not sent a full head
 // within head_timeout is closed, while the others are served; one that has not
-// taken its whole response within head_timeout + 2 s is closed too.
+// taken its whole response within head_timeout + 2 s is closed too. At most
+// max_connections are open at once: a connection beyond them waits in the
+// listen backlog (not accepted, no descriptor of this process) until one closes,
+// so a crowd of slow clients cannot take the descriptors the rest of the process
+// needs; each waits at most head_timeout + 2 s for its slot to free.
 #pragma once
 
 #include <chrono>
@@ -21,6 +25,7 @@ class http_server {
     std::string path = "/metrics";
     std::string content_type = "text/plain; version=0.0.4; charset=utf-8";
     std::chrono::milliseconds head_timeout{5'000};
+    std::size_t max_connections = 64;  // open at once (>= 1)
   };
 
   http_server();
