@@ -63,9 +63,10 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
 // destructor SIGKILLs and reaps it if it is still running.
 class cli_process {
  public:
-  // stdin is `stdin_path` (default /dev/null).
+  // stdin is `stdin_path` (default /dev/null). With `own_group` the tool leads a
+  // process group of its own (as a shell's job), which the test may signal whole.
   explicit cli_process(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {},
-                       const std::string& stdin_path = "/dev/null") {
+                       const std::string& stdin_path = "/dev/null", bool own_group = false) {
     std::vector<std::string> argv = {cli_path};
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<std::string> env;
@@ -86,6 +87,7 @@ class cli_process {
     if (pid_ < 0) throw std::runtime_error("fork");
     if (pid_ == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (own_group) ::setpgid(0, 0);
       const int in = ::open(stdin_path.c_str(), O_RDONLY);
       ::dup2(in, 0);
       ::dup2(out[1], 1);
@@ -872,6 +874,46 @@ TEST_F(CliGuard, run_that_lost_its_lock_also_stops_work_that_left_the_group_with
   // The tool is a subreaper: WORK is re-parented to it when its shells die, so it is
   // found below the tool and killed though no group signal reaches it.
   lock_deleted(run_of("cli-guard-run-setsid", "1s"), {"own session, ignoring SIGTERM", 2, true}, true);
+}
+
+// The environment that preloads tests/support/cli_fault_shim.c into the tool.
+std::vector<std::string> fault_shim(const std::string& setting) {
+  return {std::string("LD_PRELOAD=") + REDLOCK_CLI_FAULT_SHIM, setting, "ASAN_OPTIONS=verify_asan_link_order=0"};
+}
+
+TEST_F(CliGuard, run_killed_right_after_forking_the_command_still_has_it_stopped) {
+  // The tool dies between fork() and telling the watcher CMD's pid, SIGTERM ignored
+  // since it was started (a script's `trap '' TERM`): neither PR_SET_PDEATHSIG's
+  // SIGTERM nor the watcher's stops WORK unless the watcher learns the group anyway
+  // and SIGKILLs it --kill-after (300 ms) later, well within the TTL.
+  nested_work w(2, false);
+  struct sigaction ign {}, old{};
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  ASSERT_EQ(::sigaction(SIGTERM, &ign, &old), 0);
+  cli_process tool(with_nodes(run_of("cli-guard-run-forked", "2s").args + std::vector<std::string>{"--"} + w.command),
+                   fault_shim("REDLOCK_SHIM_KILL_AFTER_FORK=2"));  // 1: the watcher's, 2: CMD's
+  ::sigaction(SIGTERM, &old, nullptr);
+  const cli_result r = tool.wait(10s);
+  EXPECT_EQ(r.code, 128 + SIGKILL) << r.err;
+  const pid_t work = w.started();
+  ASSERT_GT(work, 0) << "WORK did not start: " << r.err;
+  expect_work_gone_before_another_holder("cli-guard-run-forked", work);
+}
+
+TEST_F(CliGuard, run_whose_process_group_is_killed_at_once_still_has_its_command_stopped) {
+  // A job's whole process group SIGKILLed (a CI timeout) right after CMD started:
+  // the watcher must have left that group before CMD starts, not whenever it gets
+  // to run (the shim holds its setsid() back 1.5 s).
+  nested_work w(3, true);
+  cli_process tool(with_nodes(run_of("cli-guard-run-pgkill", "2s").args + std::vector<std::string>{"--"} + w.command),
+                   fault_shim("REDLOCK_SHIM_SETSID_DELAY_MS=1500"), "/dev/null", /*own_group=*/true);
+  const pid_t work = w.started();
+  ASSERT_TRUE(running(work));
+  ASSERT_EQ(::kill(-tool.pid(), SIGKILL), 0);
+  const cli_result r = tool.wait(10s);
+  EXPECT_EQ(r.code, 128 + SIGKILL) << r.err;
+  expect_work_gone_before_another_holder("cli-guard-run-pgkill", work);
 }
 
 TEST_F(CliGuard, run_forwards_a_signal_to_the_commands_whole_group) {

@@ -208,6 +208,12 @@ spawn_result spawn(const std::string& path, const std::vector<std::string>& argv
       ::setpgid(0, 0);
       if (options.foreground_tty >= 0) set_foreground(options.foreground_tty, ::getpid());
     }
+    if (options.notify_fd >= 0) {
+      // The child tells the watcher itself, in its group already: if the tool dies
+      // right after fork() the watcher still learns whom to stop.
+      const std::int32_t self = ::getpid();
+      [[maybe_unused]] const ssize_t w = ::write(options.notify_fd, &self, sizeof self);
+    }
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) ::raise(SIGTERM);  // the tool died before prctl
     ::execve(path.c_str(), cargv.data(), cenv.data());
@@ -219,10 +225,6 @@ spawn_result spawn(const std::string& path, const std::vector<std::string>& argv
   if (options.own_group) {
     ::setpgid(pid, pid);  // as the child does: whichever runs first (fails once it exec'd)
     if (options.foreground_tty >= 0) set_foreground(options.foreground_tty, pid);
-  }
-  if (options.notify_fd >= 0) {
-    const std::int32_t p = pid;
-    [[maybe_unused]] const ssize_t w = ::write(options.notify_fd, &p, sizeof p);
   }
   int child_errno = 0;
   ssize_t n;
@@ -267,7 +269,6 @@ long long monotonic_ms() noexcept {
 // The watcher, in a child forked from a threaded process: async-signal-safe calls
 // only (no allocation, no stdio).
 [[noreturn]] void watcher_main(int fd, long long grace_ms) noexcept {
-  ::setsid();  // out of the tool's group and session: a kill of that group, a terminal's ^C or hangup miss it
   struct sigaction ign {};
   ign.sa_handler = SIG_IGN;
   sigemptyset(&ign.sa_mask);
@@ -307,8 +308,12 @@ command_guard::command_guard(std::chrono::milliseconds grace) {
     throw std::system_error(error, std::generic_category(), "fork");
   }
   if (first == 0) {
-    // Fork again and let the middle process exit, so that the watcher is not our
-    // child (not counted, not reaped by us) and outlives us.
+    // Out of our group and session (a kill of our group, a terminal's ^C or hangup
+    // miss the watcher) before we go on: the middle process, which we wait for,
+    // leads a new session. Then fork again and let the middle process exit, so that
+    // the watcher is not our child (not counted, not reaped by us) and outlives us;
+    // not a session leader, it can never acquire a controlling terminal.
+    ::setsid();
     if (::fork() != 0) ::_exit(0);
     for (int fd : inherited) {
       if (fd != fds[0]) ::close(fd);

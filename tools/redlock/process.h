@@ -103,8 +103,8 @@ struct spawn_options {
   // With own_group: a terminal (an fd of it) whose foreground group the child's group
   // becomes, as a shell does for a foreground job; -1 for none.
   int foreground_tty = -1;
-  // >= 0: the child's pid is written there (4 bytes) right after fork(), before the
-  // exec is awaited (command_guard::fd()).
+  // >= 0: the child writes its pid there (4 bytes) right after fork() and its
+  // setpgid(), so also when this process dies at once (command_guard::fd()).
   int notify_fd = -1;
 };
 
@@ -122,7 +122,8 @@ spawn_result spawn(const std::string& path, const std::vector<std::string>& argv
 // Construction makes this process a child subreaper (PR_SET_CHILD_SUBREAPER: an
 // orphaned descendant of the command is re-parented to us, not to init, so every
 // descendant stays in our tree and is reaped by us) and starts a watcher: a small
-// process of its own session, not our child, holding the read end of a pipe whose
+// process of its own session (in it before the constructor returns), not our child,
+// holding the read end of a pipe whose
 // write end only we hold. Pass fd() as spawn_options::notify_fd: the watcher then
 // learns the command's process group. If this process dies in any way (SIGKILL, a
 // crash) before disarm(), the pipe reads EOF and the watcher sends SIGTERM (and
