@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "fake_listener.h"
+#include "fault_proxy.h"
 #include "redis_node.h"
 #include "tls_certs.h"
 #include "../unit/prom_text.h"
@@ -914,6 +915,48 @@ TEST_F(CliGuard, run_whose_process_group_is_killed_at_once_still_has_its_command
   const cli_result r = tool.wait(10s);
   EXPECT_EQ(r.code, 128 + SIGKILL) << r.err;
   expect_work_gone_before_another_holder("cli-guard-run-pgkill", work);
+}
+
+TEST_F(CliGuard, run_killed_while_its_extensions_fail_has_its_command_gone_before_another_holder) {
+  // The tool reaches the nodes through proxies that black-hole it after the
+  // acquire: its watchdog's extensions fail and are retried while the validity runs
+  // down. Killed with less than TTL/3 (the watcher's grace here) of it left, WORK
+  // (ignoring SIGTERM) must be SIGKILLed when the validity ends, not TTL/3 after the
+  // death: the test's acquire, straight to the nodes, succeeds as soon as the keys
+  // expire.
+  const std::string resource = "cli-guard-run-unextended";
+  std::vector<std::unique_ptr<fault_proxy>> proxies;
+  std::vector<std::string> uris;
+  for (std::size_t i = 0; i < cluster().size(); ++i) {
+    proxies.push_back(std::make_unique<fault_proxy>(cluster()[i].port()));
+    uris.push_back("redis://127.0.0.1:" + std::to_string(proxies.back()->port()));
+  }
+  nested_work w(2, true);
+  cli_process tool(std::vector<std::string>{"run", resource, "--ttl", "6s", "--kill-after", "10s",
+                                            "--nodes=" + join(uris, ","), "--node-timeout=200ms",
+                                            "--connect-timeout=1s", "--"} +
+                   w.command);
+  const pid_t work = w.started();
+  ASSERT_TRUE(running(work));
+  for (auto& p : proxies) p->black_hole();
+  // Until the keys have less than 1.5 s (a quarter of the TTL) to live (the
+  // longest-lived key: the lock may hold on a quorum only).
+  const auto deadline = steady::now() + 10s;
+  long long pttl = -1;
+  for (int i = 0; i < 1000 && steady::now() < deadline; ++i) {
+    pttl = -1;
+    for (std::size_t n = 0; n < cluster().size(); ++n) {
+      pttl = std::max(pttl, std::atoll(cluster()[n].command({"PTTL", resource}).c_str()));
+    }
+    if (pttl < 1500) break;
+    std::this_thread::sleep_for(20ms);  // the interval between two reads
+  }
+  ASSERT_GT(pttl, 0) << "the keys expired before the tool was killed";
+  ASSERT_LT(pttl, 1500);
+  tool.signal(SIGKILL);
+  const cli_result r = tool.wait(10s);
+  EXPECT_EQ(r.code, 128 + SIGKILL) << r.err;
+  expect_work_gone_before_another_holder(resource, work);
 }
 
 TEST_F(CliGuard, run_forwards_a_signal_to_the_commands_whole_group) {

@@ -46,7 +46,9 @@ void stop_with(pid_t pgid, int tty) {
 
 }  // namespace
 
-supervision supervise_child(pid_t pid, int tty, const event_pipe& events, std::chrono::milliseconds kill_after) {
+supervision supervise_child(pid_t pid, int tty, const event_pipe& events, std::chrono::milliseconds kill_after,
+                            command_guard& guard, const std::function<std::optional<steady::time_point>()>& valid_until,
+                            std::chrono::milliseconds poll) {
   supervision out;
   std::optional<int> status;  // CMD's, once reaped
   bool stopping = false;      // SIGTERM sent to the whole tree
@@ -60,6 +62,7 @@ supervision supervise_child(pid_t pid, int tty, const event_pipe& events, std::c
     kill_at = steady::now() + kill_after;
   };
   while (true) {
+    if (const std::optional<steady::time_point> v = valid_until()) guard.valid_until(*v);
     // Reap CMD and every orphan re-parented to us (we are a subreaper) until no
     // child is left: only then is every descendant of CMD gone.
     bool none_left = false;
@@ -86,7 +89,7 @@ supervision supervise_child(pid_t pid, int tty, const event_pipe& events, std::c
     if (stopping && !killing && steady::now() >= kill_at) killing = true;
     if (killing) signal_tree(pid, SIGKILL);
     // SIGCHLD wakes us; the periodic check is only a safety net.
-    std::chrono::milliseconds timeout{1000};
+    std::chrono::milliseconds timeout = std::clamp(poll, std::chrono::milliseconds(1), std::chrono::milliseconds(1000));
     if (killing) {
       timeout = std::chrono::milliseconds(20);
     } else if (stopping) {
@@ -109,6 +112,12 @@ supervision supervise_child(pid_t pid, int tty, const event_pipe& events, std::c
   if (tty >= 0 && ::tcgetpgrp(tty) == pid) set_foreground(tty, ::getpgrp());
   out.status = status.value_or(128);
   return out;
+}
+
+std::chrono::milliseconds poll_validity_every(std::chrono::milliseconds ttl) {
+  // The watchdog extends every TTL/3: the watcher learns each new validity within a
+  // sixth of the TTL.
+  return std::max(std::chrono::milliseconds(10), ttl / 6);
 }
 
 guarded_child spawn_guarded(const std::string& path, const invocation& inv, const std::vector<std::string>& env,
@@ -212,7 +221,9 @@ int run_command(const invocation& inv) {
 
   // Wait for the command and all it started, forwarding signals, and stop them if
   // the lock is lost. The lock is released only once none of them is left.
-  const supervision sup = supervise_child(child.pid, guarded.tty, events, inv.kill_after);
+  const supervision sup = supervise_child(
+      child.pid, guarded.tty, events, inv.kill_after, *guarded.guard, [&r] { return r.lock.info().valid_until; },
+      poll_validity_every(inv.ttl));
   guarded.guard->disarm();
   const int status = sup.status;
   const bool terminating = sup.terminating;
