@@ -1050,6 +1050,85 @@ TEST_F(CliGuard, run_on_a_terminal_gives_it_to_the_command_and_ctrl_c_reaches_th
   ::close(master);
 }
 
+TEST_F(CliGuard, run_stopped_on_a_terminal_past_its_ttl_does_not_let_the_command_run_again) {
+  // ^Z stops CMD's group and the tool; `fg` after the TTL ran out (another holder
+  // has the lock by then) must not continue CMD: it is SIGKILLed as it stands and
+  // the tool exits 70. CMD appends a line every 50 ms while it runs.
+  temp_dir tmp;
+  const std::string log = tmp.file("log");
+  const int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  ASSERT_GE(master, 0);
+  ASSERT_EQ(::grantpt(master), 0);
+  ASSERT_EQ(::unlockpt(master), 0);
+  const std::string slave = ::ptsname(master);
+  std::vector<std::string> argv = {cli_path};
+  for (const auto& a :
+       with_nodes({"run", "cli-guard-tty-stop", "--ttl", "1s", "--kill-after", "5s", "--", "sh", "-c",
+                   "trap '' TERM; echo $$ > " + tmp.file("pid") + "; i=0; while [ $i -lt 600 ]; do echo x >> " +
+                       log + "; sleep 0.05; i=$((i+1)); done"})) {
+    argv.push_back(a);
+  }
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    ::setsid();
+    const int fd = ::open(slave.c_str(), O_RDWR);  // the session's controlling terminal
+    if (fd < 0 || ::ioctl(fd, TIOCSCTTY, 0) != 0) ::_exit(254);
+    ::dup2(fd, 0);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execv(cargv[0], cargv.data());
+    ::_exit(255);
+  }
+  std::string out;
+  const auto drain = [&] {
+    pollfd p{master, POLLIN, 0};
+    if (::poll(&p, 1, 20) <= 0) return;
+    char buf[512];
+    const ssize_t n = ::read(master, buf, sizeof buf);
+    if (n > 0) out.append(buf, static_cast<std::size_t>(n));
+  };
+  const pid_t cmd = track_child(tmp.file("pid"));
+  ASSERT_GT(cmd, 0);
+  ASSERT_EQ(::write(master, "\032", 1), 1);  // ^Z: SIGTSTP to the terminal's foreground group (CMD's)
+  const auto state_of = [](pid_t p) {
+    const std::string st = read_file("/proc/" + std::to_string(p) + "/stat").value_or("");
+    const std::size_t close = st.rfind(')');
+    return close == std::string::npos || close + 2 >= st.size() ? '?' : st[close + 2];
+  };
+  auto deadline = steady::now() + 10s;
+  while (state_of(pid) != 'T' && steady::now() < deadline) drain();
+  ASSERT_EQ(state_of(pid), 'T') << "the tool did not stop with its job: " << out;
+  // The lock runs out while both are stopped: another holder takes it.
+  bool taken = false;
+  deadline = steady::now() + 10s;
+  for (int i = 0; i < 500 && !taken && steady::now() < deadline; ++i) {
+    const cli_result r = run_cli(with_nodes({"acquire", "cli-guard-tty-stop", "--ttl", "10s"}));
+    taken = r.code == 0;
+    if (!taken) std::this_thread::sleep_for(20ms);  // the interval between two attempts
+  }
+  ASSERT_TRUE(taken);
+  const std::size_t lines = read_file(log).value_or("").size();
+  ASSERT_EQ(::kill(pid, SIGCONT), 0);  // `fg`
+  int status = 0;
+  deadline = steady::now() + 15s;
+  pid_t r = 0;
+  while ((r = ::waitpid(pid, &status, WNOHANG)) == 0 && steady::now() < deadline) drain();
+  if (r != pid) {
+    ADD_FAILURE() << "redlock did not exit after fg; terminal: " << out;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 70) << status << " " << out;
+  EXPECT_EQ(read_file(log).value_or("").size(), lines) << "CMD ran again while another holder had the lock";
+  EXPECT_FALSE(running(cmd));
+  ::close(master);
+}
+
 // --- status ---
 
 TEST_F(Cli, status_of_a_free_resource_exits_0) {

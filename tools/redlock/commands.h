@@ -32,6 +32,9 @@ struct supervision {
   int status = 128;          // CMD's shell status
   bool terminating = false;  // the lock was lost: CMD's processes were told to stop
   bool strays = false;       // CMD exited leaving processes running, which were stopped
+  // On a terminal: stopped (^Z) until past the lock's validity, CMD's processes were
+  // SIGKILLed when continued instead of running on (terminating too). The lock is lost.
+  bool expired = false;
 };
 
 // run.cc: supervises the child `pid` (spawned in a process group of its own,

@@ -128,9 +128,9 @@ int elect_command(const invocation& inv) {
   guarded.guard->disarm();
   const int status = sup.status;
   const bool terminating = sup.terminating;
-  if (loss.lost.load()) {
-    std::string why;
-    {
+  if (loss.lost.load() || sup.expired) {
+    std::string why = "its validity ran out while it was stopped";
+    if (loss.lost.load()) {
       std::lock_guard<std::mutex> g(loss.mu);
       why = loss.why;
     }

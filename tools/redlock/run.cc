@@ -36,12 +36,17 @@ struct loss_state {
 bool is_forwarded(int signo) { return signo == SIGINT || signo == SIGTERM || signo == SIGHUP; }
 
 // On a terminal, CMD's group was stopped (^Z): stop ourselves as the shell expects
-// of a foreground job, and when continued hand the terminal back and continue CMD.
-void stop_with(pid_t pgid, int tty) {
+// of a foreground job, and when continued hand the terminal back and continue CMD,
+// unless the lock's validity ran out meanwhile (another holder may have it now):
+// then false, and CMD's processes are not continued.
+bool stop_with(pid_t pgid, int tty, const std::function<std::optional<steady::time_point>()>& valid_until) {
   if (::tcgetpgrp(tty) == pgid) set_foreground(tty, ::getpgrp());
   ::raise(SIGSTOP);
+  const std::optional<steady::time_point> v = valid_until();
+  if (!v || steady::now() >= *v) return false;
   if (::tcgetpgrp(tty) == ::getpgrp()) set_foreground(tty, pgid);  // `fg`, not `bg`
   ::kill(-pgid, SIGCONT);
+  return true;
 }
 
 }  // namespace
@@ -76,7 +81,11 @@ supervision supervise_child(pid_t pid, int tty, const event_pipe& events, std::c
       }
       if (r != pid) continue;
       if (WIFSTOPPED(ws)) {
-        if (!stopping) stop_with(pid, tty);
+        if (!stopping && !stop_with(pid, tty, valid_until)) {
+          // Stopped past the validity: killed as they are, never to run again.
+          out.expired = out.terminating = stopping = killing = true;
+          signal_tree(pid, SIGKILL);
+        }
         continue;
       }
       status = shell_status(ws);
@@ -228,9 +237,9 @@ int run_command(const invocation& inv) {
   const int status = sup.status;
   const bool terminating = sup.terminating;
 
-  if (loss.lost.load()) {
-    std::string why;
-    {
+  if (loss.lost.load() || sup.expired) {
+    std::string why = "its validity ran out while it was stopped";
+    if (loss.lost.load()) {
       std::lock_guard<std::mutex> g(loss.mu);
       why = loss.why;
     }
