@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "fake_listener.h"
+#include "fault_proxy.h"
 #include "redis_node.h"
 #include "tls_certs.h"
 #include "../unit/prom_text.h"
@@ -65,9 +66,10 @@ std::string join(const std::vector<std::string>& v, const char* sep) {
 // destructor SIGKILLs and reaps it if it is still running.
 class cli_process {
  public:
-  // stdin is `stdin_path` (default /dev/null).
+  // stdin is `stdin_path` (default /dev/null). With `own_group` the tool leads a
+  // process group of its own (as a shell's job), which the test may signal whole.
   explicit cli_process(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {},
-                       const std::string& stdin_path = "/dev/null") {
+                       const std::string& stdin_path = "/dev/null", bool own_group = false) {
     std::vector<std::string> argv = {cli_path};
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<std::string> env;
@@ -88,6 +90,7 @@ class cli_process {
     if (pid_ < 0) throw std::runtime_error("fork");
     if (pid_ == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (own_group) ::setpgid(0, 0);
       const int in = ::open(stdin_path.c_str(), O_RDONLY);
       ::dup2(in, 0);
       ::dup2(out[1], 1);
@@ -876,6 +879,88 @@ TEST_F(CliGuard, run_that_lost_its_lock_also_stops_work_that_left_the_group_with
   lock_deleted(run_of("cli-guard-run-setsid", "1s"), {"own session, ignoring SIGTERM", 2, true}, true);
 }
 
+// The environment that preloads tests/support/cli_fault_shim.c into the tool.
+std::vector<std::string> fault_shim(const std::string& setting) {
+  return {std::string("LD_PRELOAD=") + REDLOCK_CLI_FAULT_SHIM, setting, "ASAN_OPTIONS=verify_asan_link_order=0"};
+}
+
+TEST_F(CliGuard, run_killed_right_after_forking_the_command_still_has_it_stopped) {
+  // The tool dies between fork() and telling the watcher CMD's pid, SIGTERM ignored
+  // since it was started (a script's `trap '' TERM`): neither PR_SET_PDEATHSIG's
+  // SIGTERM nor the watcher's stops WORK unless the watcher learns the group anyway
+  // and SIGKILLs it --kill-after (300 ms) later, well within the TTL.
+  nested_work w(2, false);
+  struct sigaction ign {}, old{};
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  ASSERT_EQ(::sigaction(SIGTERM, &ign, &old), 0);
+  cli_process tool(with_nodes(run_of("cli-guard-run-forked", "2s").args + std::vector<std::string>{"--"} + w.command),
+                   fault_shim("REDLOCK_SHIM_KILL_AFTER_FORK=2"));  // 1: the watcher's, 2: CMD's
+  ::sigaction(SIGTERM, &old, nullptr);
+  const cli_result r = tool.wait(10s);
+  EXPECT_EQ(r.code, 128 + SIGKILL) << r.err;
+  const pid_t work = w.started();
+  ASSERT_GT(work, 0) << "WORK did not start: " << r.err;
+  expect_work_gone_before_another_holder("cli-guard-run-forked", work);
+}
+
+TEST_F(CliGuard, run_whose_process_group_is_killed_at_once_still_has_its_command_stopped) {
+  // A job's whole process group SIGKILLed (a CI timeout) right after CMD started:
+  // the watcher must have left that group before CMD starts, not whenever it gets
+  // to run (the shim holds its setsid() back 1.5 s).
+  nested_work w(3, true);
+  cli_process tool(with_nodes(run_of("cli-guard-run-pgkill", "2s").args + std::vector<std::string>{"--"} + w.command),
+                   fault_shim("REDLOCK_SHIM_SETSID_DELAY_MS=1500"), "/dev/null", /*own_group=*/true);
+  const pid_t work = w.started();
+  ASSERT_TRUE(running(work));
+  ASSERT_EQ(::kill(-tool.pid(), SIGKILL), 0);
+  const cli_result r = tool.wait(10s);
+  EXPECT_EQ(r.code, 128 + SIGKILL) << r.err;
+  expect_work_gone_before_another_holder("cli-guard-run-pgkill", work);
+}
+
+TEST_F(CliGuard, run_killed_while_its_extensions_fail_has_its_command_gone_before_another_holder) {
+  // The tool reaches the nodes through proxies that black-hole it after the
+  // acquire: its watchdog's extensions fail and are retried while the validity runs
+  // down. Killed with less than TTL/3 (the watcher's grace here) of it left, WORK
+  // (ignoring SIGTERM) must be SIGKILLed when the validity ends, not TTL/3 after the
+  // death: the test's acquire, straight to the nodes, succeeds as soon as the keys
+  // expire.
+  const std::string resource = "cli-guard-run-unextended";
+  std::vector<std::unique_ptr<fault_proxy>> proxies;
+  std::vector<std::string> uris;
+  for (std::size_t i = 0; i < cluster().size(); ++i) {
+    proxies.push_back(std::make_unique<fault_proxy>(cluster()[i].port()));
+    uris.push_back("redis://127.0.0.1:" + std::to_string(proxies.back()->port()));
+  }
+  nested_work w(2, true);
+  cli_process tool(std::vector<std::string>{"run", resource, "--ttl", "6s", "--kill-after", "10s",
+                                            "--nodes=" + join(uris, ","), "--node-timeout=200ms",
+                                            "--connect-timeout=1s", "--"} +
+                   w.command);
+  const pid_t work = w.started();
+  ASSERT_TRUE(running(work));
+  for (auto& p : proxies) p->black_hole();
+  // Until the keys have less than 1.5 s (a quarter of the TTL) to live (the
+  // longest-lived key: the lock may hold on a quorum only).
+  const auto deadline = steady::now() + 10s;
+  long long pttl = -1;
+  for (int i = 0; i < 1000 && steady::now() < deadline; ++i) {
+    pttl = -1;
+    for (std::size_t n = 0; n < cluster().size(); ++n) {
+      pttl = std::max(pttl, std::atoll(cluster()[n].command({"PTTL", resource}).c_str()));
+    }
+    if (pttl < 1500) break;
+    std::this_thread::sleep_for(20ms);  // the interval between two reads
+  }
+  ASSERT_GT(pttl, 0) << "the keys expired before the tool was killed";
+  ASSERT_LT(pttl, 1500);
+  tool.signal(SIGKILL);
+  const cli_result r = tool.wait(10s);
+  EXPECT_EQ(r.code, 128 + SIGKILL) << r.err;
+  expect_work_gone_before_another_holder(resource, work);
+}
+
 TEST_F(CliGuard, run_forwards_a_signal_to_the_commands_whole_group) {
   nested_work w(2, false);
   cli_process tool(with_nodes(run_of("cli-guard-run-fwd", "2s").args + std::vector<std::string>{"--"} + w.command));
@@ -964,6 +1049,85 @@ TEST_F(CliGuard, run_on_a_terminal_gives_it_to_the_command_and_ctrl_c_reaches_th
   }
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGINT) << status << " " << out;
   EXPECT_EQ(cluster().count_key("cli-guard-tty"), 0);
+  ::close(master);
+}
+
+TEST_F(CliGuard, run_stopped_on_a_terminal_past_its_ttl_does_not_let_the_command_run_again) {
+  // ^Z stops CMD's group and the tool; `fg` after the TTL ran out (another holder
+  // has the lock by then) must not continue CMD: it is SIGKILLed as it stands and
+  // the tool exits 70. CMD appends a line every 50 ms while it runs.
+  temp_dir tmp;
+  const std::string log = tmp.file("log");
+  const int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  ASSERT_GE(master, 0);
+  ASSERT_EQ(::grantpt(master), 0);
+  ASSERT_EQ(::unlockpt(master), 0);
+  const std::string slave = ::ptsname(master);
+  std::vector<std::string> argv = {cli_path};
+  for (const auto& a :
+       with_nodes({"run", "cli-guard-tty-stop", "--ttl", "1s", "--kill-after", "5s", "--", "sh", "-c",
+                   "trap '' TERM; echo $$ > " + tmp.file("pid") + "; i=0; while [ $i -lt 600 ]; do echo x >> " +
+                       log + "; sleep 0.05; i=$((i+1)); done"})) {
+    argv.push_back(a);
+  }
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    ::setsid();
+    const int fd = ::open(slave.c_str(), O_RDWR);  // the session's controlling terminal
+    if (fd < 0 || ::ioctl(fd, TIOCSCTTY, 0) != 0) ::_exit(254);
+    ::dup2(fd, 0);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execv(cargv[0], cargv.data());
+    ::_exit(255);
+  }
+  std::string out;
+  const auto drain = [&] {
+    pollfd p{master, POLLIN, 0};
+    if (::poll(&p, 1, 20) <= 0) return;
+    char buf[512];
+    const ssize_t n = ::read(master, buf, sizeof buf);
+    if (n > 0) out.append(buf, static_cast<std::size_t>(n));
+  };
+  const pid_t cmd = track_child(tmp.file("pid"));
+  ASSERT_GT(cmd, 0);
+  ASSERT_EQ(::write(master, "\032", 1), 1);  // ^Z: SIGTSTP to the terminal's foreground group (CMD's)
+  const auto state_of = [](pid_t p) {
+    const std::string st = read_file("/proc/" + std::to_string(p) + "/stat").value_or("");
+    const std::size_t close = st.rfind(')');
+    return close == std::string::npos || close + 2 >= st.size() ? '?' : st[close + 2];
+  };
+  auto deadline = steady::now() + 10s;
+  while (state_of(pid) != 'T' && steady::now() < deadline) drain();
+  ASSERT_EQ(state_of(pid), 'T') << "the tool did not stop with its job: " << out;
+  // The lock runs out while both are stopped: another holder takes it.
+  bool taken = false;
+  deadline = steady::now() + 10s;
+  for (int i = 0; i < 500 && !taken && steady::now() < deadline; ++i) {
+    const cli_result r = run_cli(with_nodes({"acquire", "cli-guard-tty-stop", "--ttl", "10s"}));
+    taken = r.code == 0;
+    if (!taken) std::this_thread::sleep_for(20ms);  // the interval between two attempts
+  }
+  ASSERT_TRUE(taken);
+  const std::size_t lines = read_file(log).value_or("").size();
+  ASSERT_EQ(::kill(pid, SIGCONT), 0);  // `fg`
+  int status = 0;
+  deadline = steady::now() + 15s;
+  pid_t r = 0;
+  while ((r = ::waitpid(pid, &status, WNOHANG)) == 0 && steady::now() < deadline) drain();
+  if (r != pid) {
+    ADD_FAILURE() << "redlock did not exit after fg; terminal: " << out;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 70) << status << " " << out;
+  EXPECT_EQ(read_file(log).value_or("").size(), lines) << "CMD ran again while another holder had the lock";
+  EXPECT_FALSE(running(cmd));
   ::close(master);
 }
 

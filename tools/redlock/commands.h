@@ -6,7 +6,9 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +32,9 @@ struct supervision {
   int status = 128;          // CMD's shell status
   bool terminating = false;  // the lock was lost: CMD's processes were told to stop
   bool strays = false;       // CMD exited leaving processes running, which were stopped
+  // On a terminal: stopped (^Z) until past the lock's validity, CMD's processes were
+  // SIGKILLed when continued instead of running on (terminating too). The lock is lost.
+  bool expired = false;
 };
 
 // run.cc: supervises the child `pid` (spawned in a process group of its own,
@@ -39,7 +44,12 @@ struct supervision {
 // started still run, sends SIGTERM to the group and to every descendant outside
 // it, and SIGKILL (repeated until none is left) `kill_after` later. `tty`: the
 // terminal whose foreground CMD's group is (spawn_options::foreground_tty), or -1.
-supervision supervise_child(pid_t pid, int tty, const event_pipe& events, std::chrono::milliseconds kill_after);
+// Every `poll` at most, the lock's validity end (`valid_until()`, the lease's) is
+// passed on to `guard`, so that its watcher, if we die, kills no later than that.
+supervision supervise_child(pid_t pid, int tty, const event_pipe& events, std::chrono::milliseconds kill_after,
+                            command_guard& guard,
+                            const std::function<std::optional<std::chrono::steady_clock::time_point>()>& valid_until,
+                            std::chrono::milliseconds poll);
 
 // CMD started for supervise_child: a command_guard (so this process is a subreaper
 // and a watcher is armed), then `path` spawned in its own process group, the
@@ -49,6 +59,8 @@ struct guarded_child {
   spawn_result child;
   int tty = -1;
 };
+// How often supervise_child passes the lock's validity on (run.cc).
+std::chrono::milliseconds poll_validity_every(std::chrono::milliseconds ttl);
 guarded_child spawn_guarded(const std::string& path, const invocation& inv, const std::vector<std::string>& env,
                             const std::vector<int>& reset_signals);
 

@@ -122,13 +122,15 @@ int elect_command(const invocation& inv) {
                                                                                   : exit_code::cannot_execute;
   }
   // As run: the leadership is resigned only once CMD and all it started are gone.
-  const supervision sup = supervise_child(child.pid, guarded.tty, events, inv.kill_after);
+  const supervision sup =
+      supervise_child(child.pid, guarded.tty, events, inv.kill_after, *guarded.guard,
+                      [&r] { return r.leadership.info().valid_until; }, poll_validity_every(inv.ttl));
   guarded.guard->disarm();
   const int status = sup.status;
   const bool terminating = sup.terminating;
-  if (loss.lost.load()) {
-    std::string why;
-    {
+  if (loss.lost.load() || sup.expired) {
+    std::string why = "its validity ran out while it was stopped";
+    if (loss.lost.load()) {
       std::lock_guard<std::mutex> g(loss.mu);
       why = loss.why;
     }

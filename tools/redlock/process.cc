@@ -208,6 +208,12 @@ spawn_result spawn(const std::string& path, const std::vector<std::string>& argv
       ::setpgid(0, 0);
       if (options.foreground_tty >= 0) set_foreground(options.foreground_tty, ::getpid());
     }
+    if (options.notify_fd >= 0) {
+      // The child tells the watcher itself, in its group already: if the tool dies
+      // right after fork() the watcher still learns whom to stop.
+      const guard_message m{guard_message::group, ::getpid()};
+      [[maybe_unused]] const ssize_t w = ::write(options.notify_fd, &m, sizeof m);
+    }
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) ::raise(SIGTERM);  // the tool died before prctl
     ::execve(path.c_str(), cargv.data(), cenv.data());
@@ -219,10 +225,6 @@ spawn_result spawn(const std::string& path, const std::vector<std::string>& argv
   if (options.own_group) {
     ::setpgid(pid, pid);  // as the child does: whichever runs first (fails once it exec'd)
     if (options.foreground_tty >= 0) set_foreground(options.foreground_tty, pid);
-  }
-  if (options.notify_fd >= 0) {
-    const std::int32_t p = pid;
-    [[maybe_unused]] const ssize_t w = ::write(options.notify_fd, &p, sizeof p);
   }
   int child_errno = 0;
   ssize_t n;
@@ -267,7 +269,6 @@ long long monotonic_ms() noexcept {
 // The watcher, in a child forked from a threaded process: async-signal-safe calls
 // only (no allocation, no stdio).
 [[noreturn]] void watcher_main(int fd, long long grace_ms) noexcept {
-  ::setsid();  // out of the tool's group and session: a kill of that group, a terminal's ^C or hangup miss it
   struct sigaction ign {};
   ign.sa_handler = SIG_IGN;
   sigemptyset(&ign.sa_mask);
@@ -275,14 +276,22 @@ long long monotonic_ms() noexcept {
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  std::int32_t pgid = 0;
-  if (read_full(fd, &pgid, sizeof pgid) != sizeof pgid || pgid <= 1) ::_exit(0);
-  std::int32_t done = 0;
-  if (read_full(fd, &done, sizeof done) == sizeof done) ::_exit(0);  // disarmed
-  // EOF: the tool is gone while the command's group may still run.
+  pid_t pgid = 0;
+  long long valid_until = -1;  // the lock's validity's end (CLOCK_MONOTONIC ms), once told
+  guard_message m{};
+  while (read_full(fd, &m, sizeof m) == sizeof m) {
+    if (m.kind == guard_message::done) ::_exit(0);  // disarmed
+    if (m.kind == guard_message::group && pgid == 0) pgid = static_cast<pid_t>(m.value);
+    if (m.kind == guard_message::validity) valid_until = m.value;
+  }
+  if (pgid <= 1) ::_exit(0);  // CMD never started (or the message is garbage)
+  // EOF: the tool is gone while the command's group may still run. SIGKILL `grace`
+  // later, but no later than the lock's validity ends: past it another holder may
+  // hold the lock (the watchdog's extensions may have been failing for a while).
   ::kill(-pgid, SIGTERM);
   ::kill(-pgid, SIGCONT);
-  const long long deadline = monotonic_ms() + grace_ms;
+  long long deadline = monotonic_ms() + grace_ms;
+  if (valid_until >= 0) deadline = std::min(deadline, valid_until);
   while (true) {
     if (::kill(-pgid, 0) != 0 && errno == ESRCH) ::_exit(0);
     const long long left = deadline - monotonic_ms();
@@ -307,8 +316,12 @@ command_guard::command_guard(std::chrono::milliseconds grace) {
     throw std::system_error(error, std::generic_category(), "fork");
   }
   if (first == 0) {
-    // Fork again and let the middle process exit, so that the watcher is not our
-    // child (not counted, not reaped by us) and outlives us.
+    // Out of our group and session (a kill of our group, a terminal's ^C or hangup
+    // miss the watcher) before we go on: the middle process, which we wait for,
+    // leads a new session. Then fork again and let the middle process exit, so that
+    // the watcher is not our child (not counted, not reaped by us) and outlives us;
+    // not a session leader, it can never acquire a controlling terminal.
+    ::setsid();
     if (::fork() != 0) ::_exit(0);
     for (int fd : inherited) {
       if (fd != fds[0]) ::close(fd);
@@ -326,10 +339,20 @@ command_guard::command_guard(std::chrono::milliseconds grace) {
 
 command_guard::~command_guard() { disarm(); }
 
+void command_guard::valid_until(std::chrono::steady_clock::time_point until) noexcept {
+  if (write_fd_ < 0 || until == told_) return;
+  told_ = until;
+  // steady_clock is CLOCK_MONOTONIC, the watcher's clock.
+  const long long ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(until.time_since_epoch()).count();
+  const guard_message m{guard_message::validity, std::max(0LL, ms)};
+  [[maybe_unused]] const ssize_t n = ::write(write_fd_, &m, sizeof m);
+}
+
 void command_guard::disarm() noexcept {
   if (write_fd_ < 0) return;
-  const std::int32_t done = 0;
-  [[maybe_unused]] const ssize_t n = ::write(write_fd_, &done, sizeof done);
+  const guard_message m{guard_message::done, 0};
+  [[maybe_unused]] const ssize_t n = ::write(write_fd_, &m, sizeof m);
   ::close(write_fd_);
   write_fd_ = -1;
 }

@@ -95,6 +95,13 @@ struct spawn_result {
   bool exec_failed = false;  // error came from execve (else from fork or pipe)
 };
 
+// What command_guard's pipe carries to its watcher (16 bytes: each write atomic).
+struct guard_message {
+  enum : std::int64_t { group = 1, validity = 2, done = 3 };
+  std::int64_t kind = 0;
+  std::int64_t value = 0;  // group: CMD's pid (= its pgid); validity: CLOCK_MONOTONIC ms
+};
+
 // How spawn() places the child.
 struct spawn_options {
   // The child leads a process group of its own (pgid == its pid), so that it and its
@@ -103,8 +110,8 @@ struct spawn_options {
   // With own_group: a terminal (an fd of it) whose foreground group the child's group
   // becomes, as a shell does for a foreground job; -1 for none.
   int foreground_tty = -1;
-  // >= 0: the child's pid is written there (4 bytes) right after fork(), before the
-  // exec is awaited (command_guard::fd()).
+  // >= 0: the child writes its pid there (a guard_message) right after fork() and its
+  // setpgid(), so also when this process dies at once (command_guard::fd()).
   int notify_fd = -1;
 };
 
@@ -122,11 +129,13 @@ spawn_result spawn(const std::string& path, const std::vector<std::string>& argv
 // Construction makes this process a child subreaper (PR_SET_CHILD_SUBREAPER: an
 // orphaned descendant of the command is re-parented to us, not to init, so every
 // descendant stays in our tree and is reaped by us) and starts a watcher: a small
-// process of its own session, not our child, holding the read end of a pipe whose
+// process of its own session (in it before the constructor returns), not our child,
+// holding the read end of a pipe whose
 // write end only we hold. Pass fd() as spawn_options::notify_fd: the watcher then
 // learns the command's process group. If this process dies in any way (SIGKILL, a
 // crash) before disarm(), the pipe reads EOF and the watcher sends SIGTERM (and
-// SIGCONT) to that group, and SIGKILL `grace` later if any member is left.
+// SIGCONT) to that group, and SIGKILL `grace` later (or when the lock's validity
+// last told, valid_until(), ends, if sooner) if any member is left.
 // A descendant that left the group (setsid, setpgid) is beyond the watcher's reach.
 class command_guard {
  public:
@@ -136,11 +145,16 @@ class command_guard {
   command_guard& operator=(const command_guard&) = delete;
 
   int fd() const noexcept { return write_fd_; }
+  // The lock is valid until `until` (the lease's valid_until): if this process dies,
+  // the watcher SIGKILLs the group then at the latest, even before `grace` is over.
+  // Call again after each extension; a stale (earlier) time only kills sooner.
+  void valid_until(std::chrono::steady_clock::time_point until) noexcept;
   // The command's processes are gone: the watcher exits without signalling.
   void disarm() noexcept;
 
  private:
   int write_fd_ = -1;
+  std::chrono::steady_clock::time_point told_{};
 };
 
 // The pids of every live process below `root` (from /proc; a snapshot).

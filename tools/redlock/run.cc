@@ -36,17 +36,24 @@ struct loss_state {
 bool is_forwarded(int signo) { return signo == SIGINT || signo == SIGTERM || signo == SIGHUP; }
 
 // On a terminal, CMD's group was stopped (^Z): stop ourselves as the shell expects
-// of a foreground job, and when continued hand the terminal back and continue CMD.
-void stop_with(pid_t pgid, int tty) {
+// of a foreground job, and when continued hand the terminal back and continue CMD,
+// unless the lock's validity ran out meanwhile (another holder may have it now):
+// then false, and CMD's processes are not continued.
+bool stop_with(pid_t pgid, int tty, const std::function<std::optional<steady::time_point>()>& valid_until) {
   if (::tcgetpgrp(tty) == pgid) set_foreground(tty, ::getpgrp());
   ::raise(SIGSTOP);
+  const std::optional<steady::time_point> v = valid_until();
+  if (!v || steady::now() >= *v) return false;
   if (::tcgetpgrp(tty) == ::getpgrp()) set_foreground(tty, pgid);  // `fg`, not `bg`
   ::kill(-pgid, SIGCONT);
+  return true;
 }
 
 }  // namespace
 
-supervision supervise_child(pid_t pid, int tty, const event_pipe& events, std::chrono::milliseconds kill_after) {
+supervision supervise_child(pid_t pid, int tty, const event_pipe& events, std::chrono::milliseconds kill_after,
+                            command_guard& guard, const std::function<std::optional<steady::time_point>()>& valid_until,
+                            std::chrono::milliseconds poll) {
   supervision out;
   std::optional<int> status;  // CMD's, once reaped
   bool stopping = false;      // SIGTERM sent to the whole tree
@@ -60,6 +67,7 @@ supervision supervise_child(pid_t pid, int tty, const event_pipe& events, std::c
     kill_at = steady::now() + kill_after;
   };
   while (true) {
+    if (const std::optional<steady::time_point> v = valid_until()) guard.valid_until(*v);
     // Reap CMD and every orphan re-parented to us (we are a subreaper) until no
     // child is left: only then is every descendant of CMD gone.
     bool none_left = false;
@@ -73,7 +81,11 @@ supervision supervise_child(pid_t pid, int tty, const event_pipe& events, std::c
       }
       if (r != pid) continue;
       if (WIFSTOPPED(ws)) {
-        if (!stopping) stop_with(pid, tty);
+        if (!stopping && !stop_with(pid, tty, valid_until)) {
+          // Stopped past the validity: killed as they are, never to run again.
+          out.expired = out.terminating = stopping = killing = true;
+          signal_tree(pid, SIGKILL);
+        }
         continue;
       }
       status = shell_status(ws);
@@ -86,7 +98,7 @@ supervision supervise_child(pid_t pid, int tty, const event_pipe& events, std::c
     if (stopping && !killing && steady::now() >= kill_at) killing = true;
     if (killing) signal_tree(pid, SIGKILL);
     // SIGCHLD wakes us; the periodic check is only a safety net.
-    std::chrono::milliseconds timeout{1000};
+    std::chrono::milliseconds timeout = std::clamp(poll, std::chrono::milliseconds(1), std::chrono::milliseconds(1000));
     if (killing) {
       timeout = std::chrono::milliseconds(20);
     } else if (stopping) {
@@ -109,6 +121,12 @@ supervision supervise_child(pid_t pid, int tty, const event_pipe& events, std::c
   if (tty >= 0 && ::tcgetpgrp(tty) == pid) set_foreground(tty, ::getpgrp());
   out.status = status.value_or(128);
   return out;
+}
+
+std::chrono::milliseconds poll_validity_every(std::chrono::milliseconds ttl) {
+  // The watchdog extends every TTL/3: the watcher learns each new validity within a
+  // sixth of the TTL.
+  return std::max(std::chrono::milliseconds(10), ttl / 6);
 }
 
 guarded_child spawn_guarded(const std::string& path, const invocation& inv, const std::vector<std::string>& env,
@@ -212,14 +230,16 @@ int run_command(const invocation& inv) {
 
   // Wait for the command and all it started, forwarding signals, and stop them if
   // the lock is lost. The lock is released only once none of them is left.
-  const supervision sup = supervise_child(child.pid, guarded.tty, events, inv.kill_after);
+  const supervision sup = supervise_child(
+      child.pid, guarded.tty, events, inv.kill_after, *guarded.guard, [&r] { return r.lock.info().valid_until; },
+      poll_validity_every(inv.ttl));
   guarded.guard->disarm();
   const int status = sup.status;
   const bool terminating = sup.terminating;
 
-  if (loss.lost.load()) {
-    std::string why;
-    {
+  if (loss.lost.load() || sup.expired) {
+    std::string why = "its validity ran out while it was stopped";
+    if (loss.lost.load()) {
       std::lock_guard<std::mutex> g(loss.mu);
       why = loss.why;
     }
