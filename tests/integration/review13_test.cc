@@ -211,6 +211,8 @@ TEST(Review13, set_release_wakes_set_waiter) {
 // change here." Expected: a resign hands over well under retry_delay (5 s).
 // Seen: 2.5-5 s.
 TEST(Review13, resign_hands_over_without_retry_delay_default_deadline) {
+  std::promise<campaign_result> pb;
+  auto fb = pb.get_future();
   client a(opts(nodes().uris()));
   client b(opts(nodes().uris()));
   ASSERT_TRUE(wait_connected(a));
@@ -222,8 +224,6 @@ TEST(Review13, resign_hands_over_without_retry_delay_default_deadline) {
   o.retry_delay = 5000ms;  // deadline: 0 (the default)
   auto wa = ea.campaign(role, "A", o);
   ASSERT_TRUE(wa) << wa.report.error.message();
-  std::promise<campaign_result> pb;
-  auto fb = pb.get_future();
   (void)eb.campaign_async(role, "B", o, [&pb](campaign_result r) { pb.set_value(std::move(r)); });
   std::this_thread::sleep_for(300ms);  // B's first attempt has failed
   const auto t0 = clock_type::now();
@@ -240,6 +240,8 @@ TEST(Review13, resign_hands_over_without_retry_delay_default_deadline) {
 // (a pause) while another candidate wins. Sampled from a third thread, the two
 // beliefs (is_leader()) never overlap, and observe() names the new leader.
 TEST(Review13, paused_leader_and_new_leader_never_both_believe) {
+  std::mutex mu;
+  std::optional<campaign_result> wb;
   client a(fast(nodes().uris()));
   client b(fast(nodes().uris()));
   client c(fast(nodes().uris()));
@@ -253,8 +255,6 @@ TEST(Review13, paused_leader_and_new_leader_never_both_believe) {
   o.retry_delay = 50ms;
   auto wa = ea.campaign(role, "A", o);
   ASSERT_TRUE(wa) << wa.report.error.message();
-  std::mutex mu;
-  std::optional<campaign_result> wb;
   campaign_options ob = o;
   ob.deadline = 5000ms;
   (void)eb.campaign_async(role, "B", ob, [&](campaign_result r) {

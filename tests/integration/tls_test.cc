@@ -141,13 +141,13 @@ TEST_F(TlsNodes, many_pipelined_operations_with_large_records_complete) {
   // 300 acquires in flight at once on each connection (the fan-out pipelines
   // them), with resource names of 6 KiB: several TLS records per write, and
   // replies arriving in partial reads.
-  client c(tls_options_for(nodes().uris()));
-  ASSERT_TRUE(wait_connected(c));
   constexpr int kOps = 300;
   std::mutex mu;
   std::condition_variable cv;
   int done = 0, ok = 0;
   std::vector<lease> leases;
+  client c(tls_options_for(nodes().uris()));
+  ASSERT_TRUE(wait_connected(c));
   const std::string pad(6 * 1024, 'x');
   for (int i = 0; i < kOps; ++i) {
     c.acquire_async(unique("pipe") + pad + std::to_string(i), once(20000ms), [&](acquire_result r) {
