@@ -136,15 +136,24 @@ TEST(Review13, set_release_wakes_single_key_waiter) {
   const std::string x = unique("w2x"), y = unique("w2y");
   auto held = a.acquire_many({x, y}, once());
   ASSERT_TRUE(held.lock) << held.report.error.message();
+  auto sets = [] {
+    long long n = 0;
+    for (std::size_t i = 0; i < nodes().size(); ++i) n += nodes()[i].calls("set");
+    return n;
+  };
+  const long long sets0 = sets();
   auto fut = std::async(std::launch::async, [&] { return b.acquire(x, waiting(5000ms, 20000ms)); });
   ASSERT_TRUE(eventually([&] { return all_subscribed(nodes(), x); }, 5000ms));
-  std::this_thread::sleep_for(50ms);  // the attempt right after subscribing has failed
+  // The first attempt and the one right after subscribing have failed (polled, not
+  // a sleep: on a loaded machine the second may still be running 50 ms later).
+  ASSERT_TRUE(settles(sets, sets0 + 3, 200ms, 5000ms)) << sets() - sets0 << " SETs";
   const auto t0 = clock_type::now();
   EXPECT_FALSE(held.lock.release().error);
   auto got = fut.get();
   const auto took = since(t0);
   EXPECT_TRUE(got.lock) << got.report.error.message();
-  EXPECT_LT(took, 500ms) << "retry delay is 5 s; the set's release published nothing";
+  EXPECT_LT(took, 500ms) << "retry delay is 5 s; the set's release published nothing; attempts "
+                         << got.report.attempts;
   if (got.lock) (void)got.lock.release();
 }
 
