@@ -226,9 +226,12 @@ TEST(Review13b, set_waiter_switching_channels_leaves_nothing_behind) {
   auto hx = a.acquire(x, once());
   auto hy = c.acquire(y, once());
   ASSERT_TRUE(hx.lock && hy.lock);
+  const long long issued = attempt_calls(nodes()[0]);
   (void)b.acquire_many_async({x, y}, waiting(5000ms, 30000ms), w.cb());
   ASSERT_TRUE(eventually([&] { return all_subscribed(nodes(), x); }, 3000ms));
-  std::this_thread::sleep_for(50ms);
+  // Its attempts (the first, and one at once if subscribed afresh) are over: polled,
+  // not a 50 ms sleep, after which a loaded machine may still be running one.
+  ASSERT_TRUE(settles([&] { return attempt_calls(nodes()[0]); }, issued + 1, 200ms, 5000ms));
   constexpr int kSwitches = 6;
   std::vector<milliseconds> waits;
   for (int i = 0; i < kSwitches; ++i) {
