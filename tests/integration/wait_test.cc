@@ -177,7 +177,11 @@ TEST(Wait, one_release_wakes_one_waiter_not_the_herd) {
   std::this_thread::sleep_for(300ms);  // a window in which a herd of rounds would show
   const long long rounds = (total_calls(nodes(), "set") - sets_before) / static_cast<long long>(nodes().size());
   EXPECT_EQ(got.load(), 1);
-  EXPECT_LE(rounds, 2) << "one release woke " << rounds << " acquire rounds for " << kWaiters << " waiters";
+  // The woken attempt; on a loaded machine also its retry at once after losing a
+  // race with the release on a node, and the fallback that rescues both (the
+  // earliest waiter's after 2.5-5 s, the next one's stretched to 5-10 s). A herd is
+  // one round per waiter (20).
+  EXPECT_LE(rounds, 4) << "one release woke " << rounds << " acquire rounds for " << kWaiters << " waiters";
   for (auto id : ids) b.cancel(id);
   ASSERT_TRUE(eventually([&] { return done.load() == kWaiters; }, 3000ms));
 }
