@@ -85,12 +85,12 @@ std::size_t occurrences(const std::string& s, const std::string& part) {
 // connection (and the body's copy) forever: the header says slow clients are
 // closed; here the linger (2 s) never starts because the write never completes.
 TEST(Review12Http, a_peer_that_never_reads_a_large_response_is_closed) {
+  const std::string big(8u << 20, 'x');  // 8 MiB: more than the kernel buffers (1 MiB passes)
   redlock::cli::http_server s;
   redlock::cli::http_server::settings cfg;
   cfg.host = "127.0.0.1";
   cfg.head_timeout = 300ms;
   std::string error;
-  const std::string big(8u << 20, 'x');  // 8 MiB: more than the kernel buffers (1 MiB passes)
   ASSERT_TRUE(s.start(cfg, [&] { return big; }, error)) << error;
   const int before = sockets_open();
   const int fd = connect_to(s.bound_address(), 4096);

@@ -103,13 +103,13 @@ TEST(Rollback, rollback_reaches_a_node_that_was_unreachable_when_the_acquire_fai
   auto proxies = proxy_each(nodes, uris);
   auto o = scenario_options(uris);
   o.command_timeout = 2000ms;  // nodes 2 and 3 stay silent until then (room to reset node 1 first)
+  std::promise<acquire_result> done;
   client c(o);
   ASSERT_TRUE(wait_connected(c));
   const std::string res = "rollback-unreachable";
   proxies[0]->drop_replies();
   proxies[1]->black_hole();
   proxies[2]->black_hole();
-  std::promise<acquire_result> done;
   c.acquire_async(res, once(30000ms), [&](acquire_result a) { done.set_value(std::move(a)); });
   // Our SET landed on node 1 (its reply is dropped).
   ASSERT_TRUE(eventually([&] { return nodes[0].exists(res); }, 3000ms));
@@ -132,13 +132,13 @@ TEST(Rollback, a_stopping_client_abandons_undeliverable_rollbacks_at_the_drain_b
   auto proxies = proxy_each(nodes, uris);
   auto o = scenario_options(uris);
   o.command_timeout = 1000ms;
+  std::promise<acquire_result> done;
   auto c = std::make_unique<client>(o);
   ASSERT_TRUE(wait_connected(*c));
   const std::string res = "rollback-abandoned";
   proxies[0]->drop_replies();
   proxies[1]->black_hole();
   proxies[2]->black_hole();
-  std::promise<acquire_result> done;
   c->acquire_async(res, once(60000ms), [&](acquire_result a) { done.set_value(std::move(a)); });
   ASSERT_TRUE(eventually([&] { return nodes[0].exists(res); }, 3000ms));
   proxies[0]->reset();

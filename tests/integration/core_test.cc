@@ -417,12 +417,16 @@ TEST_F(FiveNodes, retry_succeeds_once_the_holder_releases) {
 }
 
 TEST_F(FiveNodes, async_acquire_runs_callbacks_on_the_loop_and_cancel_stops_retries) {
-  client c(options_for(nodes().uris()));
-  const std::string res = unique("async");
+  // What the callbacks touch is declared before the client: after a failed ASSERT
+  // the client's destructor still runs a pending callback (cancelled).
   std::mutex mu;
   std::condition_variable cv;
   std::optional<acquire_result> got;
   std::thread::id cb_thread;
+  std::atomic<int> calls{0};
+  std::optional<acquire_result> second;
+  client c(options_for(nodes().uris()));
+  const std::string res = unique("async");
   c.acquire_async(res, once(), [&](acquire_result r) {
     std::lock_guard<std::mutex> g(mu);
     cb_thread = std::this_thread::get_id();
@@ -443,8 +447,6 @@ TEST_F(FiveNodes, async_acquire_runs_callbacks_on_the_loop_and_cancel_stops_retr
   acquire_options slow;
   slow.retry.max_attempts = 1000;
   slow.retry.base_delay = 50ms;
-  std::atomic<int> calls{0};
-  std::optional<acquire_result> second;
   const long long scripts0 = nodes()[0].calls("evalsha") + nodes()[0].calls("eval") + nodes()[0].calls("set");
   auto id = c.acquire_async(res, slow, [&](acquire_result r) {
     std::lock_guard<std::mutex> g(mu);

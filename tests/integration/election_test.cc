@@ -195,12 +195,12 @@ TEST(election, campaign_with_a_deadline_fails_contended_while_another_leads) {
 
 TEST(election, cancel_ends_a_waiting_campaign_with_cancelled) {
   redis_cluster cl(3);
+  std::promise<campaign_result> p;
   client c(options_for(cl.uris()));
   ASSERT_TRUE(wait_connected(c));
   election e(c);
   campaign_result r = e.campaign("y", "a", fast());
   ASSERT_TRUE(r) << r.report.message();
-  std::promise<campaign_result> p;
   const auto id = e.campaign_async("y", "b", fast(), [&](campaign_result x) { p.set_value(std::move(x)); });
   std::this_thread::sleep_for(150ms);
   e.cancel(id);

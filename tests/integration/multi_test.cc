@@ -300,6 +300,7 @@ TEST(AcquireMany, invalid_sets_are_refused_with_a_clear_error) {
 
 TEST(AcquireMany, async_acquire_of_a_set_and_cancel_of_its_retries) {
   redis_cluster cl(3);
+  std::promise<acquire_result> second;
   client a(options_for(cl.uris()));
   ASSERT_TRUE(wait_connected(a));
   std::promise<acquire_result> first;
@@ -312,7 +313,6 @@ TEST(AcquireMany, async_acquire_of_a_set_and_cancel_of_its_retries) {
   o.retry.max_attempts = 1000;
   o.retry.base_delay = 50ms;
   o.retry.max_delay = 50ms;
-  std::promise<acquire_result> second;
   const auto id =
       a.acquire_many_async({"as-b", "as-c"}, o, [&](acquire_result r) { second.set_value(std::move(r)); });
   std::this_thread::sleep_for(200ms);

@@ -261,12 +261,12 @@ TEST(Observer, a_slow_reply_is_reported) {
   client_options o = observed(cl.uris(), rec);
   o.slow_node_threshold = 30ms;
   o.command_timeout = 400ms;
+  std::promise<acquire_result> done;
+  auto fut = done.get_future();
   client c(o);
   ASSERT_TRUE(wait_connected(c));
   EXPECT_TRUE(rec->get(&recorder::slow_).empty());
   cl[2].pause();
-  std::promise<acquire_result> done;
-  auto fut = done.get_future();
   c.acquire_async("ev-slow", once(5000ms), [&done](acquire_result r) { done.set_value(std::move(r)); });
   ASSERT_EQ(fut.wait_for(3s), std::future_status::ready);
   std::this_thread::sleep_for(80ms);

@@ -111,8 +111,8 @@ TEST(Probe, a_restarted_node_is_quarantined_until_the_restart_guard_lets_it_vote
 
 TEST(Probe, async_answers_once) {
   redis_node n;
-  auto c = std::make_unique<client>(options_for({n.uri()}));
   std::promise<probe_result> p;
+  auto c = std::make_unique<client>(options_for({n.uri()}));
   c->probe_async([&p](probe_result r) { p.set_value(std::move(r)); });
   auto f = p.get_future();
   ASSERT_EQ(f.wait_for(std::chrono::seconds(5)), std::future_status::ready);

@@ -136,15 +136,24 @@ TEST(Review13, set_release_wakes_single_key_waiter) {
   const std::string x = unique("w2x"), y = unique("w2y");
   auto held = a.acquire_many({x, y}, once());
   ASSERT_TRUE(held.lock) << held.report.error.message();
+  auto sets = [] {
+    long long n = 0;
+    for (std::size_t i = 0; i < nodes().size(); ++i) n += nodes()[i].calls("set");
+    return n;
+  };
+  const long long sets0 = sets();
   auto fut = std::async(std::launch::async, [&] { return b.acquire(x, waiting(5000ms, 20000ms)); });
   ASSERT_TRUE(eventually([&] { return all_subscribed(nodes(), x); }, 5000ms));
-  std::this_thread::sleep_for(50ms);  // the attempt right after subscribing has failed
+  // The first attempt and the one right after subscribing have failed (polled, not
+  // a sleep: on a loaded machine the second may still be running 50 ms later).
+  ASSERT_TRUE(settles(sets, sets0 + 3, 200ms, 5000ms)) << sets() - sets0 << " SETs";
   const auto t0 = clock_type::now();
   EXPECT_FALSE(held.lock.release().error);
   auto got = fut.get();
   const auto took = since(t0);
   EXPECT_TRUE(got.lock) << got.report.error.message();
-  EXPECT_LT(took, 500ms) << "retry delay is 5 s; the set's release published nothing";
+  EXPECT_LT(took, 500ms) << "retry delay is 5 s; the set's release published nothing; attempts "
+                         << got.report.attempts;
   if (got.lock) (void)got.lock.release();
 }
 
@@ -211,6 +220,8 @@ TEST(Review13, set_release_wakes_set_waiter) {
 // change here." Expected: a resign hands over well under retry_delay (5 s).
 // Seen: 2.5-5 s.
 TEST(Review13, resign_hands_over_without_retry_delay_default_deadline) {
+  std::promise<campaign_result> pb;
+  auto fb = pb.get_future();
   client a(opts(nodes().uris()));
   client b(opts(nodes().uris()));
   ASSERT_TRUE(wait_connected(a));
@@ -222,8 +233,6 @@ TEST(Review13, resign_hands_over_without_retry_delay_default_deadline) {
   o.retry_delay = 5000ms;  // deadline: 0 (the default)
   auto wa = ea.campaign(role, "A", o);
   ASSERT_TRUE(wa) << wa.report.error.message();
-  std::promise<campaign_result> pb;
-  auto fb = pb.get_future();
   (void)eb.campaign_async(role, "B", o, [&pb](campaign_result r) { pb.set_value(std::move(r)); });
   std::this_thread::sleep_for(300ms);  // B's first attempt has failed
   const auto t0 = clock_type::now();
@@ -240,6 +249,8 @@ TEST(Review13, resign_hands_over_without_retry_delay_default_deadline) {
 // (a pause) while another candidate wins. Sampled from a third thread, the two
 // beliefs (is_leader()) never overlap, and observe() names the new leader.
 TEST(Review13, paused_leader_and_new_leader_never_both_believe) {
+  std::mutex mu;
+  std::optional<campaign_result> wb;
   client a(fast(nodes().uris()));
   client b(fast(nodes().uris()));
   client c(fast(nodes().uris()));
@@ -253,8 +264,6 @@ TEST(Review13, paused_leader_and_new_leader_never_both_believe) {
   o.retry_delay = 50ms;
   auto wa = ea.campaign(role, "A", o);
   ASSERT_TRUE(wa) << wa.report.error.message();
-  std::mutex mu;
-  std::optional<campaign_result> wb;
   campaign_options ob = o;
   ob.deadline = 5000ms;
   (void)eb.campaign_async(role, "B", ob, [&](campaign_result r) {

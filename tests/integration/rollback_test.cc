@@ -154,6 +154,7 @@ TEST(LateGrant, noscript_resend_of_a_fenced_acquire_is_released_after_contention
 // would collide with it (contended forever, or worse, overwrite the counter).
 TEST(FenceNames, resource_names_ending_in_fence_suffix_are_refused) {
   redis_cluster cl(3);
+  std::promise<acquire_result> done;
   client a(options_for(cl.uris()));
   ASSERT_TRUE(wait_connected(a));
   acquire_options fenced = once(5000ms);
@@ -170,7 +171,6 @@ TEST(FenceNames, resource_names_ending_in_fence_suffix_are_refused) {
   EXPECT_EQ(a.acquire(":fence", once()).report.error, errc::invalid_argument);
   EXPECT_EQ(a.acquire("orders:fence", fenced).report.error, errc::invalid_argument);
 
-  std::promise<acquire_result> done;
   a.acquire_async("orders:fence", once(), [&](acquire_result res) { done.set_value(std::move(res)); });
   auto fut = done.get_future();
   ASSERT_EQ(fut.wait_for(5s), std::future_status::ready);

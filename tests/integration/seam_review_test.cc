@@ -213,11 +213,11 @@ TEST(SeamReview, a_handshake_failing_mid_buffer_destroys_the_link_inside_its_rea
 // callback fires exactly once.
 TEST(SeamReview, a_parse_error_after_a_reply_in_the_same_read_completes_each_request_once) {
   script_node fake({"+PONG\r\n", "$-1\r\n\x01\x02 not resp\r\n"});
+  std::atomic<int> calls{0};
+  std::atomic<int> done{0};
   client c(plain_options({fake.uri()}));
   ASSERT_TRUE(eventually([&] { return fake.accepted() >= 1; }));
   std::this_thread::sleep_for(100ms);  // the handshake's PING answered
-  std::atomic<int> calls{0};
-  std::atomic<int> done{0};
   for (int i = 0; i < 4; ++i) {
     c.acquire_async("seam-parse-" + std::to_string(i), once(5000ms), [&](acquire_result) {
       ++calls;
@@ -238,11 +238,11 @@ TEST(SeamReview, a_reset_with_writes_queued_in_libuv_ends_every_request_once) {
   script_node fake({}, 1);  // answers the handshake's PING, then stops reading
   client_options o = plain_options({fake.uri()});
   o.command_timeout = 3000ms;  // the reset, not a timeout, ends them
-  client c(o);
-  ASSERT_TRUE(eventually([&] { return fake.stalled(); }, 5000ms));
   constexpr int kOps = 12;
   std::atomic<int> calls{0};
   std::vector<std::atomic<int>> per(kOps);
+  client c(o);
+  ASSERT_TRUE(eventually([&] { return fake.stalled(); }, 5000ms));
   const std::string big(512 * 1024, 'r');
   for (int i = 0; i < kOps; ++i) {
     c.acquire_async(big + std::to_string(i), once(5000ms), [&, i](acquire_result r) {
@@ -310,11 +310,11 @@ TEST(SeamReview, an_external_loop_client_destroyed_from_its_callback_leaves_the_
 // cancelled, and the core dies with the lock, on the test's thread (TSan).
 TEST(SeamReview, an_own_loop_client_destroyed_from_its_callback_outlived_by_its_lock) {
   redis_node node;
-  auto c = std::make_unique<client>(options_for({node.uri()}));
-  ASSERT_TRUE(wait_connected(*c));
   std::mutex mu;
   lock kept;
   std::atomic<bool> destroyed{false};
+  auto c = std::make_unique<client>(options_for({node.uri()}));
+  ASSERT_TRUE(wait_connected(*c));
   c->acquire_async("seam-self", once(5000ms), [&](acquire_result r) {
     {
       std::lock_guard<std::mutex> g(mu);

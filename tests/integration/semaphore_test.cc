@@ -148,6 +148,7 @@ TEST(Semaphore, a_full_semaphore_is_contended_and_a_free_permit_is_found) {
 
 TEST(Semaphore, a_waiting_acquire_gets_the_permit_when_released) {
   redis_cluster nodes(3);
+  std::promise<semaphore_result> p;
   client c(options_for(nodes.uris()));
   ASSERT_TRUE(wait_connected(c));
   semaphore s(c, "sem-wait", permits(1));
@@ -158,7 +159,6 @@ TEST(Semaphore, a_waiting_acquire_gets_the_permit_when_released) {
   w.retry.base_delay = 10ms;
   w.retry.max_delay = 20ms;
   w.retry.deadline = 5000ms;
-  std::promise<semaphore_result> p;
   s.acquire_async(w, [&p](semaphore_result r) { p.set_value(std::move(r)); });
   auto f = p.get_future();
   EXPECT_EQ(f.wait_for(100ms), std::future_status::timeout);  // still waiting while held
@@ -261,6 +261,7 @@ TEST(Semaphore, fences_increase_per_permit) {
 
 TEST(Semaphore, cancel_ends_a_waiting_acquire) {
   redis_cluster nodes(3);
+  std::promise<semaphore_result> p;
   client c(options_for(nodes.uris()));
   ASSERT_TRUE(wait_connected(c));
   semaphore s(c, "sem-cancel", permits(1));
@@ -269,7 +270,6 @@ TEST(Semaphore, cancel_ends_a_waiting_acquire) {
   acquire_options w = once();
   w.retry.max_attempts = 1000;
   w.retry.base_delay = 50ms;
-  std::promise<semaphore_result> p;
   const auto id = s.acquire_async(w, [&p](semaphore_result r) { p.set_value(std::move(r)); });
   std::this_thread::sleep_for(120ms);
   s.cancel(id);

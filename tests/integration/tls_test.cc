@@ -147,13 +147,13 @@ TEST_F(TlsNodes, many_pipelined_operations_with_large_records_complete) {
   // (timeouts, not a framing bug). What this test pins is that every reply is parsed
   // from TLS records split across reads, so the bound is the test's own 30 s deadline.
   o.command_timeout = 10000ms;
-  client c(o);
-  ASSERT_TRUE(wait_connected(c));
   constexpr int kOps = 300;
   std::mutex mu;
   std::condition_variable cv;
   int done = 0, ok = 0;
   std::vector<lease> leases;
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
   const std::string pad(6 * 1024, 'x');
   for (int i = 0; i < kOps; ++i) {
     c.acquire_async(unique("pipe") + pad + std::to_string(i), once(20000ms), [&](acquire_result r) {

@@ -206,15 +206,15 @@ TEST(TimerQueue, a_loop_blocked_past_a_stall_and_a_watchdog_deadline_runs_no_cal
   redis_node node;
   uv_loop_t loop;
   uv_loop_init(&loop);
+  bool lost = false;
+  bool done = false;
+  acquire_result got;
+  steady::time_point acquired_at;
   auto c = make_client_on_loop(options_for({node.uri()}), &loop);
   acquire_options ao = once(3000ms);
   ao.auto_extend = true;
   ao.extend_interval = 1000ms;
-  bool lost = false;
   ao.on_lost = [&](const lease&, const report&) { lost = true; };
-  bool done = false;
-  acquire_result got;
-  steady::time_point acquired_at;
   c->acquire_async("timer-batch", ao, [&](acquire_result r) {
     acquired_at = steady::now();
     got = std::move(r);

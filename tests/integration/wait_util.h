@@ -8,7 +8,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "redis_node.h"
@@ -62,6 +64,27 @@ inline bool all_subscribed(redis_cluster& cl, const std::string& key, long long 
 
 inline std::chrono::milliseconds since(clock_type::time_point t0) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0);
+}
+
+// Polls `count` until it reaches at least `at_least` and then stays unchanged for
+// `quiet`: the attempts in flight are over. False if that takes more than `limit`.
+// (A count compared with its first sample never settles once it moved on.)
+inline bool settles(const std::function<long long()>& count, long long at_least, std::chrono::milliseconds quiet,
+                    std::chrono::milliseconds limit) {
+  const auto end = clock_type::now() + limit;
+  long long last = count();
+  auto since_change = clock_type::now();
+  while (clock_type::now() < end) {
+    std::this_thread::sleep_for(10ms);
+    const long long now = count();
+    if (now != last || now < at_least) {
+      last = now;
+      since_change = clock_type::now();
+    } else if (clock_type::now() - since_change >= quiet) {
+      return true;
+    }
+  }
+  return false;
 }
 
 // Resumes a paused node on scope exit (a failing ASSERT must not leave it stopped).

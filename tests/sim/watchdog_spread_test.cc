@@ -52,16 +52,16 @@ TEST(WatchdogSpread, a_thousand_locks_acquired_at_once_extend_spread_over_the_in
   auto rec = std::make_shared<spread_recorder>();
   client_options co;
   co.observers.push_back(rec);
+  constexpr std::size_t kLocks = 1000;
+  std::vector<lock> locks(kLocks);
+  std::size_t done = 0, failed = 0;
   auto c = w.make_client(co);
   ASSERT_TRUE(c->ping());
 
-  constexpr std::size_t kLocks = 1000;
   acquire_options o;
   o.ttl = 30s;  // extend every 10 s
   o.auto_extend = true;
   o.retry = retry_policy::once();
-  std::vector<lock> locks(kLocks);
-  std::size_t done = 0, failed = 0;
   for (std::size_t i = 0; i < kLocks; ++i) {
     c->acquire_async("spread-" + std::to_string(i), o, [&, i](acquire_result r) {
       ++done;

@@ -535,9 +535,9 @@ TEST(World, latency_is_the_one_way_delay_of_every_message) {
 
 TEST(World, a_blocking_call_inside_a_callback_would_deadlock) {
   world w;
-  auto c = w.make_client();
   std::optional<acquire_result> inner;
   bool done = false;
+  auto c = w.make_client();
   c->acquire_async("cb", ttl_of(1s), [&](acquire_result r) {
     EXPECT_TRUE(r);
     inner = c->acquire("other", ttl_of(1s));  // on the loop: refused
