@@ -223,7 +223,8 @@ void notifier::wake_one(channel& ch) {
     ++wakes_;
     // Across clients: each wakes its own earliest waiter, so C clients race C
     // attempts into split votes, and C - 1 of them lose a full round on every
-    // node. While this client has lost such a race within the last second, its
+    // node (or all C, each short of a quorum: acquire_op retries such a split
+    // soon, by a tie-break on the tokens seen). While this client has lost such a race within the last second, its
     // wake-ups come after a random 0-3 ms, so that the first attempt usually lands
     // alone, and look first (one GET per node): another holder on a quorum means
     // another client won, and this one waits on without an attempt. A single
