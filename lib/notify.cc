@@ -22,7 +22,8 @@ std::string channel_of(const std::string& key) { return key + std::string(kSuffi
 // unread, so no payload of any size is kept.
 bool is_token(std::string_view p) {
   if (p.size() != 32) return false;
-  return std::all_of(p.begin(), p.end(), [](char ch) { return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'); });
+  return std::all_of(p.begin(), p.end(),
+                     [](char ch) { return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'); });
 }
 
 }  // namespace
@@ -224,11 +225,10 @@ void notifier::wake_one(channel& ch) {
     // Across clients: each wakes its own earliest waiter, so C clients race C
     // attempts into split votes, and C - 1 of them lose a full round on every
     // node (or all C, each short of a quorum: acquire_op retries such a split
-    // soon, by a tie-break on the tokens seen). While this client has lost such a race within the last second, its
-    // wake-ups come after a random 0-3 ms, so that the first attempt usually lands
-    // alone, and look first (one GET per node): another holder on a quorum means
-    // another client won, and this one waits on without an attempt. A single
-    // waiter is never delayed.
+    // soon, by a tie-break on the tokens seen). While this client has lost such a race within the last
+    // second, its wake-ups come after a random 0-3 ms, so that the first attempt usually lands alone, and
+    // look first (one GET per node): another holder on a quorum means another client won, and this one waits
+    // on without an attempt. A single waiter is never delayed.
     std::chrono::milliseconds stagger(0);
     std::optional<waiter::peek_at> peek;
     if (ch.lost_at != clock_tp{} && c_.now() - ch.lost_at < std::chrono::seconds(1)) {

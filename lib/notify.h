@@ -12,8 +12,8 @@
 // one attempt per release, not W. What anyone allowed to PUBLISH can send is
 // bounded: a payload that is not a token is dropped unkept, a channel keeps the
 // last kRecent released tokens and only a count of those held back during a woken
-// attempt, and each waiter's wake-ups are rate-limited (waiter::wake_allowed_at). Expiry publishes nothing: every waiter keeps
-// its fallback timer (the retry schedule), so a lost message, a node that refuses
+// attempt, and each waiter's wake-ups are rate-limited (waiter::wake_allowed_at). Expiry publishes nothing:
+// every waiter keeps its fallback timer (the retry schedule), so a lost message, a node that refuses
 // SUBSCRIBE, or a holder that publishes nothing (another library) costs latency,
 // never correctness. Safety is untouched: a wake-up only moves an attempt earlier.
 //

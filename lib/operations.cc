@@ -479,8 +479,8 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
   bool woken_ = false;         // the next attempt was woken by a release of key_
   bool attempt_woken_ = false; // ... and it is (was) the current attempt
   clock_tp attempt_started_{};
-  microseconds last_rtt_{0};   // the last failed attempt's round trip (start to decision)
-  int splits_ = 0;             // consecutive failed attempts that were splits among waiters
+  microseconds last_rtt_{0};  // the last failed attempt's round trip (start to decision)
+  int splits_ = 0;            // consecutive failed attempts that were splits among waiters
   // The wake-up budget (issue 20, 4b), kept as a theoretical arrival time (GCRA):
   // at most kWakeBurst wake-ups at once, then one per wake_interval(). A flood of
   // forged release messages (anyone who may PUBLISH can send them) then costs this
@@ -491,8 +491,10 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
   static constexpr int kMaxSplits = 6;  // then the fallback (a holder this waiter cannot see)
   clock_tp wake_tat_{};
 
+  // Capped at 1 s: an attempt that timed out must not hold a genuine release back
+  // for long after a flood.
   milliseconds wake_interval() const {
-    return std::max(kWakeFloor, duration_cast<milliseconds>(4 * last_rtt_));
+    return std::clamp(duration_cast<milliseconds>(4 * last_rtt_), kWakeFloor, milliseconds(1000));
   }
   clock_tp wake_allowed_at() const override {
     return wake_tat_ == clock_tp{} ? clock_tp{} : wake_tat_ - (kWakeBurst - 1) * wake_interval();
@@ -674,8 +676,9 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
   // to this waiter's nearest node) —, the others after three, by when the
   // winner holds a quorum they see (then they wait for its release, a normal
   // failure). A split again (views that differ, a rollback late) adds a random
-  // spread that doubles with each (a quarter of it for the winner); each delay is capped at a quarter of the fallback, and after
-  // kMaxSplits splits in a row the fallback applies. A holder on a quorum seen,
+  // spread that doubles with each (a quarter of it for the winner); each delay is
+  // capped at a quarter of the fallback, and after kMaxSplits splits in a row the
+  // fallback applies. A holder on a quorum seen,
   // an unnamed holder (the fenced script), or no node granted: not a split.
   std::optional<milliseconds> split_backoff(const round& r, milliseconds fallback) {
     const std::size_t n = r.votes.size(), q = n / 2 + 1;
@@ -684,8 +687,11 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
     for (std::size_t i = 0; i < n; ++i) {
       if (r.votes[i].status == node_status::ok) mine = true;
       if (r.votes[i].status != node_status::held) continue;
-      if (!r.values[i] || r.values[i]->empty()) unknown = true;
-      else others.push_back(*r.values[i]);
+      if (!r.values[i] || r.values[i]->empty()) {
+        unknown = true;
+      } else {
+        others.push_back(*r.values[i]);
+      }
     }
     const bool quorum_holder = std::any_of(others.begin(), others.end(), [&](const std::string& v) {
       return static_cast<std::size_t>(std::count(others.begin(), others.end(), v)) >= q;
@@ -696,12 +702,14 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
     }
     if (++splits_ > kMaxSplits) return std::nullopt;
     const milliseconds rtt = std::max(milliseconds(1), std::chrono::ceil<milliseconds>(last_rtt_));
-    const bool first = std::none_of(others.begin(), others.end(), [&](const std::string& v) { return v < token_; });
+    const bool first =
+        std::none_of(others.begin(), others.end(), [&](const std::string& v) { return v < token_; });
     milliseconds d = first ? rtt : 3 * rtt;
     if (splits_ > 1) {
       const milliseconds::rep grow = milliseconds::rep{1} << std::min(splits_ - 1, 8);
       const milliseconds spread = first ? rtt * grow / 4 : rtt * grow;
-      d += milliseconds(static_cast<milliseconds::rep>(c_.jitter() % static_cast<std::uint64_t>(spread.count() + 1)));
+      d += milliseconds(
+          static_cast<milliseconds::rep>(c_.jitter() % static_cast<std::uint64_t>(spread.count() + 1)));
     }
     d = std::min(d, std::max(milliseconds(1), fallback / 4));
     c_.stats().split_retries.fetch_add(1, std::memory_order_relaxed);

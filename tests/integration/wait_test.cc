@@ -391,7 +391,8 @@ TEST(Wait, a_split_among_waiters_of_two_clients_is_retried_soon_not_after_the_fa
     };
     auto fa = wait_in(a);
     auto fb = wait_in(b);
-    ASSERT_TRUE(eventually([&] { return subscribers(cl[0], res) == 2 && subscribers(cl[1], res) == 2; }, 5000ms));
+    ASSERT_TRUE(
+        eventually([&] { return subscribers(cl[0], res) == 2 && subscribers(cl[1], res) == 2; }, 5000ms));
     // Both have failed their attempts and wait (no SET for 30 ms; the fallback is 1 s).
     ASSERT_TRUE(eventually([&] {
       const long long s0 = live_sets();
@@ -404,15 +405,17 @@ TEST(Wait, a_split_among_waiters_of_two_clients_is_retried_soon_not_after_the_fa
     ASSERT_EQ(fb.wait_for(15000ms), std::future_status::ready);
     const outcome oa = fa.get(), ob = fb.get();
     ASSERT_TRUE(oa.got && ob.got) << oa.message << " / " << ob.message;
-    took.push_back(std::chrono::duration_cast<std::chrono::microseconds>(std::min(oa.at, ob.at) - t0).count());
+    took.push_back(
+        std::chrono::duration_cast<std::chrono::microseconds>(std::min(oa.at, ob.at) - t0).count());
   }
   std::vector<long long> sorted = took;
   std::sort(sorted.begin(), sorted.end());
   const long long p50 = sorted[sorted.size() / 2];
   const long long p99 = sorted[(sorted.size() * 99 + 99) / 100 - 1];  // nearest rank
-  std::printf("split hand-over over %d rounds: p50 %lld us, p99 %lld us, max %lld us; split retries a %llu b %llu\n",
-              kRounds, p50, p99, sorted.back(), static_cast<unsigned long long>(a.stats().split_retries),
-              static_cast<unsigned long long>(b.stats().split_retries));
+  std::printf(
+      "split hand-over over %d rounds: p50 %lld us, p99 %lld us, max %lld us; split retries a %llu b %llu\n",
+      kRounds, p50, p99, sorted.back(), static_cast<unsigned long long>(a.stats().split_retries),
+      static_cast<unsigned long long>(b.stats().split_retries));
   // The far link's round trip as the waiters see it now (an inspect answers when
   // the far node did): the bound is five of them, at least 50 ms.
   std::vector<long long> rtts;
@@ -462,7 +465,8 @@ TEST(Wait, a_flood_of_large_release_messages_does_not_grow_a_waiters_memory) {
   const std::string res = unique("flood");
   auto held = a.acquire(res, once(30000ms));
   ASSERT_TRUE(held.lock);
-  auto fut = std::async(std::launch::async, [&] { return b.acquire(res, waiting(5000ms, 25000ms, 30000ms)); });
+  auto fut =
+      std::async(std::launch::async, [&] { return b.acquire(res, waiting(5000ms, 25000ms, 30000ms)); });
   ASSERT_TRUE(eventually([&] { return all_subscribed(nodes(), res); }, 8000ms));
   constexpr int kMessages = 200;
   constexpr std::size_t kPayload = 256 * 1024;
@@ -480,8 +484,8 @@ TEST(Wait, a_flood_of_large_release_messages_does_not_grow_a_waiters_memory) {
   payload.shrink_to_fit();
   ASSERT_EQ(sent, kMessages);
   // Every message reached the waiter's subscriber on node 1 (and was dropped there).
-  EXPECT_TRUE(eventually([&] { return b.stats().notifications_dropped >= static_cast<std::uint64_t>(kMessages); },
-                         8000ms))
+  EXPECT_TRUE(eventually(
+      [&] { return b.stats().notifications_dropped >= static_cast<std::uint64_t>(kMessages); }, 8000ms))
       << b.stats().notifications_dropped;
   const long long grown = peak_rss_kib() - before;
   std::printf("peak RSS grew by %lld KiB over %d messages of %zu bytes\n", grown, kMessages, kPayload);
@@ -533,8 +537,8 @@ TEST(Wait, a_flood_of_forged_release_messages_costs_a_waiter_a_bounded_number_of
   std::this_thread::sleep_for(100ms);
   const long long woken = (rounds() - before) / static_cast<long long>(nodes().size());
   const long long bound = 4 + (flood.count() + 100) / 10 + 2;  // +2: a raced release, an after-reconnect wake
-  std::printf("%d forged messages in %lld ms: %lld woken rounds (bound %lld), %llu wake-ups deferred\n", forged,
-              static_cast<long long>(flood.count()), woken, bound,
+  std::printf("%d forged messages in %lld ms: %lld woken rounds (bound %lld), %llu wake-ups deferred\n",
+              forged, static_cast<long long>(flood.count()), woken, bound,
               static_cast<unsigned long long>(b.stats().wake_ups_deferred));
   ASSERT_GT(forged, 5 * bound) << "the flood is too weak to show anything";
   EXPECT_LE(woken, bound);
