@@ -457,6 +457,9 @@ client_stats client::stats() const noexcept {
   out.reconnects = s.reconnects.load();
   out.observer_errors = s.observer_errors.load();
   out.wake_ups_skipped = s.wake_ups_skipped.load();
+  out.notifications_dropped = s.notifications_dropped.load();
+  out.wake_ups_deferred = s.wake_ups_deferred.load();
+  out.split_retries = s.split_retries.load();
   return out;
 }
 

@@ -83,7 +83,8 @@ struct held {
 
 struct stats_counters {
   std::atomic<std::uint64_t> acquires{0}, acquired{0}, contended{0}, releases{0}, release_failures{0},
-      extends{0}, locks_lost{0}, reconnects{0}, observer_errors{0}, wake_ups_skipped{0};
+      extends{0}, locks_lost{0}, reconnects{0}, observer_errors{0}, wake_ups_skipped{0},
+      notifications_dropped{0}, wake_ups_deferred{0}, split_retries{0};
 };
 
 inline const report& report_of(const report& r) noexcept { return r; }

@@ -1,6 +1,8 @@
 #include "notify.h"
 
 #include <algorithm>
+#include <chrono>
+#include <string_view>
 #include <utility>
 
 #include "core.h"
@@ -9,9 +11,20 @@ namespace redlock::detail {
 namespace {
 
 constexpr std::string_view kSuffix = ":released";
-constexpr std::size_t kRecent = 16;  // released tokens remembered per key
+constexpr std::size_t kRecent = 16;    // released tokens remembered per key
+constexpr std::size_t kHeldBack = 16;  // releases counted during a woken attempt
 
 std::string channel_of(const std::string& key) { return key + std::string(kSuffix); }
+
+// What the release scripts publish: a token (token.h, reactor::token), 32
+// lowercase hex characters. Anything else on the channel was not published by a
+// release of this library (anyone allowed to PUBLISH can send it): it is dropped
+// unread, so no payload of any size is kept.
+bool is_token(std::string_view p) {
+  if (p.size() != 32) return false;
+  return std::all_of(p.begin(), p.end(),
+                     [](char ch) { return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'); });
+}
 
 }  // namespace
 
@@ -109,7 +122,10 @@ void notifier::join(const std::string& key, waiter& w, clock_tp attempt_started,
                     std::function<void(bool fresh)> settled) {
   auto [it, inserted] = channels_.try_emplace(key);
   channel& ch = it->second;
-  if (inserted) ch.nodes.assign(c_.size(), sub::none);
+  if (inserted) {
+    ch.key = key;
+    ch.nodes.assign(c_.size(), sub::none);
+  }
   if (std::find(ch.waiters.begin(), ch.waiters.end(), &w) == ch.waiters.end()) ch.waiters.push_back(&w);
   ch.on_settled.push_back(std::move(settled));
   ch.settled_for.push_back(attempt_started);
@@ -185,25 +201,34 @@ void notifier::attempt_done(const std::string& key, waiter& w) {
 void notifier::after_woken(channel& ch) {
   // Releases absorbed while the woken attempt was in flight: the next waiter they
   // blocked tries now.
-  const bool any = !ch.absorbed.empty();
-  ch.absorbed.clear();
+  const bool any = ch.absorbed > 0;
+  ch.absorbed = 0;
   if (any && ch.woken == nullptr) wake_one(ch);
 }
 
 void notifier::wake_one(channel& ch) {
   // Any new release of the key: the holders a waiter saw may be stale (the lock
   // changed hands since its last attempt); duplicates were dropped already.
+  // A waiter whose wake-up budget is spent (a flood of forged messages, or many
+  // lost races in a row) is passed over; if every waiting one is, the wake-up is
+  // made when the first budget allows (one timer per channel).
+  const clock_tp now = c_.now();
+  std::optional<clock_tp> later;
   for (waiter* w : ch.waiters) {
     if (!w->idle_waiting()) continue;
+    if (const clock_tp at = w->wake_allowed_at(); at > now) {
+      if (!later || at < *later) later = at;
+      continue;
+    }
     ch.woken = w;
     ++wakes_;
     // Across clients: each wakes its own earliest waiter, so C clients race C
     // attempts into split votes, and C - 1 of them lose a full round on every
-    // node. While this client has lost such a race within the last second, its
-    // wake-ups come after a random 0-3 ms, so that the first attempt usually lands
-    // alone, and look first (one GET per node): another holder on a quorum means
-    // another client won, and this one waits on without an attempt. A single
-    // waiter is never delayed.
+    // node (or all C, each short of a quorum: acquire_op retries such a split
+    // soon, by a tie-break on the tokens seen). While this client has lost such a race within the last
+    // second, its wake-ups come after a random 0-3 ms, so that the first attempt usually lands alone, and
+    // look first (one GET per node): another holder on a quorum means another client won, and this one waits
+    // on without an attempt. A single waiter is never delayed.
     std::chrono::milliseconds stagger(0);
     std::optional<waiter::peek_at> peek;
     if (ch.lost_at != clock_tp{} && c_.now() - ch.lost_at < std::chrono::seconds(1)) {
@@ -213,6 +238,19 @@ void notifier::wake_one(channel& ch) {
     w->wake(stagger, std::move(peek));
     return;
   }
+  if (later) defer_wake(ch, *later);
+}
+
+void notifier::defer_wake(channel& ch, clock_tp at) {
+  if (ch.defer_timer != 0 || closed_) return;
+  c_.stats().wake_ups_deferred.fetch_add(1, std::memory_order_relaxed);
+  const auto wait = std::chrono::ceil<std::chrono::milliseconds>(at - c_.now());
+  ch.defer_timer = c_.schedule(std::max(std::chrono::milliseconds(1), wait), [this, key = ch.key] {
+    auto it = channels_.find(key);
+    if (it == channels_.end()) return;
+    it->second.defer_timer = 0;
+    if (it->second.woken == nullptr) wake_one(it->second);
+  });
 }
 
 void notifier::on_push(std::size_t, const redisReply& m) {
@@ -222,10 +260,14 @@ void notifier::on_push(std::size_t, const redisReply& m) {
   std::string_view name(ch_name->str, ch_name->len);
   if (name.size() <= kSuffix.size() || name.substr(name.size() - kSuffix.size()) != kSuffix) return;
   ++messages_;
+  std::string_view token(payload->str, payload->len);
+  if (!is_token(token)) {
+    c_.stats().notifications_dropped.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   auto it = channels_.find(std::string(name.substr(0, name.size() - kSuffix.size())));
   if (it == channels_.end()) return;
   channel& ch = it->second;
-  std::string_view token(payload->str, payload->len);
   // Every node publishes the same release: the first message wakes a waiter, the
   // others are dropped. (Waiting for a quorum of them was tried: it let a thread of
   // the same client that had just released and acquired again win far more often —
@@ -235,9 +277,8 @@ void notifier::on_push(std::size_t, const redisReply& m) {
   }
   ch.recent.push_back(channel::released{std::string(token), c_.now()});
   if (ch.recent.size() > kRecent) ch.recent.pop_front();
-  const channel::released& r = ch.recent.back();
   if (ch.woken != nullptr) {
-    ch.absorbed.push_back(r.token);
+    ch.absorbed = std::min(ch.absorbed + 1, kHeldBack);
     return;
   }
   wake_one(ch);
@@ -288,6 +329,7 @@ void notifier::sweep() {
   std::sort(drop.begin(), drop.end());
   for (const std::string& k : drop) {
     channel& ch = channels_[k];
+    if (ch.defer_timer != 0) c_.cancel_timer(ch.defer_timer);
     for (std::size_t i = 0; i < ch.nodes.size(); ++i) {
       if (ch.nodes[i] != sub::on || !subs_[i]) continue;
       std::string enc;
@@ -319,6 +361,10 @@ void notifier::shutdown() {
   closed_ = true;
   if (sweep_timer_ != 0) c_.cancel_timer(sweep_timer_);
   sweep_timer_ = 0;
+  for (auto& [key, ch] : channels_) {
+    if (ch.defer_timer != 0) c_.cancel_timer(ch.defer_timer);
+    ch.defer_timer = 0;
+  }
   for (auto& s : subs_) {
     if (s) s->shutdown();
   }

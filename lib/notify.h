@@ -9,8 +9,11 @@
 // subscribes the key's channel on every node. A notification wakes ONE waiter of
 // the key in this client (the earliest registered one waiting), and none while a
 // woken waiter's attempt is in flight: W waiters cost
-// one attempt per release, not W. Expiry publishes nothing: every waiter keeps
-// its fallback timer (the retry schedule), so a lost message, a node that refuses
+// one attempt per release, not W. What anyone allowed to PUBLISH can send is
+// bounded: a payload that is not a token is dropped unkept, a channel keeps the
+// last kRecent released tokens and only a count of those held back during a woken
+// attempt, and each waiter's wake-ups are rate-limited (waiter::wake_allowed_at). Expiry publishes nothing:
+// every waiter keeps its fallback timer (the retry schedule), so a lost message, a node that refuses
 // SUBSCRIBE, or a holder that publishes nothing (another library) costs latency,
 // never correctness. Safety is untouched: a wake-up only moves an attempt earlier.
 //
@@ -42,7 +45,12 @@ class waiter {
   // holders are unknown: the fenced script does not name them).
   virtual bool blocked_by(const std::string& token) const = 0;
   virtual bool knows_blockers() const = 0;
-  // Starts the next attempt after `stagger` (the notifier marked it woken). With
+  // The earliest time a wake-up may start its next attempt or peek: its wake-up
+  // budget (acquire_op: at most 4 at once, then one per interval). The notifier
+  // wakes another waiter meanwhile, or this one when the budget allows.
+  virtual std::chrono::steady_clock::time_point wake_allowed_at() const = 0;
+  // Starts the next attempt after `stagger` (the notifier marked it woken; it
+  // spends one wake-up of its budget). With
   // `peek`: first reads the key on every node (one GET each), and goes back to
   // waiting without an attempt when another holder than `released` has a quorum —
   // the release was taken by another client meanwhile (notifier::wake_one).
@@ -107,9 +115,13 @@ class notifier final : private push_listener {
       std::string token;
       clock_tp at;  // its first message
     };
-    std::deque<released> recent;  // released tokens seen, newest last
-    std::vector<std::string> absorbed;  // released while a woken attempt was in flight
+    std::string key;
+    std::deque<released> recent;  // released tokens seen, newest last (at most kRecent)
+    // Releases seen while a woken attempt was in flight (at most kHeldBack: only
+    // whether there were any matters when it ends).
+    std::size_t absorbed = 0;
     waiter* woken = nullptr;
+    std::uint64_t defer_timer = 0;  // a wake-up held back by the waiters' budgets
     clock_tp lost_at{};  // a woken attempt last failed (another client won the race)
     clock_tp idle_since{};
   };
@@ -124,6 +136,7 @@ class notifier final : private push_listener {
   void on_subscribe_reply(const std::string& key, std::size_t node, bool ok, bool refused);
   void check_settled(channel& ch);
   void wake_one(channel& ch);
+  void defer_wake(channel& ch, clock_tp at);
   void after_woken(channel& ch);
   void arm_sweep();
   void sweep();

@@ -479,6 +479,27 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
   bool woken_ = false;         // the next attempt was woken by a release of key_
   bool attempt_woken_ = false; // ... and it is (was) the current attempt
   clock_tp attempt_started_{};
+  microseconds last_rtt_{0};  // the last failed attempt's round trip (start to decision)
+  int splits_ = 0;            // consecutive failed attempts that were splits among waiters
+  // The wake-up budget (issue 20, 4b), kept as a theoretical arrival time (GCRA):
+  // at most kWakeBurst wake-ups at once, then one per wake_interval(). A flood of
+  // forged release messages (anyone who may PUBLISH can send them) then costs this
+  // waiter at most that many peeks or attempts; a genuine release finds the budget
+  // full, as releases of a held lock come no faster than it is taken and held.
+  static constexpr int kWakeBurst = 4;
+  static constexpr milliseconds kWakeFloor{10};
+  static constexpr int kMaxSplits = 6;  // then the fallback (a holder this waiter cannot see)
+  clock_tp wake_tat_{};
+
+  // Capped at 1 s: an attempt that timed out must not hold a genuine release back
+  // for long after a flood.
+  milliseconds wake_interval() const {
+    return std::clamp(duration_cast<milliseconds>(4 * last_rtt_), kWakeFloor, milliseconds(1000));
+  }
+  clock_tp wake_allowed_at() const override {
+    return wake_tat_ == clock_tp{} ? clock_tp{} : wake_tat_ - (kWakeBurst - 1) * wake_interval();
+  }
+  void spend_wake() { wake_tat_ = std::max(wake_tat_, c_.now()) + wake_interval(); }
 
   bool idle_waiting() const override { return idle_wait_ && retry_timer_ != 0; }
   bool knows_blockers() const override { return !blockers_.empty(); }
@@ -487,6 +508,7 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
   }
   void wake(milliseconds stagger, std::optional<peek_at> peek) override {
     woken_ = true;  // by a release of key_ (the notifier)
+    spend_wake();
     start_in(stagger, std::move(peek));
   }
   void try_now() { start_in(milliseconds(0), std::nullopt); }
@@ -628,23 +650,81 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
     }
     // A release of a holder that blocked this attempt, seen during it: try again at
     // once — once per released token (a node that missed the delete still shows it).
+    // Such a retry spends a wake-up of the budget, as a wake-up does (distinct
+    // forged tokens must not make it spin when the holders are unknown: fenced).
     if (auto t = c_.notify().missed_release(key_, *this, attempt_started_); t && *t != retried_for_) {
       retried_for_ = *t;
-      return arm_wait(milliseconds(0));
+      const clock_tp at = wake_allowed_at(), now = c_.now();
+      spend_wake();
+      return arm_wait(at > now ? std::chrono::ceil<milliseconds>(at - now) : milliseconds(0), false);
     } else if (t) {
       c_.notify().attempt_done(key_, *this);
     }
+    if (auto d = split_backoff(r, delay)) return arm_wait(*d, false);
     arm_wait(delay);
   }
 
-  void arm_wait(milliseconds delay) {
+  // A split among waiters (issue 20, item 2): the attempt got some node, every node
+  // that refused named its holder, and no holder held a quorum. The other holders
+  // are then attempts like this one (woken by the same release in other clients),
+  // each rolling back quietly: nothing is published, no wake-up follows, and the
+  // lock is free on every node that answered once the rollbacks land. So the
+  // attempt is retried soon, not at the fallback: the waiter whose token is the
+  // lowest of those seen (each sees the same ones: the deterministic winner of a
+  // random draw) after one round trip of this attempt — the others' rollbacks,
+  // sent at the same time, have landed (they need about half of theirs, one way
+  // to this waiter's nearest node) —, the others after three, by when the
+  // winner holds a quorum they see (then they wait for its release, a normal
+  // failure). A split again (views that differ, a rollback late) adds a random
+  // spread that doubles with each (a quarter of it for the winner); each delay is
+  // capped at a quarter of the fallback, and after kMaxSplits splits in a row the
+  // fallback applies. A holder on a quorum seen,
+  // an unnamed holder (the fenced script), or no node granted: not a split.
+  std::optional<milliseconds> split_backoff(const round& r, milliseconds fallback) {
+    const std::size_t n = r.votes.size(), q = n / 2 + 1;
+    bool mine = false, unknown = false;
+    std::vector<std::string> others;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (r.votes[i].status == node_status::ok) mine = true;
+      if (r.votes[i].status != node_status::held) continue;
+      if (!r.values[i] || r.values[i]->empty()) {
+        unknown = true;
+      } else {
+        others.push_back(*r.values[i]);
+      }
+    }
+    const bool quorum_holder = std::any_of(others.begin(), others.end(), [&](const std::string& v) {
+      return static_cast<std::size_t>(std::count(others.begin(), others.end(), v)) >= q;
+    });
+    if (!mine || unknown || quorum_holder) {
+      splits_ = 0;
+      return std::nullopt;
+    }
+    if (++splits_ > kMaxSplits) return std::nullopt;
+    const milliseconds rtt = std::max(milliseconds(1), std::chrono::ceil<milliseconds>(last_rtt_));
+    const bool first =
+        std::none_of(others.begin(), others.end(), [&](const std::string& v) { return v < token_; });
+    milliseconds d = first ? rtt : 3 * rtt;
+    if (splits_ > 1) {
+      const milliseconds::rep grow = milliseconds::rep{1} << std::min(splits_ - 1, 8);
+      const milliseconds spread = first ? rtt * grow / 4 : rtt * grow;
+      d += milliseconds(
+          static_cast<milliseconds::rep>(c_.jitter() % static_cast<std::uint64_t>(spread.count() + 1)));
+    }
+    d = std::min(d, std::max(milliseconds(1), fallback / 4));
+    c_.stats().split_retries.fetch_add(1, std::memory_order_relaxed);
+    return d;
+  }
+
+  // `queued`: a fallback, stretched by the waiter's place in its client's queue.
+  void arm_wait(milliseconds delay, bool queued = true) {
     const auto spent = duration_cast<milliseconds>(c_.now() - call_start_);
     if (spent >= o_.retry.deadline) return finish_failure(last_, last_.error);
     // Notifications arrive: a release wakes the earliest waiter of this client, so
     // the ones behind it need their fallback only for lost messages and expiry —
     // stretched by their place in the queue (the earliest keeps the schedule and
     // catches a holder that publishes nothing).
-    if (delay.count() > 0) {
+    if (queued && delay.count() > 0) {
       if (auto pos = c_.notify().queue_position(key_, *this); pos && *pos > 0) {
         delay *= static_cast<milliseconds::rep>(std::min<std::size_t>(*pos + 1, 64));
       }
@@ -785,6 +865,7 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
 
   void fail_attempt(round& r, std::error_code ec) {
     current_->failed = true;
+    last_rtt_ = std::chrono::ceil<microseconds>(c_.now() - r.started);
     // A woken attempt ended: releases seen meanwhile may wake another waiter.
     if (joined_) c_.notify().attempt_done(key_, *this);
     rollback(c_, quiet_release(token_), r, o_.ttl);

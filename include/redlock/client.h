@@ -219,6 +219,18 @@ struct client_stats {
   // (one GET) found that another client had already taken the lock
   // (docs/coordination.md, "Waiting without polling").
   std::uint64_t wake_ups_skipped = 0;
+  // Release messages ignored because their payload is not a token (32 hex
+  // characters): nothing of them is kept (docs/coordination.md, "Bounds on what
+  // others can send").
+  std::uint64_t notifications_dropped = 0;
+  // Wake-ups held back because every waiting acquire of the key had spent its wake-up
+  // budget (at most 4 at once, then one per max(10 ms, 4 x its last failed attempt's
+  // round trip)); each is made when a budget allows.
+  std::uint64_t wake_ups_deferred = 0;
+  // Failed attempts of a waiting acquire that were a split among waiters (it got a
+  // node, no other token held a quorum): retried after a short backoff, not the
+  // fallback (docs/coordination.md, "Split wake-ups").
+  std::uint64_t split_retries = 0;
 };
 
 class REDLOCK_EXPORT client {

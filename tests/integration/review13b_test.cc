@@ -301,23 +301,26 @@ TEST(Review13b, set_waiter_switching_back_catches_release_during_attempt) {
     for (std::size_t i : on) nodes()[i].command({"DEL", k});
     for (std::size_t i : on) nodes()[i].command({"PUBLISH", k + ":released", token});
   };
-  hold(y, "H1", {0, 1, 2});
+  // Holders' tokens in a token's format (32 hex): other payloads are dropped unread
+  // (issue 20, item 3).
+  const std::string H1(32, 'a'), G(32, 'b'), H2(32, 'c');
+  hold(y, H1, {0, 1, 2});
   (void)b.acquire_many_async({x, y}, waiting(5000ms, 20000ms), w.cb());
   ASSERT_TRUE(eventually([&] { return all_subscribed(nodes(), y); }, 3000ms)) << "blocked by y: waits on y";
   std::this_thread::sleep_for(50ms);
   // y released, x held: the woken attempt moves the waiter to x's channel.
-  hold(x, "G", {0, 1, 2});
-  release(y, "H1", {0, 1, 2});
+  hold(x, G, {0, 1, 2});
+  release(y, H1, {0, 1, 2});
   ASSERT_TRUE(eventually([&] { return all_subscribed(nodes(), x); }, 3000ms)) << "blocked by x: waits on x";
   std::this_thread::sleep_for(100ms);
   ASSERT_EQ(w.calls.load(), 0);
   // y held again (nodes 1 and 3), node 3 slow: the next attempt waits ~300 ms for it.
-  hold(y, "H2", {0, 2});
+  hold(y, H2, {0, 2});
   px.latency(150ms);
   const auto t0 = clock_type::now();
-  release(x, "G", {0, 1, 2});  // wakes the waiter: its attempt finds y held on 1 (and 3)
+  release(x, G, {0, 1, 2});  // wakes the waiter: its attempt finds y held on 1 (and 3)
   std::this_thread::sleep_for(220ms);  // node 3 ran the attempt at ~150 ms; it answers at ~300 ms
-  release(y, "H2", {0, 2});  // during the attempt, after every node ran it
+  release(y, H2, {0, 2});  // during the attempt, after every node ran it
   ASSERT_EQ(w.f.wait_for(8000ms), std::future_status::ready);
   auto r = w.f.get();
   const auto took = duration_cast<milliseconds>(w.at - t0);
