@@ -190,10 +190,12 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   void untrack_handle(const held& h);
   // The live handle (not finished, not lost) holding lease `l`, if any.
   std::shared_ptr<held> handle_for(const lease& l);
-  // The lock of `h` is lost: stops its watchdog, lowers its validity to now, and
-  // reports it (stats, on_lock_lost, and on_lost when `tell_owner`: not for a loss
-  // found by the owner's own release, whose report tells it).
-  void declare_lost(const std::shared_ptr<held>& h, const report& why, bool tell_owner = true);
+  // The lock of `h` is lost: stops its watchdog, lowers its validity to now, sets
+  // lost(), reports it (report_loss) and calls on_lost. Once.
+  void declare_lost(const std::shared_ptr<held>& h, const report& why);
+  // A lock of this client ended in a loss: counts it (locks_lost) and sends
+  // on_lock_lost. Also for a handle whose own release found it expired or gone.
+  void report_loss(const held& h, const report& why);
 
   // The restart-guard quarantine (see options.h: restart_quarantine, max_ttl); the
   // TTL is not used: every TTL is bounded by max_ttl.

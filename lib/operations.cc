@@ -1179,27 +1179,31 @@ void extension_succeeded(held& h, std::uint64_t seq, clock_tp valid_until) {
 
 }  // namespace
 
-void core::declare_lost(const std::shared_ptr<held>& h, const report& why, bool tell_owner) {
+void core::declare_lost(const std::shared_ptr<held>& h, const report& why) {
   // A lease read after the loss must not look valid: validity ends now at the latest.
   const std::int64_t now_ns = to_ns(now());
   if (h->valid_until_ns.load() > now_ns) h->valid_until_ns.store(now_ns, std::memory_order_release);
   if (h->lost.exchange(true)) return;
   untrack_handle(*h);
-  stats_.locks_lost.fetch_add(1, std::memory_order_relaxed);
   stop_watchdog(*h);
+  report_loss(*h, why);
+  if (h->on_lost) {
+    auto fn = h->on_lost;
+    fn(h->snapshot(), why);
+  }
+}
+
+void core::report_loss(const held& h, const report& why) {
+  stats_.locks_lost.fetch_add(1, std::memory_order_relaxed);
   if (observing_) {
     lock_lost_event e;
     e.at = now();
-    e.resource = h->resource;
-    e.fence = h->fence;
-    e.held_for = duration_cast<microseconds>(e.at - h->acquired_at);
+    e.resource = h.resource;
+    e.fence = h.fence;
+    e.held_for = duration_cast<microseconds>(e.at - h.acquired_at);
     e.reason = why.error;
     e.detail = why.message();
     emit(&observer::on_lock_lost, e, "on_lock_lost");
-  }
-  if (h->on_lost && tell_owner) {
-    auto fn = h->on_lost;
-    fn(h->snapshot(), why);
   }
 }
 
@@ -1461,26 +1465,25 @@ void core::release_held(const std::shared_ptr<held>& h, std::function<void(repor
   // Every lock ends in exactly one of on_lock_released and on_lock_lost (observer.h).
   // A handle whose validity ran out before this release (no watchdog, or one that
   // had not seen it yet) was lost then, whatever the nodes still hold: the release
-  // only deletes what is left. on_lost is not called: the owner is releasing it,
-  // and the release's report tells it.
-  if (!h->lost.load() && h->expired()) {
-    declare_lost(h, bare_report(*this, make_error_code(errc::lock_lost), "validity ran out before the release"),
-                 /*tell_owner=*/false);
-  }
-  const bool was_lost = h->lost.load();
-  release_round(*this, h->snapshot(), [this, h, was_lost, done = std::move(done)](report r) {
+  // only deletes what is left, and the loss is reported (stats, on_lock_lost).
+  // The handle itself is released, not lost: lost() stays false and on_lost is
+  // not called (the owner is releasing it; the release's report tells it).
+  const bool lost_before = h->lost.load();
+  const bool expired = !lost_before && h->expired();
+  if (expired) report_loss(*h, bare_report(*this, make_error_code(errc::lock_lost), "validity ran out before the release"));
+  release_round(*this, h->snapshot(), [this, h, ended = lost_before || expired, done = std::move(done)](report r) {
     // A quorum did not hold the token (the keys expired early, or were deleted):
     // the lock was lost before the release, which found it so.
-    if (!was_lost && r.error == errc::not_owner && !h->lost.load()) {
+    if (!ended && r.error == errc::not_owner) {
       report why = r;
       why.error = make_error_code(errc::lock_lost);
       if (!why.nodes.empty() && why.nodes.front().detail.empty()) {
         why.nodes.front().detail = "the release found the keys gone";
       }
-      declare_lost(h, why, /*tell_owner=*/false);
+      report_loss(*h, why);
     }
     done(std::move(r));
-  }, /*report_released=*/!was_lost);
+  }, /*report_released=*/!lost_before && !expired);
 }
 
 }  // namespace redlock::detail
