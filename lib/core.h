@@ -293,7 +293,8 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   // its next tick comes within what is left (watchdog_delay). Not while a tick's
   // extension is in flight (that one arms the next tick when it ends).
   void rearm_watchdog(held& h);
-  // When the next tick of `h` is due, at most `regular` from now: at the
+  // When the next tick of `h` is due, at most `regular` from now: `regular` if it
+  // leaves command_timeout of the validity for the round, else at the
   // watchdog's own pace through the validity left (interval / ttl of it), so that
   // a validity shorter than the TTL (max_hold at the acquire, an explicit extension
   // to a shorter TTL) is extended before it ends; once the cap is reached, just

@@ -1237,7 +1237,9 @@ milliseconds core::watchdog_delay(const held& h, milliseconds regular) const {
   const clock_tp until = h.snapshot().valid_until.value_or(now());
   const auto left = std::max(microseconds(0), duration_cast<microseconds>(until - now()));
   if (h.capped) return duration_cast<milliseconds>(left) + milliseconds(1);
-  if (h.ttl.count() <= 0) return regular;
+  // A regular tick that leaves time for an extension round (as check_acquire
+  // demands of the interval) stays regular.
+  if (left >= duration_cast<microseconds>(regular + options_.command_timeout) || h.ttl.count() <= 0) return regular;
   const auto paced = duration_cast<milliseconds>(left * h.interval.count() / h.ttl.count());
   return std::max(milliseconds(0), std::min(regular, paced));
 }
