@@ -640,6 +640,20 @@ TEST(MaxHold, a_cap_shorter_than_the_ttl_caps_the_acquired_validity) {
   EXPECT_EQ(r.lock.extend(1000ms).error, errc::extension_limit);
 }
 
+TEST(MaxHold, a_negative_cap_or_one_within_the_drift_allowance_is_refused_naming_it) {
+  redis_cluster cl(3);
+  client c(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(c));
+  for (const auto hold : {-5ms, 1ms, 2ms}) {
+    acquire_options a = once(5000ms);
+    a.max_hold = hold;
+    auto r = c.acquire(unique("hold-bad"), a);
+    EXPECT_EQ(r.report.error, errc::invalid_argument) << hold.count() << " ms: " << r.report.message();
+    EXPECT_NE(r.report.message().find("max_hold"), std::string::npos) << r.report.message();
+  }
+  EXPECT_EQ(cl[0].dbsize(), 0);
+}
+
 TEST(MaxHold, a_watchdog_lock_with_a_cap_shorter_than_the_ttl_is_reported_at_the_cap) {
   redis_cluster cl(3);
   client c(options_for(cl.uris()));
