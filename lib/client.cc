@@ -142,6 +142,12 @@ std::string check_acquire(const detail::core& c, std::string_view resource, cons
   if (std::string bad = c.ttl_problem(o.ttl); !bad.empty()) return bad;
   if (const char* bad = detail::check_retry(o.retry); *bad) return bad;
   if (o.extend_interval.count() < 0) return "extend_interval must not be negative";
+  if (o.max_hold.count() < 0) return "max_hold must not be negative";
+  if (o.max_hold.count() > 0 && *detail::check_ttl(o.max_hold, c.options().clock_drift_factor) != '\0') {
+    // A validity capped at max_hold (shorter than the TTL) would be none at all.
+    return "max_hold (" + std::to_string(o.max_hold.count()) +
+           " ms) must be longer than the clock drift allowance (max_hold * drift_factor + 2 ms)";
+  }
   if (o.auto_extend) {
     // Each watchdog tick needs time for one extension round (up to command_timeout)
     // before the validity it extends runs out: interval + command_timeout <= ttl - drift.

@@ -180,6 +180,9 @@ void core::start() {
       // The loop's descriptors go with its thread, not with the core (which a lock
       // handle may keep alive long after the client).
       uv.close_loop();
+      // From here on no thread is this client's loop thread: a thread started later
+      // may be given this one's id, and its calls must not be refused as reentrant.
+      loop_thread_id_.store(std::thread::id());
       // Last use of `this` on this thread; may destroy the core if the client
       // detached the thread (destroyed from its own callback).
       std::shared_ptr<core> keep = std::move(self_);
@@ -507,6 +510,8 @@ void core::handles_closed() {
   handles_closed_ = true;
   if (!owns_loop_) {
     final_drain();
+    // The external loop's thread is this client's no longer (core.h).
+    loop_thread_id_.store(std::thread::id());
     // External loop: `keep` may be the last reference; the core is destroyed here.
     std::shared_ptr<core> keep = std::move(self_);
   }

@@ -79,6 +79,12 @@ struct held {
   lease snapshot() const;
   // Validity has run out on the owner's clock (any thread).
   bool expired() const noexcept;
+  // Claims the handle for a release (any thread): the first release, or a retry
+  // after a failed one. False if it was released (or given up) already.
+  bool claim_release() noexcept;
+  // After the release claimed: one not confirmed (other than not_owner) leaves the
+  // handle able to release again.
+  void note_release(const report& r) noexcept;
 };
 
 struct stats_counters {
@@ -191,7 +197,12 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   void untrack_handle(const held& h);
   // The live handle (not finished, not lost) holding lease `l`, if any.
   std::shared_ptr<held> handle_for(const lease& l);
+  // The lock of `h` is lost: stops its watchdog, lowers its validity to now, sets
+  // lost(), reports it (report_loss) and calls on_lost. Once.
   void declare_lost(const std::shared_ptr<held>& h, const report& why);
+  // A lock of this client ended in a loss: counts it (locks_lost) and sends
+  // on_lock_lost. Also for a handle whose own release found it expired or gone.
+  void report_loss(const held& h, const report& why);
 
   // The restart-guard quarantine (see options.h: restart_quarantine, max_ttl); the
   // TTL is not used: every TTL is bounded by max_ttl.
@@ -285,6 +296,17 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   void finish_stop();
   void final_drain();
   void watchdog_tick(const std::shared_ptr<held>& h);
+  // The validity of watched `h` changed outside a tick (an explicit extension):
+  // its next tick comes within what is left (watchdog_delay). Not while a tick's
+  // extension is in flight (that one arms the next tick when it ends).
+  void rearm_watchdog(held& h);
+  // When the next tick of `h` is due, at most `regular` from now: `regular` if it
+  // leaves command_timeout of the validity for the round, else at the
+  // watchdog's own pace through the validity left (interval / ttl of it), so that
+  // a validity shorter than the TTL (max_hold at the acquire, an explicit extension
+  // to a shorter TTL) is extended before it ends; once the cap is reached, just
+  // past the validity's end, to report the loss when it happens.
+  std::chrono::milliseconds watchdog_delay(const held& h, std::chrono::milliseconds regular) const;
   // The watchdog's timers: one loop timer (core::schedule) for every watched lock,
   // over a binary min-heap of ticks (16 bytes each) instead of a map node and a
   // std::function per lock. arm_tick() queues `h`'s next tick `delay` from now
@@ -320,7 +342,9 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   std::unique_ptr<notifier> notifier_;
   bool owns_loop_;  // own_thread
   std::thread thread_;
-  std::thread::id loop_thread_id_;
+  // The loop's thread while it runs; cleared when the loop thread is done with the
+  // core (a later thread may be given the same id). Any thread reads it.
+  std::atomic<std::thread::id> loop_thread_id_{};
   bool idle_on_ = false;
   std::mutex tasks_mu_;
   std::vector<std::function<void()>> tasks_;  // guarded by tasks_mu_

@@ -92,25 +92,11 @@ report lock::extend(std::chrono::milliseconds ttl) {
       [&](errc e) { return refused_report(h.get(), e, ""); });
 }
 
-namespace {
-// Claims the handle's state for a release: the first release, or a retry after a
-// failed one. False if it was released (or given up) already.
-bool claim_release(held& h) {
-  if (!h.finished.exchange(true)) return true;
-  return h.release_failed.exchange(false);
-}
-
-// A release that was not confirmed leaves the handle able to release again.
-void note_release(held& h, const report& r) {
-  if (r.error && r.error != errc::not_owner) h.release_failed.store(true);
-}
-}  // namespace
-
 report lock::release() {
   if (!state_) return refused_report(nullptr, errc::not_owner, "lock not held");
   auto h = state_;
   if (h->owner->must_not_block()) return refused_report(h.get(), errc::would_deadlock, "");
-  if (!claim_release(*h)) return refused_report(h.get(), errc::not_owner, "lock not held");
+  if (!h->claim_release()) return refused_report(h.get(), errc::not_owner, "lock not held");
   const auto called = h->owner->now();
   report r = detail::run_sync<report>(
       *h->owner,
@@ -119,12 +105,12 @@ report lock::release() {
                                                                detail::timed(h->owner, called, std::move(done))));
       },
       [&](errc e) { return refused_report(h.get(), e, e == errc::cancelled ? "client shut down" : ""); });
-  note_release(*h, r);
+  h->note_release(r);
   return r;
 }
 
 void lock::release_async(std::function<void(report)> done) {
-  if (!state_ || !claim_release(*state_)) {
+  if (!state_ || !state_->claim_release()) {
     report r = refused_report(state_.get(), errc::not_owner, "lock not held");
     auto c = state_ ? state_->owner : nullptr;
     if (c && c->post([done, r] { done(r); })) return;
@@ -137,7 +123,7 @@ void lock::release_async(std::function<void(report)> done) {
   if (!c->post([h, c, called, done] {
         c->release_held(h, c->observe_op<report>(operation_kind::release, h->resource, false,
                                                  detail::timed<report>(c, called, [h, done](report r) {
-                                                   note_release(*h, r);
+                                                   h->note_release(r);
                                                    done(std::move(r));
                                                  })));
       })) {
@@ -161,6 +147,15 @@ lease lock::detach() noexcept {
 }
 
 namespace detail {
+bool held::claim_release() noexcept {
+  if (!finished.exchange(true)) return true;
+  return release_failed.exchange(false);
+}
+
+void held::note_release(const report& r) noexcept {
+  if (r.error && r.error != errc::not_owner) release_failed.store(true);
+}
+
 lock core::make_lock(std::shared_ptr<held> h) {
   track_handle(h);
   return lock(std::move(h));

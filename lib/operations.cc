@@ -747,7 +747,7 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
       fail_attempt(r, failure_reason(op_kind::acquire, r.votes));
       return;
     }
-    const microseconds validity = validity_of(o_.ttl, duration_cast<microseconds>(now - r.started), drift());
+    const microseconds validity = validity_of(granted_ttl(), duration_cast<microseconds>(now - r.started), drift());
     if (cancelled_) {
       fail_attempt(r, make_error_code(errc::cancelled));
     } else if (validity.count() <= 0) {
@@ -799,6 +799,12 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
   }
 
   double drift() const { return c_.options().clock_drift_factor; }
+  // The TTL the validity of a success counts from: max_hold when it is shorter
+  // than the TTL (no validity past acquisition + max_hold, options.h). The keys
+  // keep the TTL: they outlive the validity, as after any capped extension.
+  milliseconds granted_ttl() const {
+    return o_.max_hold.count() > 0 && o_.max_hold < o_.ttl ? o_.max_hold : o_.ttl;
+  }
 
   void commit_fence(round& r) {
     std::uint64_t max = 0;
@@ -815,8 +821,8 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
     auto acquire_round = r.shared_from_this();
     cr->on_decided = [self, acquire_round](round& commit) {
       const clock_tp now = self->c_.now();
-      const microseconds validity = validity_of(self->o_.ttl, duration_cast<microseconds>(now - acquire_round->started),
-                                                self->drift());
+      const microseconds validity = validity_of(
+          self->granted_ttl(), duration_cast<microseconds>(now - acquire_round->started), self->drift());
       if (commit.outcome != verdict::quorum) {
         self->fail_attempt(*acquire_round, make_error_code(errc::unavailable));
       } else if (self->cancelled_) {
@@ -838,8 +844,9 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
       joined_ = false;
       c_.notify().leave(key_, *this);
     }
+    const milliseconds granted = granted_ttl();
     const clock_tp valid_until =
-        r.started + duration_cast<clock_tp::duration>(microseconds(o_.ttl) - drift_of(o_.ttl, drift()));
+        r.started + duration_cast<clock_tp::duration>(microseconds(granted) - drift_of(granted, drift()));
     auto h = std::make_shared<held>();
     h->owner = c_.shared_from_this();
     h->resource = resource_;
@@ -1137,6 +1144,15 @@ void core::extend(lease l, milliseconds ttl, std::function<void(report)> done) {
 
 void core::release(lease l, std::function<void(report)> done) {
   if (observing_) done = observe_op(operation_kind::release, l.resource, false, std::move(done));
+  // The lease of a live handle: the release ends the handle (its watchdog, its
+  // validity, its loss tokens), as lock::release does; a release that fails
+  // leaves it able to release again, as lock::release's does.
+  if (auto h = handle_for(l); h && h->claim_release()) {
+    return release_held(h, [h, done = std::move(done)](report r) {
+      h->note_release(r);
+      done(std::move(r));
+    });
+  }
   release_round(*this, l, std::move(done), true, /*of_handle=*/false);
 }
 
@@ -1256,21 +1272,25 @@ void core::declare_lost(const std::shared_ptr<held>& h, const report& why) {
   if (h->valid_until_ns.load() > now_ns) h->valid_until_ns.store(now_ns, std::memory_order_release);
   if (h->lost.exchange(true)) return;
   untrack_handle(*h);
-  stats_.locks_lost.fetch_add(1, std::memory_order_relaxed);
   stop_watchdog(*h);
-  if (observing_) {
-    lock_lost_event e;
-    e.at = now();
-    e.resource = h->resource;
-    e.fence = h->fence;
-    e.held_for = duration_cast<microseconds>(e.at - h->acquired_at);
-    e.reason = why.error;
-    e.detail = why.message();
-    emit(&observer::on_lock_lost, e, "on_lock_lost");
-  }
+  report_loss(*h, why);
   if (h->on_lost) {
     auto fn = h->on_lost;
     fn(h->snapshot(), why);
+  }
+}
+
+void core::report_loss(const held& h, const report& why) {
+  stats_.locks_lost.fetch_add(1, std::memory_order_relaxed);
+  if (observing_) {
+    lock_lost_event e;
+    e.at = now();
+    e.resource = h.resource;
+    e.fence = h.fence;
+    e.held_for = duration_cast<microseconds>(e.at - h.acquired_at);
+    e.reason = why.error;
+    e.detail = why.message();
+    emit(&observer::on_lock_lost, e, "on_lock_lost");
   }
 }
 
@@ -1290,7 +1310,30 @@ void core::start_watchdog(const std::shared_ptr<held>& h) {
   }
   // A lone watchdog ticks every interval, as it always did; among others, spread.
   const bool spread = watching() > 1;
-  arm_tick(*h, spread ? first_tick(h->interval) : h->interval, /*batched=*/spread);
+  const milliseconds regular = spread ? first_tick(h->interval) : h->interval;
+  // A validity shorter than the TTL (max_hold below it): the first tick comes
+  // within it (watchdog_delay).
+  if (h->max_hold.count() > 0 && h->max_hold < h->ttl) {
+    const milliseconds within = watchdog_delay(*h, regular);
+    if (within < regular) return arm_tick(*h, within);
+  }
+  arm_tick(*h, regular, /*batched=*/spread);
+}
+
+milliseconds core::watchdog_delay(const held& h, milliseconds regular) const {
+  const clock_tp until = h.snapshot().valid_until.value_or(now());
+  const auto left = std::max(microseconds(0), duration_cast<microseconds>(until - now()));
+  if (h.capped) return duration_cast<milliseconds>(left) + milliseconds(1);
+  // A regular tick that leaves time for an extension round (as check_acquire
+  // demands of the interval) stays regular.
+  if (left >= duration_cast<microseconds>(regular + options_.command_timeout) || h.ttl.count() <= 0) return regular;
+  const auto paced = duration_cast<milliseconds>(left * h.interval.count() / h.ttl.count());
+  return std::max(milliseconds(0), std::min(regular, paced));
+}
+
+void core::rearm_watchdog(held& h) {
+  if (!h.watchdog || h.timer == 0 || h.finished.load() || h.lost.load()) return;
+  arm_tick(h, watchdog_delay(h, h.interval));
 }
 
 void core::stop_watchdog(held& h) {
@@ -1478,6 +1521,8 @@ void core::extend_held(const std::shared_ptr<held>& h, milliseconds ttl, std::fu
   if (!capped) return done(bare_report(*this, make_error_code(errc::extension_limit), ""));
   std::weak_ptr<held> w = h;
   const std::uint64_t seq = begin_extension(*this, *h, *capped);
+  // A shorter TTL lowered the validity: the watchdog's next tick comes within it.
+  rearm_watchdog(*h);
   extend_round(*this, h->snapshot(), *capped,
                [this, w, seq, done = std::move(done)](report r, clock_tp valid_until, bool jumped) {
     auto hp = w.lock();
@@ -1491,6 +1536,8 @@ void core::extend_held(const std::shared_ptr<held>& h, milliseconds ttl, std::fu
       if (!r.error) {
         extension_succeeded(*hp, seq, valid_until);
         if (observing_) emit(&observer::on_lock_extended, lock_event_of(*hp, false), "on_lock_extended");
+        // The watchdog goes on from the validity this extension set.
+        rearm_watchdog(*hp);
       } else if (r.error == errc::not_owner || r.error == errc::lock_lost || jumped) {
         r.error = errc::lock_lost;
         declare_lost(hp, r);
@@ -1504,7 +1551,28 @@ void core::release_held(const std::shared_ptr<held>& h, std::function<void(repor
   // The watchdog stops first: nothing extends after this point.
   stop_watchdog(*h);
   untrack_handle(*h);
-  release_round(*this, h->snapshot(), std::move(done), /*report_released=*/!h->lost.load(),
+  // Every lock ends in exactly one of on_lock_released and on_lock_lost (observer.h).
+  // A handle whose validity ran out before this release (no watchdog, or one that
+  // had not seen it yet) was lost then, whatever the nodes still hold: the release
+  // only deletes what is left, and the loss is reported (stats, on_lock_lost).
+  // The handle itself is released, not lost: lost() stays false and on_lost is
+  // not called (the owner is releasing it; the release's report tells it).
+  const bool lost_before = h->lost.load();
+  const bool expired = !lost_before && h->expired();
+  if (expired) report_loss(*h, bare_report(*this, make_error_code(errc::lock_lost), "validity ran out before the release"));
+  release_round(*this, h->snapshot(), [this, h, ended = lost_before || expired, done = std::move(done)](report r) {
+    // A quorum did not hold the token (the keys expired early, or were deleted):
+    // the lock was lost before the release, which found it so.
+    if (!ended && r.error == errc::not_owner) {
+      report why = r;
+      why.error = make_error_code(errc::lock_lost);
+      if (!why.nodes.empty() && why.nodes.front().detail.empty()) {
+        why.nodes.front().detail = "the release found the keys gone";
+      }
+      report_loss(*h, why);
+    }
+    done(std::move(r));
+  }, /*report_released=*/!lost_before && !expired,
                 /*of_handle=*/true, h->redeliver_release ? h->ttl : milliseconds(0));
 }
 

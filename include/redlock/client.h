@@ -211,7 +211,8 @@ struct client_stats {
   std::uint64_t releases = 0;
   std::uint64_t release_failures = 0;  // releases nobody waited for that failed
   std::uint64_t extends = 0;           // extend rounds completed (incl. watchdog)
-  std::uint64_t locks_lost = 0;        // watchdog or extend declared a lock lost
+  std::uint64_t locks_lost = 0;        // watchdog or extend declared a lock lost, or a
+                                       // handle's release found it expired or gone
   std::uint64_t reconnects = 0;        // connections (re)established after the first
   // Exceptions thrown by observers (client_options::observers), caught and dropped.
   std::uint64_t observer_errors = 0;
@@ -317,7 +318,11 @@ class REDLOCK_EXPORT client {
 
   // Ownership-checked release on all nodes. Succeeds when a quorum deleted the key.
   // Errors: not_owner (a quorum did not hold this token: expired or someone
-  // else's), unavailable, invalid_argument, cancelled, would_deadlock.
+  // else's), unavailable, invalid_argument, cancelled, would_deadlock. The lease
+  // of a live lock handle of this client is released through that handle: the
+  // call is lock::release on it (its watchdog stops, owns_lock() and its
+  // loss_tokens end with the call, it is never reported lost afterwards; a release
+  // not confirmed leaves it able to release again).
   [[nodiscard]] report release(const lease& l);
   void release_async(lease l, std::function<void(report)> done);
 

@@ -77,7 +77,11 @@ struct retry_scheduled {
 // destructor). Released: only when the release got its quorum (a failed release
 // is an operation_finished with the error). A lock acquired by this client ends in
 // exactly one of on_lock_released and on_lock_lost: the release of a handle already
-// declared lost deletes what is left of its keys but sends no on_lock_released. An extend or release of a bare lease
+// declared lost deletes what is left of its keys but sends no on_lock_released; a
+// handle released after its validity ran out (or whose release finds the keys
+// gone, not_owner) ends in on_lock_lost (errc::lock_lost) at that release, not in
+// on_lock_released (its on_lost is not called and lost() stays false: it was
+// released, and the release's report says so). An extend or release of a bare lease
 // (client::extend/release of a lease, not through a handle) reports the lease's
 // fence, and held_for from its acquired_at (0 when the lease does not know it).
 struct lock_event {

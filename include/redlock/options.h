@@ -84,8 +84,12 @@ struct acquire_options {
   // extensions (watchdog and extend() together); 0 = no cap.
   int max_extensions = 0;
   // ... and no validity past acquisition + max_hold (extensions are shortened to
-  // fit); 0 = no cap. Past the cap, extend() returns errc::extension_limit and the
-  // watchdog lets the lock run out, then reports it lost with that code.
+  // fit; a max_hold shorter than the ttl caps the acquire's validity too, at
+  // max_hold - drift from the acquire round's start, while the keys keep the ttl);
+  // 0 = no cap. Past the cap, extend() returns errc::extension_limit and the
+  // watchdog lets the lock run out, then reports it lost with that code. A
+  // negative max_hold, or one within the drift allowance (max_hold * drift_factor
+  // + 2 ms), is errc::invalid_argument.
   std::chrono::milliseconds max_hold{0};
 };
 

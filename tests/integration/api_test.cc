@@ -560,5 +560,175 @@ TEST(Timing, elapsed_is_measured_from_the_call_and_the_lease_has_its_acquisition
   EXPECT_GE(rr.elapsed, 300ms) << "elapsed " << rr.elapsed.count() << " us";
 }
 
+// ------------------------------------------------------------ issue 20: every path that ends a lease ends its handle
+
+// client::release of a live handle's lease goes through the handle: the handle
+// stops claiming the lock (owns_lock, remaining_validity, its loss tokens) before
+// another client can take it, and a watchdog lock released so is never reported lost.
+TEST(ClientRelease, releasing_a_handles_lease_through_the_client_ends_the_handle) {
+  redis_cluster cl(3);
+  client c(options_for(cl.uris()));
+  client other(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(c));
+  ASSERT_TRUE(wait_connected(other));
+  const std::string res = unique("client-release");
+  auto r = c.acquire(res, once(5000ms));
+  ASSERT_TRUE(r) << r.report.message();
+  const loss_token t = r.lock.token_for_work();
+  auto rel = c.release(r.lock.info());
+  ASSERT_TRUE(rel) << rel.message();
+  auto taken = other.acquire(res, once(5000ms));
+  ASSERT_TRUE(taken) << taken.report.message();
+  EXPECT_FALSE(r.lock.owns_lock()) << r.lock.remaining_validity().count() << " ms left";
+  EXPECT_EQ(r.lock.remaining_validity(), 0ms);
+  EXPECT_TRUE(t.stop_requested());
+  EXPECT_FALSE(r.lock.lost());  // released, not lost
+  // The handle has nothing left to release (and the other holder keeps its keys).
+  EXPECT_EQ(r.lock.release().error, errc::not_owner);
+  EXPECT_TRUE(cl[0].exists(res));
+  EXPECT_TRUE(taken.lock.owns_lock());
+  EXPECT_TRUE(taken.lock.release());
+}
+
+TEST(ClientRelease, a_watchdog_lock_released_through_the_client_is_never_reported_lost) {
+  redis_cluster cl(3);
+  client c(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(c));
+  std::atomic<int> lost{0};
+  acquire_options a = once(2000ms);
+  a.auto_extend = true;
+  a.extend_interval = 100ms;
+  a.on_lost = [&](const lease&, const report&) { ++lost; };
+  auto r = c.acquire(unique("client-release-dog"), a);
+  ASSERT_TRUE(r) << r.report.message();
+  std::promise<report> p;
+  c.release_async(r.lock.info(), [&](report rep) { p.set_value(std::move(rep)); });
+  auto rel = p.get_future().get();
+  ASSERT_TRUE(rel) << rel.message();
+  EXPECT_FALSE(r.lock.owns_lock());
+  // Several of the watchdog's intervals: a watchdog still running would extend
+  // the released lock, find the keys gone and report a loss.
+  const std::uint64_t extends = c.stats().extends;
+  std::this_thread::sleep_for(5 * a.extend_interval);
+  EXPECT_EQ(lost.load(), 0);
+  EXPECT_FALSE(r.lock.lost());
+  EXPECT_EQ(c.stats().extends, extends) << "the watchdog still extends a released lock";
+  EXPECT_EQ(c.stats().locks_lost, 0u);
+}
+
+// max_hold shorter than the TTL: the acquire's validity is capped at acquisition
+// + max_hold (less the drift allowance for max_hold), like an extension's.
+TEST(MaxHold, a_cap_shorter_than_the_ttl_caps_the_acquired_validity) {
+  redis_cluster cl(3);
+  auto clock = std::make_shared<offset_clock>();
+  auto o = options_for(cl.uris());
+  o.clock = clock;
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  acquire_options a = once(5000ms);
+  a.max_hold = 1000ms;
+  auto r = c.acquire(unique("hold-cap"), a);
+  ASSERT_TRUE(r) << r.report.message();
+  const lease l = r.lock.info();
+  ASSERT_TRUE(l.valid_until && l.acquired_at);
+  EXPECT_LE(*l.valid_until, *l.acquired_at + a.max_hold)
+      << duration_cast<milliseconds>(*l.valid_until - *l.acquired_at).count() << " ms after acquisition";
+  EXPECT_LE(r.report.validity, a.max_hold);
+  EXPECT_GT(r.report.validity, 0ms);
+  clock->offset_ms = 1000;  // acquisition + max_hold has passed (the round started before the offset)
+  EXPECT_FALSE(r.lock.owns_lock()) << r.lock.remaining_validity().count() << " ms left";
+  EXPECT_EQ(r.lock.extend(1000ms).error, errc::extension_limit);
+}
+
+TEST(MaxHold, a_negative_cap_or_one_within_the_drift_allowance_is_refused_naming_it) {
+  redis_cluster cl(3);
+  client c(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(c));
+  for (const auto hold : {-5ms, 1ms, 2ms}) {
+    acquire_options a = once(5000ms);
+    a.max_hold = hold;
+    auto r = c.acquire(unique("hold-bad"), a);
+    EXPECT_EQ(r.report.error, errc::invalid_argument) << hold.count() << " ms: " << r.report.message();
+    EXPECT_NE(r.report.message().find("max_hold"), std::string::npos) << r.report.message();
+  }
+  EXPECT_EQ(cl[0].dbsize(), 0);
+}
+
+TEST(MaxHold, a_watchdog_lock_with_a_cap_shorter_than_the_ttl_is_reported_at_the_cap) {
+  redis_cluster cl(3);
+  client c(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(c));
+  std::promise<std::pair<clk::time_point, std::error_code>> lost;
+  acquire_options a = once(3000ms);  // the watchdog's first tick: at ttl / 3 = 1 s
+  a.auto_extend = true;
+  a.max_hold = 600ms;
+  a.on_lost = [&](const lease& l, const report& why) {
+    EXPECT_LE(*l.valid_until, *l.acquired_at + 600ms);
+    lost.set_value({clk::now(), why.error});
+  };
+  auto r = c.acquire(unique("hold-dog"), a);
+  ASSERT_TRUE(r) << r.report.message();
+  const clk::time_point acquired = *r.lock.info().acquired_at;
+  EXPECT_LE(*r.lock.info().valid_until, acquired + a.max_hold);
+  auto f = lost.get_future();
+  ASSERT_EQ(f.wait_for(5000ms), std::future_status::ready);
+  const auto [at, why] = f.get();
+  EXPECT_EQ(why, errc::extension_limit) << why.message();
+  // Reported when the validity ends (by acquired + max_hold), within a generous
+  // bound for a busy machine; not at the watchdog's first tick or the TTL's end.
+  EXPECT_LE(at - (acquired + a.max_hold), 250ms)
+      << duration_cast<milliseconds>(at - acquired).count() << " ms after acquisition";
+}
+
+// An explicit extend to a shorter TTL ends the validity sooner: the watchdog's
+// next tick comes within that validity, not on its old schedule after the keys
+// expired.
+TEST(Watchdog, an_explicit_extend_to_a_shorter_ttl_rearms_the_watchdog_within_it) {
+  redis_cluster cl(3);
+  client c(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(c));
+  std::atomic<int> lost{0};
+  acquire_options a = once(3000ms);  // ticks every 1 s
+  a.auto_extend = true;
+  a.on_lost = [&](const lease&, const report&) { ++lost; };
+  const std::string res = unique("rearm");
+  auto r = c.acquire(res, a);
+  ASSERT_TRUE(r) << r.report.message();
+  auto ext = r.lock.extend(600ms);
+  ASSERT_TRUE(ext) << ext.message();
+  const clk::time_point extended = clk::now();
+  // Past the old schedule's tick (acquisition + 1 s), which came after the keys
+  // of the 600 ms extension had expired.
+  std::this_thread::sleep_until(*r.lock.info().acquired_at + 1300ms);
+  EXPECT_EQ(lost.load(), 0);
+  EXPECT_TRUE(r.lock.owns_lock());
+  EXPECT_GT(*r.lock.info().valid_until, extended + 600ms) << "not extended since";
+  EXPECT_GE(cl.count_value(res, r.lock.info().token), 2);
+  EXPECT_TRUE(r.lock.release());
+}
+
+// A handle that outlives its client, used from a thread started after the
+// client's loop thread ended (a new thread may get the old one's id), hears
+// "cancelled", never would_deadlock.
+TEST(Shutdown, a_handle_used_from_a_new_thread_after_its_client_is_gone_is_cancelled) {
+  redis_cluster cl(3);
+  for (int round = 0; round < 20; ++round) {
+    auto c = std::make_unique<client>(options_for(cl.uris()));
+    ASSERT_TRUE(wait_connected(*c));
+    auto r = c->acquire(unique("outlived"), once(5000ms));
+    ASSERT_TRUE(r) << r.report.message();
+    c.reset();
+    report rel, ext;
+    std::thread t([&] {
+      ext = r.lock.extend(5000ms);
+      rel = r.lock.release();
+    });
+    t.join();
+    EXPECT_EQ(ext.error, errc::cancelled) << "round " << round << ": " << ext.message();
+    EXPECT_EQ(rel.error, errc::cancelled) << "round " << round << ": " << rel.message();
+    if (HasFailure()) break;
+  }
+}
+
 }  // namespace
 }  // namespace redlock::test

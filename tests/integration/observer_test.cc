@@ -3,6 +3,7 @@
 // replies, warnings, throwing and re-entrant observers, and no secrets anywhere.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -462,6 +463,99 @@ TEST(Observer, no_event_carries_a_password_or_a_token) {
     EXPECT_FALSE(contains(s, password)) << s;
     for (const auto& t : tokens) EXPECT_FALSE(contains(s, t)) << s;
   }
+}
+
+// ------------------------------------------------------------ issue 20: one ending event per lock
+
+// The value of the unlabelled redlock_locks_held sample in `text` (-999 if absent).
+long long held_gauge(const std::string& text) {
+  const std::string name = "\nredlock_locks_held ";
+  const auto at = ("\n" + text).find(name);
+  if (at == std::string::npos) return -999;
+  return std::stoll(text.substr(at + name.size() - 1));
+}
+
+// Handles without a watchdog whose validity ran out (and whose keys expired on
+// the nodes) before their release, by a call or by the destructor: each ends in
+// exactly one event, on_lock_lost (lock_lost), and the held gauge comes back to zero.
+TEST(Observer, a_handle_released_after_its_validity_ran_out_ends_in_one_loss_event) {
+  redis_cluster cl(3);
+  auto rec = std::make_shared<recorder>();
+  auto m = std::make_shared<metrics>();
+  client_options o = observed(cl.uris(), rec);
+  o.observers.push_back(m);
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  constexpr int kLocks = 5;
+  std::vector<lock> locks;
+  std::vector<std::string> names;
+  for (int i = 0; i < kLocks; ++i) {
+    names.push_back("ev-expired-" + std::to_string(i));
+    auto r = c.acquire(names.back(), once(300ms));
+    ASSERT_TRUE(r) << r.report.message();
+    locks.push_back(std::move(r.lock));
+  }
+  EXPECT_EQ(held_gauge(m->render()), kLocks);
+  // Validity gone here, and the keys gone on every node.
+  ASSERT_TRUE(eventually([&] {
+    for (const auto& l : locks) {
+      if (l.owns_lock()) return false;
+    }
+    for (const auto& n : names) {
+      if (cl.count_key(n) != 0) return false;
+    }
+    return true;
+  }));
+  for (int i = 0; i < kLocks - 1; ++i) EXPECT_EQ(locks[i].release().error, errc::not_owner);
+  locks.pop_back();  // the last one by its destructor
+  ASSERT_TRUE(eventually([&] {
+    const lines seq = rec->about(names.back());
+    return std::any_of(seq.begin(), seq.end(),
+                       [&](const std::string& e) { return e.rfind("finished release " + names.back() + " bg", 0) == 0; });
+  }));
+  for (const auto& n : names) {
+    const lines seq = rec->about(n);
+    const auto ends = std::count_if(seq.begin(), seq.end(), [&](const std::string& e) {
+      return e.rfind("released " + n, 0) == 0 || e.rfind("lost " + n, 0) == 0;
+    });
+    EXPECT_EQ(ends, 1) << n;
+    EXPECT_TRUE(std::find(seq.begin(), seq.end(), "lost " + n + " " + make_error_code(errc::lock_lost).message()) !=
+                seq.end())
+        << n;
+  }
+  EXPECT_EQ(held_gauge(m->render()), 0) << m->render();
+  EXPECT_EQ(c.stats().locks_lost, static_cast<std::uint64_t>(kLocks));
+}
+
+// A handle whose validity ran out on this client's clock while its keys are still
+// on the nodes (the drift allowance): the release deletes them, and the lock ends
+// in a loss (its validity was no longer guaranteed), not a second, released event.
+TEST(Observer, a_handle_released_past_its_validity_with_its_keys_still_there_ends_in_one_loss_event) {
+  struct offset_clock : redlock::clock {
+    std::chrono::steady_clock::time_point now() const noexcept override {
+      return std::chrono::steady_clock::now() + std::chrono::milliseconds(offset_ms.load());
+    }
+    std::atomic<std::int64_t> offset_ms{0};
+  };
+  redis_cluster cl(3);
+  auto rec = std::make_shared<recorder>();
+  auto m = std::make_shared<metrics>();
+  auto clock = std::make_shared<offset_clock>();
+  client_options o = observed(cl.uris(), rec);
+  o.observers.push_back(m);
+  o.clock = clock;
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  auto r = c.acquire("ev-expired-kept", once(10000ms));
+  ASSERT_TRUE(r) << r.report.message();
+  clock->offset_ms = 10500;
+  ASSERT_FALSE(r.lock.owns_lock());
+  (void)r.lock.release();
+  EXPECT_EQ(cl.count_key("ev-expired-kept"), 0);
+  const lines seq = rec->about("ev-expired-kept");
+  EXPECT_EQ(std::count(seq.begin(), seq.end(), "released ev-expired-kept"), 0);
+  EXPECT_EQ(std::count(seq.begin(), seq.end(), "lost ev-expired-kept " + make_error_code(errc::lock_lost).message()), 1);
+  EXPECT_EQ(held_gauge(m->render()), 0);
 }
 
 }  // namespace

@@ -88,6 +88,8 @@ TEST(ShorterExtension, watchdog_extension_shortened_by_max_hold_on_minority_lowe
   o.auto_extend = true;
   o.extend_interval = 1000ms;
   o.max_hold = 1800ms;  // the first tick (t = 1 s) asks for ~800 ms instead of 3 s
+  // (The acquire's validity is capped at acquire + max_hold already (issue 20):
+  // the shortened extension must not move it later, however few nodes it reached.)
   const auto before = clk::now();
   auto r = a.acquire(res, o);
   ASSERT_TRUE(r) << r.report.message();
@@ -103,7 +105,7 @@ TEST(ShorterExtension, watchdog_extension_shortened_by_max_hold_on_minority_lowe
   // Node 1 expires by acquire + max_hold: so does the lock, whatever it hoped for before.
   const auto valid_until = r.lock.info().valid_until;
   ASSERT_TRUE(valid_until);
-  EXPECT_LT(ms_between(old_valid_until, *valid_until), 0) << "ms past the validity before the extension";
+  EXPECT_LE(ms_between(old_valid_until, *valid_until), 0) << "ms past the validity before the extension";
   EXPECT_LE(ms_between(before + o.max_hold, *valid_until), 0) << "ms past acquire + max_hold";
 }
 

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <future>
 #include <map>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -369,6 +370,68 @@ TEST(SemaphoreSafety, never_more_holders_than_permits_under_pauses_and_lost_repl
   EXPECT_EQ(fenced, history.size());
   std::printf("semaphore safety: %zu holdings, %d failed tries, %d faults, max holders %zu\n", history.size(),
               failures.load(), faults, max_holders(history));
+}
+
+// Issue 20, item 4: a client shut down between a batch winning an extra permit and
+// that permit's background release calls on_lost for the held permit only, never
+// for an extra (which was never reported as held). The client is destroyed from
+// the observer's on_lock_acquired of the first extra, on the loop thread: its
+// shutdown is queued before the extra's handle is even dropped.
+TEST(Semaphore, a_shutdown_between_an_extra_win_and_its_release_reports_only_the_held_permit_lost) {
+  redis_cluster nodes(3);
+  struct killer : observer {
+    std::atomic<int> acquired{0};
+    std::atomic<bool> claimed{false};  // whoever destroys the client
+    std::atomic<bool> by_observer{false};
+    std::unique_ptr<client>* c = nullptr;
+    void on_lock_acquired(const lock_event&) override {
+      // The second acquired is an extra: the semaphore has finished already.
+      if (++acquired == 2 && !claimed.exchange(true)) {
+        by_observer = true;
+        c->reset();
+      }
+    }
+  };
+  int exercised = 0;  // rounds in which the client went at an extra's win
+  for (int round = 0; round < 3; ++round) {
+    auto k = std::make_shared<killer>();
+    client_options co = options_for(nodes.uris());
+    co.observers.push_back(k);
+    auto c = std::make_unique<client>(co);
+    k->c = &c;
+    ASSERT_TRUE(wait_connected(*c));
+    std::mutex mu;
+    std::vector<std::string> lost_tokens;
+    acquire_options o = once(5000ms);
+    o.auto_extend = true;
+    o.on_lost = [&](const lease& l, const report&) {
+      std::lock_guard<std::mutex> g(mu);
+      lost_tokens.push_back(l.token);
+    };
+    std::promise<semaphore_result> got;
+    {
+      semaphore s(*c, "sem-extra-shutdown-" + std::to_string(round), permits(4, 4, false));
+      (void)s.acquire_async(o, [&](semaphore_result r) { got.set_value(std::move(r)); });
+    }
+    auto f = got.get_future();
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+    semaphore_result held = f.get();
+    ASSERT_TRUE(held) << held.report.message();
+    // Four free permits, one round of four: the three others are won too, and the
+    // first of them shuts the client down (bounded wait; then this thread does).
+    (void)eventually([&] { return k->claimed.load(); }, 5000ms);
+    if (!k->claimed.exchange(true)) c.reset();
+    if (k->by_observer) ++exercised;
+    // The held permit is lost at the shutdown (cancelled); its on_lost comes from
+    // the shutdown's loop turn, which reports every watched lock at once.
+    ASSERT_TRUE(eventually([&] { return held.lock.lost(); }, 5000ms));
+    // A call after that loop turn: the shutdown's reports are all in.
+    (void)held.lock.release();
+    std::lock_guard<std::mutex> g(mu);
+    ASSERT_EQ(lost_tokens.size(), 1u) << "round " << round;
+    EXPECT_EQ(lost_tokens[0], held.lock.info().token);
+  }
+  EXPECT_EQ(exercised, 3) << "rounds that shut the client down at an extra's win";
 }
 
 }  // namespace
