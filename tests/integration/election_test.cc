@@ -448,5 +448,113 @@ TEST(election, a_shutdown_while_leading_waits_for_unreachable_nodes_only_its_dra
   v.cand_election.reset();
 }
 
+
+// ---- Adversarial checks of the redelivered deletes (attack on h/elect) ----
+
+// A redelivery of a resigned leadership's delete still pending when the same
+// election object campaigns again and wins: the delete carries the old token and
+// must leave the new leadership alone (same client, same election, same role).
+TEST(election, a_pending_redelivery_leaves_the_same_candidates_next_term_alone) {
+  redis_cluster cl(3);
+  split_view v(cl);
+  const std::string role = "again";
+  campaign_result first = v.cand_election->campaign(role, "cand-A", fast(kTtl));
+  ASSERT_TRUE(first) << first.report.message();
+  const std::uint64_t old_term = first.leadership.term();
+  const std::string old_token = first.leadership.info().token;
+  v.p1.reset();
+  v.p2.reset();
+  EXPECT_FALSE(first.leadership.resign());  // 1 of 3: redelivered in the background
+  v.p1.pass();
+  v.p2.pass();
+  // The candidate campaigns again at once: it wins only once the redelivery freed
+  // nodes 1 and 2 (or their keys expired: kTtl, far above this deadline).
+  campaign_options o = fast(kTtl);
+  o.deadline = 5000ms;
+  campaign_result second = v.cand_election->campaign(role, "cand-A", o);
+  ASSERT_TRUE(second) << second.report.message();
+  EXPECT_GT(second.leadership.term(), old_term);
+  const std::string new_token = second.leadership.info().token;
+  ASSERT_NE(new_token, old_token);
+  // Every node still holds the new leadership's key after the old delete's
+  // redeliveries have had time to land again (several of their backoffs), and the
+  // leader still believes it leads.
+  for (int round = 0; round < 20; ++round) {
+    std::this_thread::sleep_for(25ms);  // (observation spacing, not synchronisation)
+    for (std::size_t i = 0; i < cl.size(); ++i) ASSERT_EQ(cl[i].get(lock_key(role)), new_token) << "node " << i;
+  }
+  EXPECT_TRUE(second.leadership.is_leader());
+  const leader_info seen = v.watch_election->observe(role);
+  EXPECT_EQ(seen.identity, std::optional<std::string>("cand-A"));
+  EXPECT_EQ(seen.term, std::optional<std::uint64_t>(second.leadership.term()));
+  EXPECT_TRUE(second.leadership.resign());
+}
+
+// A watchdog extension that nodes 1 and 2 ran while both replies were lost: the
+// candidate's validity is not renewed (1 of 3) and it is demoted at the end of it,
+// while nodes 1 and 2 hold its key for another extend_interval. The demotion's
+// delete (on_lost) must reach them once they are back, well before that expiry.
+TEST(election, a_demotion_after_an_unheard_extension_is_deleted_once_its_nodes_are_back) {
+  redis_cluster cl(3);
+  split_view v(cl);
+  const std::string role = "unheard-ext";
+  std::promise<std::error_code> why;
+  std::atomic<int> demotions{0};
+  campaign_options o = fast(6000ms);
+  o.extend_interval = 4000ms;  // keys on 1 and 2 outlive the demotion by about this much
+  o.on_demoted = [&](const report& rep) {
+    if (demotions.fetch_add(1) == 0) why.set_value(rep.error);
+  };
+  campaign_result r = v.cand_election->campaign(role, "cand-A", o);
+  ASSERT_TRUE(r) << r.report.message();
+  // The token is in the extension (and the release), not in the acquire's reply path
+  // any more: the first extension trips both proxies.
+  v.p1.drop_reply_then_black_hole(r.leadership.info().token);
+  v.p2.drop_reply_then_black_hole(r.leadership.info().token);
+  ASSERT_TRUE(v.p1.wait_tripped(8000ms));
+  ASSERT_TRUE(v.p2.wait_tripped(1000ms));
+  auto f = why.get_future();
+  ASSERT_EQ(f.wait_for(8000ms), std::future_status::ready);
+  EXPECT_EQ(f.get(), make_error_code(errc::lock_lost));
+  EXPECT_FALSE(r.leadership.is_leader());
+  const long long left = pttl_left(cl, role);
+  const leader_info during = v.watch_election->observe(role);
+  ASSERT_TRUE(during.report) << during.report.message();
+  ASSERT_EQ(during.identity, std::optional<std::string>("cand-A")) << "PTTL left " << left;
+  ASSERT_GE(left, 2500) << "too slow to tell a cleanup from the expiry";
+  const auto took = heal_and_wait_unnamed(v, role, std::chrono::milliseconds(left - 1000));
+  ASSERT_TRUE(took) << "observe() still names the demoted leader (PTTL left at the heal: " << left << " ms)";
+  EXPECT_TRUE(eventually([&] { return !cl[1].exists(lock_key(role)) && !cl[2].exists(lock_key(role)); },
+                         std::chrono::milliseconds(left - 1000)));
+  r = campaign_result{};
+  EXPECT_EQ(demotions.load(), 1);
+}
+
+// The client shuts down while a campaign's publication ran unheard on nodes 1 and
+// 2 (both black holes since): the campaign ends, the destructor is bounded by the
+// drain (not the TTL), and nothing is left on the reachable node.
+TEST(election, a_shutdown_during_an_unheard_publication_is_bounded_and_ends_the_campaign) {
+  redis_cluster cl(3);
+  split_view v(cl);
+  const std::string identity = "cand-A-shut-pub-91d2";
+  v.p1.drop_reply_then_black_hole(identity);
+  v.p2.drop_reply_then_black_hole(identity);
+  std::promise<campaign_result> done;
+  v.cand_election->campaign_async("shutpub", identity, fast(kTtl),
+                                  [&](campaign_result r) { done.set_value(std::move(r)); });
+  ASSERT_TRUE(v.p1.wait_tripped(5000ms));
+  ASSERT_TRUE(v.p2.wait_tripped(5000ms));
+  const auto t0 = steady::now();
+  v.candidate.reset();
+  EXPECT_LT(steady::now() - t0, 5000ms);
+  auto f = done.get_future();
+  ASSERT_EQ(f.wait_for(0ms), std::future_status::ready);
+  campaign_result r = f.get();
+  EXPECT_FALSE(r);
+  EXPECT_FALSE(r.leadership.is_leader());
+  EXPECT_FALSE(cl[0].exists(lock_key("shutpub")));
+  v.cand_election.reset();
+}
+
 }  // namespace
 }  // namespace redlock::test
