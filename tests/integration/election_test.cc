@@ -556,5 +556,70 @@ TEST(election, a_shutdown_during_an_unheard_publication_is_bounded_and_ends_the_
   v.cand_election.reset();
 }
 
+
+// The bound election.h states for nodes that were unreachable: the redelivery lands
+// within 2 x command_timeout once the candidate's client has reconnected to them
+// (reconnect_max_backoff + a reconnect + 2 x command_timeout after the heal). A
+// redelivery paced by its own doubling backoff up to reconnect_max_backoff can, once
+// the connection is back, sleep for up to that whole backoff first. Three resigned
+// roles whose redeliveries were started a third of that backoff apart: whenever the
+// connections come back, one of them is at least two thirds of it away from its
+// next retry, far beyond the stated bound.
+TEST(election, a_redelivery_lands_within_two_command_timeouts_once_the_nodes_are_reconnected) {
+  redis_cluster cl(3);
+  fault_proxy p1(cl[1].port()), p2(cl[2].port());
+  client_options co = options_for({cl[0].uri(), p1.uri(), p2.uri()});
+  constexpr auto kMaxBackoff = 4000ms;
+  co.reconnect_max_backoff = kMaxBackoff;
+  client candidate(co);
+  ASSERT_TRUE(wait_connected(candidate));
+  client watcher(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(watcher));
+  election cand(candidate), watch(watcher);
+  const std::vector<std::string> roles = {"paced-0", "paced-1", "paced-2"};
+  std::vector<campaign_result> won;
+  for (const auto& role : roles) {
+    won.push_back(cand.campaign(role, "cand-A", fast(30000ms)));
+    ASSERT_TRUE(won.back()) << won.back().report.message();
+  }
+  p1.reset();
+  p2.reset();
+  for (std::size_t i = 0; i < roles.size(); ++i) {
+    // Spacing, not synchronisation: it puts the three redeliveries' retries out of
+    // phase with each other.
+    if (i > 0) std::this_thread::sleep_for(kMaxBackoff / 3);
+    EXPECT_FALSE(won[i].leadership.resign()) << roles[i];  // 1 of 3
+  }
+  // Let every redelivery's backoff reach its cap (5 + 10 + ... + 2560 ms < 5.2 s of
+  // immediate refusals while the connections back off).
+  std::this_thread::sleep_for(5500ms);
+  for (const auto& role : roles) ASSERT_EQ(watch.observe(role).identity, std::optional<std::string>("cand-A"));
+  p1.pass();
+  p2.pass();
+  ASSERT_TRUE(eventually([&] { return candidate.inspect("reconnected-probe").report.count(node_status::ok) == 3; },
+                         kMaxBackoff + 2000ms));
+  const auto reconnected = steady::now();
+  // Far from their expiry (a key already deleted reads -2).
+  for (const auto& role : roles) {
+    for (std::size_t n = 1; n < 3; ++n) {
+      const long long t = cl[n].pttl(lock_key(role));
+      ASSERT_TRUE(t == -2 || t >= 8000) << role << " on node " << n << ": " << t;
+    }
+  }
+  // 2 x command_timeout (300 ms) plus room for a busy machine; the unfixed pacing
+  // needs >= 2/3 x 4000 ms for the last of the three.
+  const bool unnamed = eventually(
+      [&] {
+        for (const auto& role : roles) {
+          if (watch.observe(role).identity) return false;
+        }
+        return true;
+      },
+      1200ms);
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - reconnected);
+  EXPECT_TRUE(unnamed) << "a resigned leader is still named " << took.count()
+                       << " ms after the candidate reconnected to its nodes";
+}
+
 }  // namespace
 }  // namespace redlock::test
