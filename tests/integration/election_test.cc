@@ -621,5 +621,36 @@ TEST(election, a_redelivery_lands_within_two_command_timeouts_once_the_nodes_are
                        << " ms after the candidate reconnected to its nodes";
 }
 
+
+// A campaign cancelled while its publication runs unheard on nodes 1 and 2: it ends
+// cancelled, and its lock (held by nodes 1 and 2 with the record) is deleted there
+// once they are back, not left for the TTL.
+TEST(election, a_campaign_cancelled_during_an_unheard_publication_is_deleted_once_its_nodes_are_back) {
+  redis_cluster cl(3);
+  split_view v(cl);
+  const std::string role = "cancel-pub";
+  const std::string identity = "cand-A-cancel-pub-5e1a";
+  v.p1.drop_reply_then_black_hole(identity);
+  v.p2.drop_reply_then_black_hole(identity);
+  std::promise<campaign_result> done;
+  const std::uint64_t id = v.cand_election->campaign_async(role, identity, fast(kTtl),
+                                                           [&](campaign_result r) { done.set_value(std::move(r)); });
+  ASSERT_TRUE(v.p1.wait_tripped(5000ms));
+  ASSERT_TRUE(v.p2.wait_tripped(5000ms));
+  v.cand_election->cancel(id);
+  auto f = done.get_future();
+  ASSERT_EQ(f.wait_for(5000ms), std::future_status::ready);
+  campaign_result r = f.get();
+  EXPECT_EQ(r.report.error, make_error_code(errc::cancelled)) << r.report.message();
+  EXPECT_FALSE(r.leadership.is_leader());
+  ASSERT_TRUE(eventually([&] { return !cl[0].exists(lock_key(role)); }));
+  ASSERT_EQ(v.watch_election->observe(role).identity, std::optional<std::string>(identity));
+  const long long left = pttl_left(cl, role);
+  ASSERT_GE(left, kMinPttlAtHeal);
+  ASSERT_TRUE(heal_and_wait_unnamed(v, role, kCleanupBound)) << "PTTL left at the heal: " << left << " ms";
+  EXPECT_TRUE(eventually([&] { return !cl[1].exists(lock_key(role)) && !cl[2].exists(lock_key(role)); },
+                         kCleanupBound));
+}
+
 }  // namespace
 }  // namespace redlock::test
