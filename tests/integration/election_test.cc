@@ -652,5 +652,46 @@ TEST(election, a_campaign_cancelled_during_an_unheard_publication_is_deleted_onc
                          kCleanupBound));
 }
 
+
+// Nodes 1 and 2 become black holes while leading (which hold back, not drop, what
+// the candidate sends: its watchdog's extensions, then its demotion's delete): the
+// validity runs out, on_demoted fires, and at the heal the held-back extensions are
+// delivered along with the deletes on newer connections, in any order. An extension
+// never re-creates a deleted key (it is ownership-checked), and one that runs
+// before the delete is followed by it: no key is left, nobody is named.
+TEST(election, extensions_held_back_by_a_partition_do_not_outlive_the_demotions_delete) {
+  redis_cluster cl(3);
+  split_view v(cl);
+  const std::string role = "held-ext";
+  std::promise<void> demoted;
+  std::atomic<int> demotions{0};
+  campaign_options o = fast(4000ms);
+  o.on_demoted = [&](const report&) {
+    if (demotions.fetch_add(1) == 0) demoted.set_value();
+  };
+  campaign_result r = v.cand_election->campaign(role, "cand-A", o);
+  ASSERT_TRUE(r) << r.report.message();
+  v.p1.black_hole();
+  v.p2.black_hole();
+  auto f = demoted.get_future();
+  ASSERT_EQ(f.wait_for(8000ms), std::future_status::ready);
+  EXPECT_FALSE(r.leadership.is_leader());
+  v.p1.pass();
+  v.p2.pass();
+  const auto healed = steady::now();
+  ASSERT_TRUE(eventually(
+      [&] { return !cl[1].exists(lock_key(role)) && !cl[2].exists(lock_key(role)); }, kCleanupBound));
+  // Stays so: nothing held back brings the key back (bounded re-checks).
+  for (int i = 0; i < 20; ++i) {
+    std::this_thread::sleep_for(25ms);  // observation spacing, not synchronisation
+    ASSERT_FALSE(cl[1].exists(lock_key(role)) || cl[2].exists(lock_key(role)))
+        << "a key came back " << std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - healed).count()
+        << " ms after the heal";
+  }
+  EXPECT_FALSE(v.watch_election->observe(role).identity);
+  r = campaign_result{};
+  EXPECT_EQ(demotions.load(), 1);
+}
+
 }  // namespace
 }  // namespace redlock::test
