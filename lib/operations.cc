@@ -256,7 +256,8 @@ class cleanup final : public sink, public std::enable_shared_from_this<cleanup> 
       : c_(c),
         until_(c.now() + duration_cast<clock_tp::duration>(microseconds(ttl) +
                                                            drift_of(ttl, c.options().clock_drift_factor))),
-        cap_(prompt ? std::max(milliseconds(1), std::min(c.options().command_timeout, c.options().reconnect_max_backoff))
+        cap_(prompt ? std::max(milliseconds(1),
+                               std::min(c.options().command_timeout, c.options().reconnect_max_backoff))
                     : milliseconds::max()),
         backoff_(std::min(cap_, std::max(milliseconds(1), c.options().reconnect_min_backoff))),
         state_(c.size(), node_state::none) {
@@ -352,7 +353,8 @@ void rollback(core& c, command release, const round& r, milliseconds ttl) {
   cleanup::start(c, std::move(release), nodes, force, ttl);
 }
 
-void deliver_release(core& c, command release, const std::vector<bool>& nodes, milliseconds ttl, bool prompt) {
+void deliver_release(core& c, command release, const std::vector<bool>& nodes, milliseconds ttl,
+                     bool prompt) {
   cleanup::start(c, std::move(release), nodes, {}, ttl, prompt);
 }
 

@@ -448,7 +448,6 @@ TEST(election, a_shutdown_while_leading_waits_for_unreachable_nodes_only_its_dra
   v.cand_election.reset();
 }
 
-
 // ---- Adversarial checks of the redelivered deletes (attack on h/elect) ----
 
 // A redelivery of a resigned leadership's delete still pending when the same
@@ -481,7 +480,8 @@ TEST(election, a_pending_redelivery_leaves_the_same_candidates_next_term_alone) 
   // leader still believes it leads.
   for (int round = 0; round < 20; ++round) {
     std::this_thread::sleep_for(25ms);  // (observation spacing, not synchronisation)
-    for (std::size_t i = 0; i < cl.size(); ++i) ASSERT_EQ(cl[i].get(lock_key(role)), new_token) << "node " << i;
+    for (std::size_t i = 0; i < cl.size(); ++i)
+      ASSERT_EQ(cl[i].get(lock_key(role)), new_token) << "node " << i;
   }
   EXPECT_TRUE(second.leadership.is_leader());
   const leader_info seen = v.watch_election->observe(role);
@@ -556,7 +556,6 @@ TEST(election, a_shutdown_during_an_unheard_publication_is_bounded_and_ends_the_
   v.cand_election.reset();
 }
 
-
 // The bound election.h states for nodes that were unreachable: the redelivery lands
 // within 2 x command_timeout once the candidate's client has reconnected to them
 // (reconnect_max_backoff + a reconnect + 2 x command_timeout after the heal). A
@@ -593,11 +592,13 @@ TEST(election, a_redelivery_lands_within_two_command_timeouts_once_the_nodes_are
   // Let every redelivery's backoff reach its cap (5 + 10 + ... + 2560 ms < 5.2 s of
   // immediate refusals while the connections back off).
   std::this_thread::sleep_for(5500ms);
-  for (const auto& role : roles) ASSERT_EQ(watch.observe(role).identity, std::optional<std::string>("cand-A"));
+  for (const auto& role : roles)
+    ASSERT_EQ(watch.observe(role).identity, std::optional<std::string>("cand-A"));
   p1.pass();
   p2.pass();
-  ASSERT_TRUE(eventually([&] { return candidate.inspect("reconnected-probe").report.count(node_status::ok) == 3; },
-                         kMaxBackoff + 2000ms));
+  ASSERT_TRUE(
+      eventually([&] { return candidate.inspect("reconnected-probe").report.count(node_status::ok) == 3; },
+                 kMaxBackoff + 2000ms));
   const auto reconnected = steady::now();
   // Far from their expiry (a key already deleted reads -2).
   for (const auto& role : roles) {
@@ -621,7 +622,6 @@ TEST(election, a_redelivery_lands_within_two_command_timeouts_once_the_nodes_are
                        << " ms after the candidate reconnected to its nodes";
 }
 
-
 // A campaign cancelled while its publication runs unheard on nodes 1 and 2: it ends
 // cancelled, and its lock (held by nodes 1 and 2 with the record) is deleted there
 // once they are back, not left for the TTL.
@@ -633,8 +633,8 @@ TEST(election, a_campaign_cancelled_during_an_unheard_publication_is_deleted_onc
   v.p1.drop_reply_then_black_hole(identity);
   v.p2.drop_reply_then_black_hole(identity);
   std::promise<campaign_result> done;
-  const std::uint64_t id = v.cand_election->campaign_async(role, identity, fast(kTtl),
-                                                           [&](campaign_result r) { done.set_value(std::move(r)); });
+  const std::uint64_t id = v.cand_election->campaign_async(
+      role, identity, fast(kTtl), [&](campaign_result r) { done.set_value(std::move(r)); });
   ASSERT_TRUE(v.p1.wait_tripped(5000ms));
   ASSERT_TRUE(v.p2.wait_tripped(5000ms));
   v.cand_election->cancel(id);
@@ -651,7 +651,6 @@ TEST(election, a_campaign_cancelled_during_an_unheard_publication_is_deleted_onc
   EXPECT_TRUE(eventually([&] { return !cl[1].exists(lock_key(role)) && !cl[2].exists(lock_key(role)); },
                          kCleanupBound));
 }
-
 
 // Nodes 1 and 2 become black holes while leading (which hold back, not drop, what
 // the candidate sends: its watchdog's extensions, then its demotion's delete): the
@@ -679,13 +678,14 @@ TEST(election, extensions_held_back_by_a_partition_do_not_outlive_the_demotions_
   v.p1.pass();
   v.p2.pass();
   const auto healed = steady::now();
-  ASSERT_TRUE(eventually(
-      [&] { return !cl[1].exists(lock_key(role)) && !cl[2].exists(lock_key(role)); }, kCleanupBound));
+  ASSERT_TRUE(eventually([&] { return !cl[1].exists(lock_key(role)) && !cl[2].exists(lock_key(role)); },
+                         kCleanupBound));
   // Stays so: nothing held back brings the key back (bounded re-checks).
   for (int i = 0; i < 20; ++i) {
     std::this_thread::sleep_for(25ms);  // observation spacing, not synchronisation
     ASSERT_FALSE(cl[1].exists(lock_key(role)) || cl[2].exists(lock_key(role)))
-        << "a key came back " << std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - healed).count()
+        << "a key came back "
+        << std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - healed).count()
         << " ms after the heal";
   }
   EXPECT_FALSE(v.watch_election->observe(role).identity);
