@@ -245,7 +245,8 @@ class campaign_op final : public std::enable_shared_from_this<campaign_op> {
     detail::core* cp = core_.get();  // the lock's handle keeps its core alive
     ao.on_lost = [cp, ttl = options_.ttl, demoted = options_.on_demoted, handed](const lease& l,
                                                                                  const report& r) {
-      deliver_release(*cp, release_command(*cp, l), std::vector<bool>(cp->size(), true), ttl);
+      deliver_release(*cp, release_command(*cp, l), std::vector<bool>(cp->size(), true), ttl,
+                      /*prompt=*/true);
       if (demoted && *handed) demoted(r);
     };
     acquiring_ = true;

@@ -22,8 +22,12 @@ class round;
 // plus drift). See operations.cc (rollback, cleanup).
 void rollback(core& c, command release, const round& r, std::chrono::milliseconds ttl);
 // Delivers `release` to nodes[i] with the rollback's guarantee (for a grant that
-// arrives after its attempt failed).
-void deliver_release(core& c, command release, const std::vector<bool>& nodes, std::chrono::milliseconds ttl);
+// arrives after its attempt failed). `prompt`: retried at least every
+// command_timeout instead of on a backoff doubling up to reconnect_max_backoff, so
+// that the delete lands within 2 x command_timeout of the node's connection being
+// back (an election's deletes: what observers see follows what candidates believe).
+void deliver_release(core& c, command release, const std::vector<bool>& nodes, std::chrono::milliseconds ttl,
+                     bool prompt = false);
 
 // The report of round `r`: per-node results named, attempts, elapsed since call_start.
 report round_report(const core& c, const round& r, std::error_code ec,

@@ -217,9 +217,10 @@ class cleanup final : public sink, public std::enable_shared_from_this<cleanup> 
   // Delivers the ownership-checked delete `release` (the quiet ones for a rollback
   // or a late grant: a delete that published would wake this client's own waiter
   // into another failed attempt).
+  // `prompt`: the retry delay is capped at command_timeout (deliver_release).
   static void start(core& c, command release, const std::vector<bool>& nodes,
-                    const std::vector<bool>& force_eval, milliseconds ttl) {
-    auto self = std::shared_ptr<cleanup>(new cleanup(c, std::move(release), ttl));
+                    const std::vector<bool>& force_eval, milliseconds ttl, bool prompt = false) {
+    auto self = std::shared_ptr<cleanup>(new cleanup(c, std::move(release), ttl, prompt));
     bool any = false;
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       if (!nodes[i]) continue;
@@ -251,11 +252,14 @@ class cleanup final : public sink, public std::enable_shared_from_this<cleanup> 
  private:
   enum class node_state { none, waiting, in_flight, done };
 
-  cleanup(core& c, command release, milliseconds ttl)
+  cleanup(core& c, command release, milliseconds ttl, bool prompt)
       : c_(c),
         until_(c.now() + duration_cast<clock_tp::duration>(microseconds(ttl) +
                                                            drift_of(ttl, c.options().clock_drift_factor))),
-        backoff_(std::max(milliseconds(1), c.options().reconnect_min_backoff)),
+        cap_(prompt ? std::max(milliseconds(1),
+                               std::min(c.options().command_timeout, c.options().reconnect_max_backoff))
+                    : milliseconds::max()),
+        backoff_(std::min(cap_, std::max(milliseconds(1), c.options().reconnect_min_backoff))),
         state_(c.size(), node_state::none) {
     wire_ = std::make_shared<const wire>(std::move(release));
     c_.cleanup_started();
@@ -290,7 +294,10 @@ class cleanup final : public sink, public std::enable_shared_from_this<cleanup> 
     }
     const milliseconds left = duration_cast<milliseconds>(until_ - now) + milliseconds(1);
     const milliseconds delay = std::min(backoff_, left);
-    backoff_ = std::min(backoff_ * 2, std::max(backoff_, c_.options().reconnect_max_backoff));
+    // Doubling up to the reconnect backoff: a retry soon after the connection is
+    // back. A prompt one (cap_) is not later than command_timeout after it: a
+    // retry refused while the connection backs off costs no round trip.
+    backoff_ = std::min(cap_, std::min(backoff_ * 2, std::max(backoff_, c_.options().reconnect_max_backoff)));
     auto self = shared_from_this();
     timer_ = c_.schedule(delay, [self] {
       self->timer_ = 0;
@@ -317,6 +324,7 @@ class cleanup final : public sink, public std::enable_shared_from_this<cleanup> 
 
   core& c_;
   clock_tp until_;
+  milliseconds cap_;
   milliseconds backoff_;
   std::vector<node_state> state_;
   std::shared_ptr<const wire> wire_;
@@ -345,8 +353,9 @@ void rollback(core& c, command release, const round& r, milliseconds ttl) {
   cleanup::start(c, std::move(release), nodes, force, ttl);
 }
 
-void deliver_release(core& c, command release, const std::vector<bool>& nodes, milliseconds ttl) {
-  cleanup::start(c, std::move(release), nodes, {}, ttl);
+void deliver_release(core& c, command release, const std::vector<bool>& nodes, milliseconds ttl,
+                     bool prompt) {
+  cleanup::start(c, std::move(release), nodes, {}, ttl, prompt);
 }
 
 report round_report(const core& c, const round& r, std::error_code ec, clock_tp call_start, clock_tp now,
@@ -1089,7 +1098,7 @@ void release_round(core& c, const lease& l, std::function<void(report)> done, bo
       again[i] = rd.votes[i].status != node_status::pending && !release_confirmed(rd.votes[i]);
       any = any || again[i];
     }
-    if (any && (rd.outcome == verdict::quorum || always)) cleanup::start(*cp, rel, again, {}, left);
+    if (any && (rd.outcome == verdict::quorum || always)) cleanup::start(*cp, rel, again, {}, left, always);
     std::error_code ec;
     if (rd.outcome != verdict::quorum) ec = failure_reason(op_kind::release, rd.votes);
     cp->stats().releases.fetch_add(1, std::memory_order_relaxed);

@@ -18,9 +18,10 @@
 // watchdog's loss or the client's shutdown), or when its campaign's publication
 // falls short of a quorum. From then on its ownership-checked delete of the lock
 // key goes to every node, and a node that does not confirm it (down, partitioned,
-// a reply lost) gets it again after a backoff that follows the reconnect backoff,
-// until it confirms or the lock's TTL (plus drift) has passed — the guarantee of
-// an acquire's rollback. So observe() can go on naming a candidate that does not
+// a reply lost) gets it again at least every command_timeout (a retry while its
+// connection backs off is refused at once, without a round trip), until it
+// confirms or the lock's TTL (plus drift) has passed — the guarantee of an
+// acquire's rollback, retried sooner. So observe() can go on naming a candidate that does not
 // believe it leads only while a quorum still holds its key:
 //   - every node reachable: for one command round (<= command_timeout);
 //   - nodes unreachable from the candidate: until enough of them are reachable

@@ -448,5 +448,250 @@ TEST(election, a_shutdown_while_leading_waits_for_unreachable_nodes_only_its_dra
   v.cand_election.reset();
 }
 
+// ---- Adversarial checks of the redelivered deletes (attack on h/elect) ----
+
+// A redelivery of a resigned leadership's delete still pending when the same
+// election object campaigns again and wins: the delete carries the old token and
+// must leave the new leadership alone (same client, same election, same role).
+TEST(election, a_pending_redelivery_leaves_the_same_candidates_next_term_alone) {
+  redis_cluster cl(3);
+  split_view v(cl);
+  const std::string role = "again";
+  campaign_result first = v.cand_election->campaign(role, "cand-A", fast(kTtl));
+  ASSERT_TRUE(first) << first.report.message();
+  const std::uint64_t old_term = first.leadership.term();
+  const std::string old_token = first.leadership.info().token;
+  v.p1.reset();
+  v.p2.reset();
+  EXPECT_FALSE(first.leadership.resign());  // 1 of 3: redelivered in the background
+  v.p1.pass();
+  v.p2.pass();
+  // The candidate campaigns again at once: it wins only once the redelivery freed
+  // nodes 1 and 2 (or their keys expired: kTtl, far above this deadline).
+  campaign_options o = fast(kTtl);
+  o.deadline = 5000ms;
+  campaign_result second = v.cand_election->campaign(role, "cand-A", o);
+  ASSERT_TRUE(second) << second.report.message();
+  EXPECT_GT(second.leadership.term(), old_term);
+  const std::string new_token = second.leadership.info().token;
+  ASSERT_NE(new_token, old_token);
+  // Every node still holds the new leadership's key after the old delete's
+  // redeliveries have had time to land again (several of their backoffs), and the
+  // leader still believes it leads.
+  for (int round = 0; round < 20; ++round) {
+    std::this_thread::sleep_for(25ms);  // (observation spacing, not synchronisation)
+    for (std::size_t i = 0; i < cl.size(); ++i)
+      ASSERT_EQ(cl[i].get(lock_key(role)), new_token) << "node " << i;
+  }
+  EXPECT_TRUE(second.leadership.is_leader());
+  const leader_info seen = v.watch_election->observe(role);
+  EXPECT_EQ(seen.identity, std::optional<std::string>("cand-A"));
+  EXPECT_EQ(seen.term, std::optional<std::uint64_t>(second.leadership.term()));
+  EXPECT_TRUE(second.leadership.resign());
+}
+
+// A watchdog extension that nodes 1 and 2 ran while both replies were lost: the
+// candidate's validity is not renewed (1 of 3) and it is demoted at the end of it,
+// while nodes 1 and 2 hold its key for another extend_interval. The demotion's
+// delete (on_lost) must reach them once they are back, well before that expiry.
+TEST(election, a_demotion_after_an_unheard_extension_is_deleted_once_its_nodes_are_back) {
+  redis_cluster cl(3);
+  split_view v(cl);
+  const std::string role = "unheard-ext";
+  std::promise<std::error_code> why;
+  std::atomic<int> demotions{0};
+  campaign_options o = fast(6000ms);
+  o.extend_interval = 4000ms;  // keys on 1 and 2 outlive the demotion by about this much
+  o.on_demoted = [&](const report& rep) {
+    if (demotions.fetch_add(1) == 0) why.set_value(rep.error);
+  };
+  campaign_result r = v.cand_election->campaign(role, "cand-A", o);
+  ASSERT_TRUE(r) << r.report.message();
+  // The token is in the extension (and the release), not in the acquire's reply path
+  // any more: the first extension trips both proxies.
+  v.p1.drop_reply_then_black_hole(r.leadership.info().token);
+  v.p2.drop_reply_then_black_hole(r.leadership.info().token);
+  ASSERT_TRUE(v.p1.wait_tripped(8000ms));
+  ASSERT_TRUE(v.p2.wait_tripped(1000ms));
+  auto f = why.get_future();
+  ASSERT_EQ(f.wait_for(8000ms), std::future_status::ready);
+  EXPECT_EQ(f.get(), make_error_code(errc::lock_lost));
+  EXPECT_FALSE(r.leadership.is_leader());
+  const long long left = pttl_left(cl, role);
+  const leader_info during = v.watch_election->observe(role);
+  ASSERT_TRUE(during.report) << during.report.message();
+  ASSERT_EQ(during.identity, std::optional<std::string>("cand-A")) << "PTTL left " << left;
+  ASSERT_GE(left, 2500) << "too slow to tell a cleanup from the expiry";
+  const auto took = heal_and_wait_unnamed(v, role, std::chrono::milliseconds(left - 1000));
+  ASSERT_TRUE(took) << "observe() still names the demoted leader (PTTL left at the heal: " << left << " ms)";
+  EXPECT_TRUE(eventually([&] { return !cl[1].exists(lock_key(role)) && !cl[2].exists(lock_key(role)); },
+                         std::chrono::milliseconds(left - 1000)));
+  r = campaign_result{};
+  EXPECT_EQ(demotions.load(), 1);
+}
+
+// The client shuts down while a campaign's publication ran unheard on nodes 1 and
+// 2 (both black holes since): the campaign ends, the destructor is bounded by the
+// drain (not the TTL), and nothing is left on the reachable node.
+TEST(election, a_shutdown_during_an_unheard_publication_is_bounded_and_ends_the_campaign) {
+  redis_cluster cl(3);
+  split_view v(cl);
+  const std::string identity = "cand-A-shut-pub-91d2";
+  v.p1.drop_reply_then_black_hole(identity);
+  v.p2.drop_reply_then_black_hole(identity);
+  std::promise<campaign_result> done;
+  v.cand_election->campaign_async("shutpub", identity, fast(kTtl),
+                                  [&](campaign_result r) { done.set_value(std::move(r)); });
+  ASSERT_TRUE(v.p1.wait_tripped(5000ms));
+  ASSERT_TRUE(v.p2.wait_tripped(5000ms));
+  const auto t0 = steady::now();
+  v.candidate.reset();
+  EXPECT_LT(steady::now() - t0, 5000ms);
+  auto f = done.get_future();
+  ASSERT_EQ(f.wait_for(0ms), std::future_status::ready);
+  campaign_result r = f.get();
+  EXPECT_FALSE(r);
+  EXPECT_FALSE(r.leadership.is_leader());
+  EXPECT_FALSE(cl[0].exists(lock_key("shutpub")));
+  v.cand_election.reset();
+}
+
+// The bound election.h states for nodes that were unreachable: the redelivery lands
+// within 2 x command_timeout once the candidate's client has reconnected to them
+// (reconnect_max_backoff + a reconnect + 2 x command_timeout after the heal). A
+// redelivery paced by its own doubling backoff up to reconnect_max_backoff can, once
+// the connection is back, sleep for up to that whole backoff first. Three resigned
+// roles whose redeliveries were started a third of that backoff apart: whenever the
+// connections come back, one of them is at least two thirds of it away from its
+// next retry, far beyond the stated bound.
+TEST(election, a_redelivery_lands_within_two_command_timeouts_once_the_nodes_are_reconnected) {
+  redis_cluster cl(3);
+  fault_proxy p1(cl[1].port()), p2(cl[2].port());
+  client_options co = options_for({cl[0].uri(), p1.uri(), p2.uri()});
+  constexpr auto kMaxBackoff = 4000ms;
+  co.reconnect_max_backoff = kMaxBackoff;
+  client candidate(co);
+  ASSERT_TRUE(wait_connected(candidate));
+  client watcher(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(watcher));
+  election cand(candidate), watch(watcher);
+  const std::vector<std::string> roles = {"paced-0", "paced-1", "paced-2"};
+  std::vector<campaign_result> won;
+  for (const auto& role : roles) {
+    won.push_back(cand.campaign(role, "cand-A", fast(30000ms)));
+    ASSERT_TRUE(won.back()) << won.back().report.message();
+  }
+  p1.reset();
+  p2.reset();
+  for (std::size_t i = 0; i < roles.size(); ++i) {
+    // Spacing, not synchronisation: it puts the three redeliveries' retries out of
+    // phase with each other.
+    if (i > 0) std::this_thread::sleep_for(kMaxBackoff / 3);
+    EXPECT_FALSE(won[i].leadership.resign()) << roles[i];  // 1 of 3
+  }
+  // Let every redelivery's backoff reach its cap (5 + 10 + ... + 2560 ms < 5.2 s of
+  // immediate refusals while the connections back off).
+  std::this_thread::sleep_for(5500ms);
+  for (const auto& role : roles)
+    ASSERT_EQ(watch.observe(role).identity, std::optional<std::string>("cand-A"));
+  p1.pass();
+  p2.pass();
+  ASSERT_TRUE(
+      eventually([&] { return candidate.inspect("reconnected-probe").report.count(node_status::ok) == 3; },
+                 kMaxBackoff + 2000ms));
+  const auto reconnected = steady::now();
+  // Far from their expiry (a key already deleted reads -2).
+  for (const auto& role : roles) {
+    for (std::size_t n = 1; n < 3; ++n) {
+      const long long t = cl[n].pttl(lock_key(role));
+      ASSERT_TRUE(t == -2 || t >= 8000) << role << " on node " << n << ": " << t;
+    }
+  }
+  // 2 x command_timeout (300 ms) plus room for a busy machine; the unfixed pacing
+  // needs >= 2/3 x 4000 ms for the last of the three.
+  const bool unnamed = eventually(
+      [&] {
+        for (const auto& role : roles) {
+          if (watch.observe(role).identity) return false;
+        }
+        return true;
+      },
+      1200ms);
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - reconnected);
+  EXPECT_TRUE(unnamed) << "a resigned leader is still named " << took.count()
+                       << " ms after the candidate reconnected to its nodes";
+}
+
+// A campaign cancelled while its publication runs unheard on nodes 1 and 2: it ends
+// cancelled, and its lock (held by nodes 1 and 2 with the record) is deleted there
+// once they are back, not left for the TTL.
+TEST(election, a_campaign_cancelled_during_an_unheard_publication_is_deleted_once_its_nodes_are_back) {
+  redis_cluster cl(3);
+  split_view v(cl);
+  const std::string role = "cancel-pub";
+  const std::string identity = "cand-A-cancel-pub-5e1a";
+  v.p1.drop_reply_then_black_hole(identity);
+  v.p2.drop_reply_then_black_hole(identity);
+  std::promise<campaign_result> done;
+  const std::uint64_t id = v.cand_election->campaign_async(
+      role, identity, fast(kTtl), [&](campaign_result r) { done.set_value(std::move(r)); });
+  ASSERT_TRUE(v.p1.wait_tripped(5000ms));
+  ASSERT_TRUE(v.p2.wait_tripped(5000ms));
+  v.cand_election->cancel(id);
+  auto f = done.get_future();
+  ASSERT_EQ(f.wait_for(5000ms), std::future_status::ready);
+  campaign_result r = f.get();
+  EXPECT_EQ(r.report.error, make_error_code(errc::cancelled)) << r.report.message();
+  EXPECT_FALSE(r.leadership.is_leader());
+  ASSERT_TRUE(eventually([&] { return !cl[0].exists(lock_key(role)); }));
+  ASSERT_EQ(v.watch_election->observe(role).identity, std::optional<std::string>(identity));
+  const long long left = pttl_left(cl, role);
+  ASSERT_GE(left, kMinPttlAtHeal);
+  ASSERT_TRUE(heal_and_wait_unnamed(v, role, kCleanupBound)) << "PTTL left at the heal: " << left << " ms";
+  EXPECT_TRUE(eventually([&] { return !cl[1].exists(lock_key(role)) && !cl[2].exists(lock_key(role)); },
+                         kCleanupBound));
+}
+
+// Nodes 1 and 2 become black holes while leading (which hold back, not drop, what
+// the candidate sends: its watchdog's extensions, then its demotion's delete): the
+// validity runs out, on_demoted fires, and at the heal the held-back extensions are
+// delivered along with the deletes on newer connections, in any order. An extension
+// never re-creates a deleted key (it is ownership-checked), and one that runs
+// before the delete is followed by it: no key is left, nobody is named.
+TEST(election, extensions_held_back_by_a_partition_do_not_outlive_the_demotions_delete) {
+  redis_cluster cl(3);
+  split_view v(cl);
+  const std::string role = "held-ext";
+  std::promise<void> demoted;
+  std::atomic<int> demotions{0};
+  campaign_options o = fast(4000ms);
+  o.on_demoted = [&](const report&) {
+    if (demotions.fetch_add(1) == 0) demoted.set_value();
+  };
+  campaign_result r = v.cand_election->campaign(role, "cand-A", o);
+  ASSERT_TRUE(r) << r.report.message();
+  v.p1.black_hole();
+  v.p2.black_hole();
+  auto f = demoted.get_future();
+  ASSERT_EQ(f.wait_for(8000ms), std::future_status::ready);
+  EXPECT_FALSE(r.leadership.is_leader());
+  v.p1.pass();
+  v.p2.pass();
+  const auto healed = steady::now();
+  ASSERT_TRUE(eventually([&] { return !cl[1].exists(lock_key(role)) && !cl[2].exists(lock_key(role)); },
+                         kCleanupBound));
+  // Stays so: nothing held back brings the key back (bounded re-checks).
+  for (int i = 0; i < 20; ++i) {
+    std::this_thread::sleep_for(25ms);  // observation spacing, not synchronisation
+    ASSERT_FALSE(cl[1].exists(lock_key(role)) || cl[2].exists(lock_key(role)))
+        << "a key came back "
+        << std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - healed).count()
+        << " ms after the heal";
+  }
+  EXPECT_FALSE(v.watch_election->observe(role).identity);
+  r = campaign_result{};
+  EXPECT_EQ(demotions.load(), 1);
+}
+
 }  // namespace
 }  // namespace redlock::test
