@@ -147,9 +147,12 @@ void notifier::leave(const std::string& key, waiter& w) {
   auto pos = std::find(ch.waiters.begin(), ch.waiters.end(), &w);
   if (pos == ch.waiters.end()) return;
   ch.waiters.erase(pos);
+  if (ch.last_woken == &w) ch.last_woken = nullptr;
   if (ch.waiters.empty()) ch.idle_since = c_.now();
   if (ch.woken == &w) {
     ch.woken = nullptr;
+    ch.woken_token.clear();
+    ch.lost_for.clear();  // taken (or given up): no attempt lost against it
     after_woken(ch);
   }
 }
@@ -160,15 +163,22 @@ void notifier::wake_next(const std::string& key) {
   wake_one(it->second);
 }
 
-std::optional<std::string> notifier::missed_release(const std::string& key, waiter& w, clock_tp attempt_started) {
+std::optional<std::string> notifier::missed_release(const std::string& key, waiter& w, clock_tp attempt_started,
+                                                    bool woken) {
   auto it = channels_.find(key);
   if (it == channels_.end()) return std::nullopt;
   channel& ch = it->second;
   if (ch.woken != nullptr && ch.woken != &w) return std::nullopt;
+  // Holders unknown (a set, fenced): only a release seen since the attempt started,
+  // or, for a woken attempt, since the release that woke it (its first message
+  // comes from the first node to delete; the attempt may reach the others before
+  // they do, and then fails against the very holder that released).
+  clock_tp since = attempt_started;
+  if (woken && ch.last_woken == &w) since = std::min(since, ch.woken_for);
   for (auto r = ch.recent.rbegin(); r != ch.recent.rend(); ++r) {
-    // Holders unknown (fenced): only a release seen since the attempt started.
-    if (!w.blocked_by(r->token) || (!w.knows_blockers() && r->at < attempt_started)) continue;
+    if (!w.blocked_by(r->token) || (!w.knows_blockers() && r->at < since)) continue;
     ch.woken = &w;
+    ch.woken_token = r->token;
     return r->token;
   }
   return std::nullopt;
@@ -195,6 +205,8 @@ void notifier::attempt_done(const std::string& key, waiter& w) {
   if (it == channels_.end() || it->second.woken != &w) return;
   it->second.woken = nullptr;
   it->second.lost_at = c_.now();
+  it->second.lost_for = std::move(it->second.woken_token);
+  it->second.woken_token.clear();
   after_woken(it->second);
 }
 
@@ -221,6 +233,9 @@ void notifier::wake_one(channel& ch) {
       continue;
     }
     ch.woken = w;
+    ch.last_woken = w;
+    ch.woken_for = ch.recent.empty() ? now : ch.recent.back().at;
+    ch.woken_token = ch.recent.empty() ? std::string() : ch.recent.back().token;
     ++wakes_;
     // Across clients: each wakes its own earliest waiter, so C clients race C
     // attempts into split votes, and C - 1 of them lose a full round on every
@@ -253,7 +268,7 @@ void notifier::defer_wake(channel& ch, clock_tp at) {
   });
 }
 
-void notifier::on_push(std::size_t, const redisReply& m) {
+void notifier::on_push(std::size_t node, const redisReply& m) {
   const redisReply* ch_name = m.element[1];
   const redisReply* payload = m.element[2];
   if (ch_name->type != REDIS_REPLY_STRING || payload->type != REDIS_REPLY_STRING) return;
@@ -269,13 +284,23 @@ void notifier::on_push(std::size_t, const redisReply& m) {
   if (it == channels_.end()) return;
   channel& ch = it->second;
   // Every node publishes the same release: the first message wakes a waiter, the
-  // others are dropped. (Waiting for a quorum of them was tried: it let a thread of
+  // others are dropped (but for a woken attempt that lost the race, below).
+  // (Waiting for a quorum of them was tried: it let a thread of
   // the same client that had just released and acquired again win far more often —
   // 48 waiters in one client, Jain's index 0.999 -> 0.68 — and was no faster.)
-  for (const auto& seen : ch.recent) {
-    if (seen.token == token) return;
+  for (auto& seen : ch.recent) {
+    if (seen.token != token) continue;
+    // A woken attempt that lost the race with this release (it reached this node
+    // before the delete did) is woken again by this node's message: the key is
+    // free here now. One wake-up per node's message, and only after a lost attempt.
+    if (node < seen.nodes.size() && !seen.nodes[node]) {
+      seen.nodes[node] = true;
+      if (ch.woken == nullptr && seen.token == ch.lost_for) wake_one(ch);
+    }
+    return;
   }
-  ch.recent.push_back(channel::released{std::string(token), c_.now()});
+  ch.recent.push_back(channel::released{std::string(token), c_.now(), std::vector<bool>(c_.size(), false)});
+  if (node < ch.recent.back().nodes.size()) ch.recent.back().nodes[node] = true;
   if (ch.recent.size() > kRecent) ch.recent.pop_front();
   if (ch.woken != nullptr) {
     ch.absorbed = std::min(ch.absorbed + 1, kHeldBack);

@@ -12,7 +12,12 @@
 // one attempt per release, not W. What anyone allowed to PUBLISH can send is
 // bounded: a payload that is not a token is dropped unkept, a channel keeps the
 // last kRecent released tokens and only a count of those held back during a woken
-// attempt, and each waiter's wake-ups are rate-limited (waiter::wake_allowed_at). Expiry publishes nothing:
+// attempt, and each waiter's wake-ups are rate-limited (waiter::wake_allowed_at).
+// A woken attempt may reach a node before the release's delete does (the first
+// message comes from the first node to delete): then it fails against the very
+// holder that released, and the release's message from another node wakes one
+// waiter again (channel::lost_for), as does missed_release for an attempt that
+// saw the release meanwhile. Expiry publishes nothing:
 // every waiter keeps its fallback timer (the retry schedule), so a lost message, a node that refuses
 // SUBSCRIBE, or a holder that publishes nothing (another library) costs latency,
 // never correctness. Safety is untouched: a wake-up only moves an attempt earlier.
@@ -87,7 +92,13 @@ class notifier final : private push_listener {
   // After a failed attempt of `w` (started at `attempt_started`): a token seen
   // released that blocked it — the release raced the attempt — when no other waiter
   // of this key is woken; then `w` is marked woken and should try again at once.
-  std::optional<std::string> missed_release(const std::string& key, waiter& w, clock_tp attempt_started);
+  // `woken`: the attempt was a wake-up of this key; when the holders are unknown
+  // (a set, fenced), the release that woke it counts too, although its first
+  // message came before the attempt started: the other nodes may not have deleted
+  // the key yet when the attempt reached them (the attempt lost the race with the
+  // release it was woken for, and nothing else would wake anyone).
+  std::optional<std::string> missed_release(const std::string& key, waiter& w, clock_tp attempt_started,
+                                            bool woken);
   // The attempt of a woken waiter ended (it may have been marked woken again by
   // missed_release); releases seen meanwhile wake the next waiter.
   void attempt_done(const std::string& key, waiter& w);
@@ -113,7 +124,8 @@ class notifier final : private push_listener {
     clock_tp confirmed_at{};            // the last node subscription confirmed
     struct released {
       std::string token;
-      clock_tp at;  // its first message
+      clock_tp at;              // its first message
+      std::vector<bool> nodes;  // the nodes whose message arrived
     };
     std::string key;
     std::deque<released> recent;  // released tokens seen, newest last (at most kRecent)
@@ -121,6 +133,13 @@ class notifier final : private push_listener {
     // whether there were any matters when it ends).
     std::size_t absorbed = 0;
     waiter* woken = nullptr;
+    waiter* last_woken = nullptr;  // the waiter wake_one woke last, and
+    clock_tp woken_for{};          // the first message of the release it was woken for
+    std::string woken_token;       // the release the woken attempt is for
+    // A woken attempt failed against this release: it raced the release's deletes
+    // on the other nodes. The release's message from another node (the key is free
+    // there now) wakes one waiter again, when none is woken.
+    std::string lost_for;
     std::uint64_t defer_timer = 0;  // a wake-up held back by the waiters' budgets
     clock_tp lost_at{};  // a woken attempt last failed (another client won the race)
     clock_tp idle_since{};

@@ -661,7 +661,8 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
     // once — once per released token (a node that missed the delete still shows it).
     // Such a retry spends a wake-up of the budget, as a wake-up does (distinct
     // forged tokens must not make it spin when the holders are unknown: fenced).
-    if (auto t = c_.notify().missed_release(key_, *this, attempt_started_); t && *t != retried_for_) {
+    if (auto t = c_.notify().missed_release(key_, *this, attempt_started_, attempt_woken_);
+        t && *t != retried_for_) {
       retried_for_ = *t;
       const clock_tp at = wake_allowed_at(), now = c_.now();
       spend_wake();

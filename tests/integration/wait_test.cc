@@ -189,6 +189,52 @@ TEST(Wait, one_release_wakes_one_waiter_not_the_herd) {
   ASSERT_TRUE(eventually([&] { return done.load() == kWaiters; }, 3000ms));
 }
 
+// A woken attempt that reaches a node before the release's delete does. The holder
+// reaches nodes 2 and 3 through 300 ms proxies (each way): its release deletes on
+// node 1 at once, whose message wakes the waiter, and on nodes 2 and 3 300 ms
+// later, so the woken attempt fails there against the very holder that released.
+// Before the fix the waiter then slept its fallback (2.5-5 s; the single key's
+// retry at once lost too, the set's was not even made: a set's holders are
+// unknown and the release's first message came before the attempt); nothing else
+// woke it while the lock was free. Now the release's message from node 2 (or 3)
+// wakes it again: the hand-over takes the proxies' 300 ms plus an attempt, under
+// the 2 s bound (the fallback is 2.5 s at least).
+TEST(Wait, a_woken_attempt_that_beat_the_release_to_a_node_is_woken_by_that_nodes_message) {
+  fault_proxy p1(nodes()[1].port()), p2(nodes()[2].port());
+  client_options oa = opts({nodes()[0].uri(), p1.uri(), p2.uri()});
+  oa.command_timeout = 3000ms;
+  client a(oa);
+  client b(opts(nodes().uris()));
+  ASSERT_TRUE(wait_connected(a));
+  ASSERT_TRUE(wait_connected(b));
+  for (const bool set : {false, true}) {
+    SCOPED_TRACE(set ? "a set of one resource" : "one resource");
+    const std::string res = unique(set ? "beatset" : "beat");
+    auto held = set ? a.acquire_many({res}, once(30000ms)) : a.acquire(res, once(30000ms));
+    ASSERT_TRUE(held.lock) << held.report.message();
+    auto fut = std::async(std::launch::async, [&] {
+      acquire_result r =
+          set ? b.acquire_many({res}, waiting(5000ms, 20000ms)) : b.acquire(res, waiting(5000ms, 20000ms));
+      return std::make_pair(std::move(r), clock_type::now());
+    });
+    ASSERT_TRUE(eventually([&] { return all_subscribed(nodes(), res); }, 5000ms));
+    // The waiter's first attempt and its fresh one (subscribed after it) are over.
+    ASSERT_TRUE(settles([&] { return total_calls(nodes(), set ? "evalsha" : "set"); }, 1, 300ms, 10000ms));
+    p1.latency(300ms);
+    p2.latency(300ms);
+    const auto t0 = clock_type::now();
+    EXPECT_FALSE(held.lock.release().error);
+    ASSERT_EQ(fut.wait_for(15000ms), std::future_status::ready);
+    auto [got, at] = fut.get();
+    ASSERT_TRUE(got.lock) << got.report.message();
+    EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(at - t0).count(), 2000)
+        << "the waiter slept its fallback; attempts " << got.report.attempts;
+    EXPECT_FALSE(got.lock.release().error);
+    p1.pass();
+    p2.pass();
+  }
+}
+
 TEST(Wait, a_waiter_that_lost_a_race_peeks_and_skips_an_attempt_when_another_holds_a_quorum) {
   client a(opts(nodes().uris()));
   client b(opts(nodes().uris()));
