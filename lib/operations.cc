@@ -1156,11 +1156,13 @@ void core::release(lease l, std::function<void(report)> done) {
   // The lease of a live handle: the release ends the handle (its watchdog, its
   // validity, its loss tokens), as lock::release does; a release that fails
   // leaves it able to release again, as lock::release's does.
-  if (auto h = handle_for(l); h && h->claim_release()) {
-    return release_held(h, [h, done = std::move(done)](report r) {
-      h->note_release(r);
-      done(std::move(r));
-    });
+  // Also a lost handle's (the release deletes what is left, as lock::release on
+  // it: no on_lock_released after its on_lock_lost) and one whose release was not
+  // confirmed (the retry lock::release documents). A handle released already, or
+  // whose release is in flight, has nothing to release: as its lock::release.
+  if (auto h = tracked_for(l)) {
+    if (!h->claim_release()) return done(bare_report(*this, make_error_code(errc::not_owner), "lock not held"));
+    return release_held(h, std::move(done));
   }
   release_round(*this, l, std::move(done), true, /*of_handle=*/false);
 }
@@ -1280,7 +1282,8 @@ void core::declare_lost(const std::shared_ptr<held>& h, const report& why) {
   const std::int64_t now_ns = to_ns(now());
   if (h->valid_until_ns.load() > now_ns) h->valid_until_ns.store(now_ns, std::memory_order_release);
   if (h->lost.exchange(true)) return;
-  untrack_handle(*h);
+  // Still tracked (until its release, detach or destruction): client::release of
+  // its lease goes through it (core::release); handle_for() skips it.
   stop_watchdog(*h);
   report_loss(*h, why);
   if (h->on_lost) {
@@ -1556,7 +1559,7 @@ void core::extend_held(const std::shared_ptr<held>& h, milliseconds ttl, std::fu
   });
 }
 
-void core::release_held(const std::shared_ptr<held>& h, std::function<void(report)> done) {
+void core::release_held(const std::shared_ptr<held>& h, std::function<void(report)> done, bool retry) {
   // The watchdog stops first: nothing extends after this point.
   stop_watchdog(*h);
   untrack_handle(*h);
@@ -1568,8 +1571,17 @@ void core::release_held(const std::shared_ptr<held>& h, std::function<void(repor
   // not called (the owner is releasing it; the release's report tells it).
   const bool lost_before = h->lost.load();
   const bool expired = !lost_before && h->expired();
-  if (expired) report_loss(*h, bare_report(*this, make_error_code(errc::lock_lost), "validity ran out before the release"));
-  release_round(*this, h->snapshot(), [this, h, ended = lost_before || expired, done = std::move(done)](report r) {
+  if (expired && !h->loss_reported) {
+    h->loss_reported = true;
+    report_loss(*h, bare_report(*this, make_error_code(errc::lock_lost), "validity ran out before the release"));
+  }
+  release_round(*this, h->snapshot(), [this, h, retry, ended = lost_before || expired, done = std::move(done)](report r) {
+    // Not confirmed: the handle may release again (lock::release), also through
+    // client::release of its lease, which finds it tracked again.
+    if (retry && r.error && r.error != errc::not_owner) {
+      h->release_failed.store(true);
+      track_handle(h);
+    }
     // A quorum did not hold the token (the keys expired early, or were deleted):
     // the lock was lost before the release, which found it so.
     if (!ended && r.error == errc::not_owner) {
