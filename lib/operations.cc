@@ -1270,6 +1270,10 @@ std::uint64_t begin_extension(const core& c, held& h, milliseconds ttl) {
 // node, and lowered the validity when it was sent.
 void extension_succeeded(held& h, std::uint64_t seq, clock_tp valid_until) {
   ++h.extensions;
+  // The cap: the extension's TTL was shortened to what was left of max_hold when
+  // the clock was read, but its validity counts from the round's start, read
+  // later (a thread preempted in between would move it past the cap).
+  if (h.max_hold.count() > 0) valid_until = std::min(valid_until, h.acquired_at + h.max_hold);
   if (seq == h.extensions_sent || to_ns(valid_until) < h.valid_until_ns.load(std::memory_order_acquire)) {
     h.valid_until_ns.store(to_ns(valid_until), std::memory_order_release);
   }
@@ -1547,6 +1551,10 @@ void core::extend_held(const std::shared_ptr<held>& h, milliseconds ttl, std::fu
     } else if (hp && !hp->finished.load()) {
       if (!r.error) {
         extension_succeeded(*hp, seq, valid_until);
+        if (hp->max_hold.count() > 0) {
+          const auto to_cap = duration_cast<milliseconds>(hp->acquired_at + hp->max_hold - now());
+          r.validity = std::max(milliseconds(0), std::min(r.validity, to_cap));
+        }
         if (observing_) emit(&observer::on_lock_extended, lock_event_of(*hp, false), "on_lock_extended");
         // The watchdog goes on from the validity this extension set.
         rearm_watchdog(*hp);
