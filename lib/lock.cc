@@ -54,11 +54,16 @@ lock::~lock() {
   // Best effort, without blocking: the release runs on the loop.
   c->post([h, c] {
     // A background operation for observers: nobody called it.
-    c->release_held(h, c->observe_op<report>(operation_kind::release, h->resource, true, [h, c](report r) {
-      if (!r.error || h->lost.load()) return;
-      c->stats().release_failures.fetch_add(1, std::memory_order_relaxed);
-      if (c->options().on_release_failure) c->options().on_release_failure(h->snapshot(), r);
-    }), /*retry=*/false);
+    c->release_held(h,
+                    c->observe_op<report>(operation_kind::release, h->resource, true,
+                                          [h, c](report r) {
+                                            if (!r.error || h->lost.load()) return;
+                                            c->stats().release_failures.fetch_add(1,
+                                                                                  std::memory_order_relaxed);
+                                            if (c->options().on_release_failure)
+                                              c->options().on_release_failure(h->snapshot(), r);
+                                          }),
+                    /*retry=*/false);
   });
 }
 

@@ -1161,7 +1161,8 @@ void core::release(lease l, std::function<void(report)> done) {
   // confirmed (the retry lock::release documents). A handle released already, or
   // whose release is in flight, has nothing to release: as its lock::release.
   if (auto h = tracked_for(l)) {
-    if (!h->claim_release()) return done(bare_report(*this, make_error_code(errc::not_owner), "lock not held"));
+    if (!h->claim_release())
+      return done(bare_report(*this, make_error_code(errc::not_owner), "lock not held"));
     return release_held(h, std::move(done));
   }
   release_round(*this, l, std::move(done), true, /*of_handle=*/false);
@@ -1581,28 +1582,32 @@ void core::release_held(const std::shared_ptr<held>& h, std::function<void(repor
   const bool expired = !lost_before && h->expired();
   if (expired && !h->loss_reported) {
     h->loss_reported = true;
-    report_loss(*h, bare_report(*this, make_error_code(errc::lock_lost), "validity ran out before the release"));
+    report_loss(*h,
+                bare_report(*this, make_error_code(errc::lock_lost), "validity ran out before the release"));
   }
-  release_round(*this, h->snapshot(), [this, h, retry, ended = lost_before || expired, done = std::move(done)](report r) {
-    // Not confirmed: the handle may release again (lock::release), also through
-    // client::release of its lease, which finds it tracked again.
-    if (retry && r.error && r.error != errc::not_owner) {
-      h->release_failed.store(true);
-      track_handle(h);
-    }
-    // A quorum did not hold the token (the keys expired early, or were deleted):
-    // the lock was lost before the release, which found it so.
-    if (!ended && r.error == errc::not_owner) {
-      report why = r;
-      why.error = make_error_code(errc::lock_lost);
-      if (!why.nodes.empty() && why.nodes.front().detail.empty()) {
-        why.nodes.front().detail = "the release found the keys gone";
-      }
-      report_loss(*h, why);
-    }
-    done(std::move(r));
-  }, /*report_released=*/!lost_before && !expired,
-                /*of_handle=*/true, h->redeliver_release ? h->ttl : milliseconds(0));
+  release_round(
+      *this, h->snapshot(),
+      [this, h, retry, ended = lost_before || expired, done = std::move(done)](report r) {
+        // Not confirmed: the handle may release again (lock::release), also through
+        // client::release of its lease, which finds it tracked again.
+        if (retry && r.error && r.error != errc::not_owner) {
+          h->release_failed.store(true);
+          track_handle(h);
+        }
+        // A quorum did not hold the token (the keys expired early, or were deleted):
+        // the lock was lost before the release, which found it so.
+        if (!ended && r.error == errc::not_owner) {
+          report why = r;
+          why.error = make_error_code(errc::lock_lost);
+          if (!why.nodes.empty() && why.nodes.front().detail.empty()) {
+            why.nodes.front().detail = "the release found the keys gone";
+          }
+          report_loss(*h, why);
+        }
+        done(std::move(r));
+      },
+      /*report_released=*/!lost_before && !expired,
+      /*of_handle=*/true, h->redeliver_release ? h->ttl : milliseconds(0));
 }
 
 }  // namespace redlock::detail

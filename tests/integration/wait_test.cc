@@ -579,7 +579,8 @@ TEST(Wait, a_holder_on_a_minority_with_a_node_down_is_not_retried_in_a_loop) {
   auto got = w.acquire(res, waiting(500ms, 3000ms));
   const auto took = since(t0);
   EXPECT_FALSE(got.lock);
-  EXPECT_TRUE(got.report.error == errc::contended || got.report.error == errc::unavailable) << got.report.message();
+  EXPECT_TRUE(got.report.error == errc::contended || got.report.error == errc::unavailable)
+      << got.report.message();
   // First attempt, at most 6 split retries, then one per fallback (500 ms) to the
   // deadline (3 s), and the deadline's last attempt.
   const long long bound = 1 + 6 + took.count() / 500 + 2;
@@ -588,7 +589,8 @@ TEST(Wait, a_holder_on_a_minority_with_a_node_down_is_not_retried_in_a_loop) {
               static_cast<unsigned long long>(w.stats().split_retries));
   EXPECT_LE(got.report.attempts, bound);
   EXPECT_LE(w.stats().split_retries, 6u);
-  for (std::size_t i = 2; i < 4; ++i) EXPECT_FALSE(cl[i].exists(res)) << "node " << i << " kept the waiter's key";
+  for (std::size_t i = 2; i < 4; ++i)
+    EXPECT_FALSE(cl[i].exists(res)) << "node " << i << " kept the waiter's key";
 }
 
 }  // namespace
