@@ -55,6 +55,9 @@ struct held {
   // leadership lock (lib/election.cc): what observers see must follow what the
   // candidate believes. Other handles leave a failed release to their owner.
   bool redeliver_release = false;
+  // A release of this handle found it expired and reported the loss: a retry of
+  // that release (after it was not confirmed) does not report it again.
+  bool loss_reported = false;
   // The watchdog's armed tick (core::arm_tick), 0 if none: a queued tick whose id
   // is not this one was cancelled and is skipped. (32 bits: should the ids wrap
   // and a stale tick match, it only runs a tick early, and an early tick is safe.)
@@ -187,7 +190,10 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   void start_watchdog(const std::shared_ptr<held>& h);
   void stop_watchdog(held& h);
   void extend_held(const std::shared_ptr<held>& h, std::chrono::milliseconds ttl, std::function<void(report)> done);
-  void release_held(const std::shared_ptr<held>& h, std::function<void(report)> done);
+  // `retry`: a release not confirmed (other than not_owner) leaves the handle able
+  // to release again (release_failed, tracked again for client::release); false
+  // for the destructor's, which nobody retries.
+  void release_held(const std::shared_ptr<held>& h, std::function<void(report)> done, bool retry = true);
   lock make_lock(std::shared_ptr<held> h);  // also registers the handle (track_handle)
   // The registry of live lock handles by token, so that client::extend of a
   // handle's lease goes through the handle's bookkeeping (extend_held). A handle is
@@ -197,6 +203,10 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   void untrack_handle(const held& h);
   // The live handle (not finished, not lost) holding lease `l`, if any.
   std::shared_ptr<held> handle_for(const lease& l);
+  // The tracked handle holding lease `l`, live or not: a lost one (tracked until
+  // its release), or one whose release was not confirmed (tracked again for a
+  // retry). Released, detached and destroyed handles are not tracked.
+  std::shared_ptr<held> tracked_for(const lease& l);
   // The lock of `h` is lost: stops its watchdog, lowers its validity to now, sets
   // lost(), reports it (report_loss) and calls on_lost. Once.
   void declare_lost(const std::shared_ptr<held>& h, const report& why);

@@ -36,17 +36,34 @@ lock& lock::operator=(lock&& o) noexcept {
 }
 
 lock::~lock() {
-  if (!state_ || state_->finished.exchange(true)) return;
+  if (!state_) return;
+  if (state_->finished.exchange(true)) {
+    // A release that was not confirmed left the handle tracked for a retry
+    // (release_held): nobody can retry it now.
+    if (state_->release_failed.load()) {
+      std::shared_ptr<held> h = std::move(state_);
+      std::shared_ptr<detail::core> c = h->owner;
+      c->post([h, c] {
+        if (h->release_failed.load()) c->untrack_handle(*h);
+      });
+    }
+    return;
+  }
   std::shared_ptr<held> h = std::move(state_);
   std::shared_ptr<detail::core> c = h->owner;
   // Best effort, without blocking: the release runs on the loop.
   c->post([h, c] {
     // A background operation for observers: nobody called it.
-    c->release_held(h, c->observe_op<report>(operation_kind::release, h->resource, true, [h, c](report r) {
-      if (!r.error || h->lost.load()) return;
-      c->stats().release_failures.fetch_add(1, std::memory_order_relaxed);
-      if (c->options().on_release_failure) c->options().on_release_failure(h->snapshot(), r);
-    }));
+    c->release_held(h,
+                    c->observe_op<report>(operation_kind::release, h->resource, true,
+                                          [h, c](report r) {
+                                            if (!r.error || h->lost.load()) return;
+                                            c->stats().release_failures.fetch_add(1,
+                                                                                  std::memory_order_relaxed);
+                                            if (c->options().on_release_failure)
+                                              c->options().on_release_failure(h->snapshot(), r);
+                                          }),
+                    /*retry=*/false);
   });
 }
 
@@ -98,14 +115,20 @@ report lock::release() {
   if (h->owner->must_not_block()) return refused_report(h.get(), errc::would_deadlock, "");
   if (!h->claim_release()) return refused_report(h.get(), errc::not_owner, "lock not held");
   const auto called = h->owner->now();
+  bool ran = true;
   report r = detail::run_sync<report>(
       *h->owner,
       [h, called](std::function<void(report)> done) {
         h->owner->release_held(h, h->owner->observe_op<report>(operation_kind::release, h->resource, false,
                                                                detail::timed(h->owner, called, std::move(done))));
       },
-      [&](errc e) { return refused_report(h.get(), e, e == errc::cancelled ? "client shut down" : ""); });
-  h->note_release(r);
+      [&](errc e) {
+        ran = false;
+        return refused_report(h.get(), e, e == errc::cancelled ? "client shut down" : "");
+      });
+  // A release that ran was marked by release_held (on the loop, before this thread
+  // heard of it); one that never ran is marked here.
+  if (!ran) h->note_release(r);
   return r;
 }
 
@@ -122,10 +145,7 @@ void lock::release_async(std::function<void(report)> done) {
   const auto called = c->now();
   if (!c->post([h, c, called, done] {
         c->release_held(h, c->observe_op<report>(operation_kind::release, h->resource, false,
-                                                 detail::timed<report>(c, called, [h, done](report r) {
-                                                   h->note_release(r);
-                                                   done(std::move(r));
-                                                 })));
+                                                 detail::timed<report>(c, called, std::move(done))));
       })) {
     // The client's loop has finished: nobody else can run the callback.
     h->release_failed.store(true);
@@ -214,11 +234,16 @@ void core::untrack_handle(const held& h) {
   }
 }
 
-std::shared_ptr<held> core::handle_for(const lease& l) {
+std::shared_ptr<held> core::tracked_for(const lease& l) {
   const auto b = bits_of(l.token);
   auto h = b ? find_in(handles_, *b) : find_in(other_handles_, l.token);
-  if (!h) return nullptr;
-  if (h->token != l.token || h->resource != l.resource || h->finished.load() || h->lost.load()) return nullptr;
+  if (!h || h->token != l.token || h->resource != l.resource) return nullptr;
+  return h;
+}
+
+std::shared_ptr<held> core::handle_for(const lease& l) {
+  auto h = tracked_for(l);
+  if (!h || h->finished.load() || h->lost.load()) return nullptr;
   return h;
 }
 }  // namespace detail

@@ -1157,11 +1157,14 @@ void core::release(lease l, std::function<void(report)> done) {
   // The lease of a live handle: the release ends the handle (its watchdog, its
   // validity, its loss tokens), as lock::release does; a release that fails
   // leaves it able to release again, as lock::release's does.
-  if (auto h = handle_for(l); h && h->claim_release()) {
-    return release_held(h, [h, done = std::move(done)](report r) {
-      h->note_release(r);
-      done(std::move(r));
-    });
+  // Also a lost handle's (the release deletes what is left, as lock::release on
+  // it: no on_lock_released after its on_lock_lost) and one whose release was not
+  // confirmed (the retry lock::release documents). A handle released already, or
+  // whose release is in flight, has nothing to release: as its lock::release.
+  if (auto h = tracked_for(l)) {
+    if (!h->claim_release())
+      return done(bare_report(*this, make_error_code(errc::not_owner), "lock not held"));
+    return release_held(h, std::move(done));
   }
   release_round(*this, l, std::move(done), true, /*of_handle=*/false);
 }
@@ -1269,6 +1272,10 @@ std::uint64_t begin_extension(const core& c, held& h, milliseconds ttl) {
 // node, and lowered the validity when it was sent.
 void extension_succeeded(held& h, std::uint64_t seq, clock_tp valid_until) {
   ++h.extensions;
+  // The cap: the extension's TTL was shortened to what was left of max_hold when
+  // the clock was read, but its validity counts from the round's start, read
+  // later (a thread preempted in between would move it past the cap).
+  if (h.max_hold.count() > 0) valid_until = std::min(valid_until, h.acquired_at + h.max_hold);
   if (seq == h.extensions_sent || to_ns(valid_until) < h.valid_until_ns.load(std::memory_order_acquire)) {
     h.valid_until_ns.store(to_ns(valid_until), std::memory_order_release);
   }
@@ -1281,7 +1288,8 @@ void core::declare_lost(const std::shared_ptr<held>& h, const report& why) {
   const std::int64_t now_ns = to_ns(now());
   if (h->valid_until_ns.load() > now_ns) h->valid_until_ns.store(now_ns, std::memory_order_release);
   if (h->lost.exchange(true)) return;
-  untrack_handle(*h);
+  // Still tracked (until its release, detach or destruction): client::release of
+  // its lease goes through it (core::release); handle_for() skips it.
   stop_watchdog(*h);
   report_loss(*h, why);
   if (h->on_lost) {
@@ -1545,6 +1553,10 @@ void core::extend_held(const std::shared_ptr<held>& h, milliseconds ttl, std::fu
     } else if (hp && !hp->finished.load()) {
       if (!r.error) {
         extension_succeeded(*hp, seq, valid_until);
+        if (hp->max_hold.count() > 0) {
+          const auto to_cap = duration_cast<milliseconds>(hp->acquired_at + hp->max_hold - now());
+          r.validity = std::max(milliseconds(0), std::min(r.validity, to_cap));
+        }
         if (observing_) emit(&observer::on_lock_extended, lock_event_of(*hp, false), "on_lock_extended");
         // The watchdog goes on from the validity this extension set.
         rearm_watchdog(*hp);
@@ -1557,7 +1569,7 @@ void core::extend_held(const std::shared_ptr<held>& h, milliseconds ttl, std::fu
   });
 }
 
-void core::release_held(const std::shared_ptr<held>& h, std::function<void(report)> done) {
+void core::release_held(const std::shared_ptr<held>& h, std::function<void(report)> done, bool retry) {
   // The watchdog stops first: nothing extends after this point.
   stop_watchdog(*h);
   untrack_handle(*h);
@@ -1569,21 +1581,34 @@ void core::release_held(const std::shared_ptr<held>& h, std::function<void(repor
   // not called (the owner is releasing it; the release's report tells it).
   const bool lost_before = h->lost.load();
   const bool expired = !lost_before && h->expired();
-  if (expired) report_loss(*h, bare_report(*this, make_error_code(errc::lock_lost), "validity ran out before the release"));
-  release_round(*this, h->snapshot(), [this, h, ended = lost_before || expired, done = std::move(done)](report r) {
-    // A quorum did not hold the token (the keys expired early, or were deleted):
-    // the lock was lost before the release, which found it so.
-    if (!ended && r.error == errc::not_owner) {
-      report why = r;
-      why.error = make_error_code(errc::lock_lost);
-      if (!why.nodes.empty() && why.nodes.front().detail.empty()) {
-        why.nodes.front().detail = "the release found the keys gone";
-      }
-      report_loss(*h, why);
-    }
-    done(std::move(r));
-  }, /*report_released=*/!lost_before && !expired,
-                /*of_handle=*/true, h->redeliver_release ? h->ttl : milliseconds(0));
+  if (expired && !h->loss_reported) {
+    h->loss_reported = true;
+    report_loss(*h,
+                bare_report(*this, make_error_code(errc::lock_lost), "validity ran out before the release"));
+  }
+  release_round(
+      *this, h->snapshot(),
+      [this, h, retry, ended = lost_before || expired, done = std::move(done)](report r) {
+        // Not confirmed: the handle may release again (lock::release), also through
+        // client::release of its lease, which finds it tracked again.
+        if (retry && r.error && r.error != errc::not_owner) {
+          h->release_failed.store(true);
+          track_handle(h);
+        }
+        // A quorum did not hold the token (the keys expired early, or were deleted):
+        // the lock was lost before the release, which found it so.
+        if (!ended && r.error == errc::not_owner) {
+          report why = r;
+          why.error = make_error_code(errc::lock_lost);
+          if (!why.nodes.empty() && why.nodes.front().detail.empty()) {
+            why.nodes.front().detail = "the release found the keys gone";
+          }
+          report_loss(*h, why);
+        }
+        done(std::move(r));
+      },
+      /*report_released=*/!lost_before && !expired,
+      /*of_handle=*/true, h->redeliver_release ? h->ttl : milliseconds(0));
 }
 
 }  // namespace redlock::detail

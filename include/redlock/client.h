@@ -319,10 +319,13 @@ class REDLOCK_EXPORT client {
   // Ownership-checked release on all nodes. Succeeds when a quorum deleted the key.
   // Errors: not_owner (a quorum did not hold this token: expired or someone
   // else's), unavailable, invalid_argument, cancelled, would_deadlock. The lease
-  // of a live lock handle of this client is released through that handle: the
-  // call is lock::release on it (its watchdog stops, owns_lock() and its
-  // loss_tokens end with the call, it is never reported lost afterwards; a release
-  // not confirmed leaves it able to release again).
+  // of a lock handle of this client that was not released, detached or destroyed
+  // is released through that handle — also a lost one, and one whose release was
+  // not confirmed: the call is lock::release on it (its watchdog stops, owns_lock()
+  // and its loss_tokens end with the call, it is never reported lost afterwards, a
+  // lost one gets no on_lock_released; a release not confirmed leaves it able to
+  // release again). A handle whose release is in flight or confirmed: errc::not_owner
+  // "lock not held", as its lock::release.
   [[nodiscard]] report release(const lease& l);
   void release_async(lease l, std::function<void(report)> done);
 

@@ -77,7 +77,8 @@ struct retry_scheduled {
 // destructor). Released: only when the release got its quorum (a failed release
 // is an operation_finished with the error). A lock acquired by this client ends in
 // exactly one of on_lock_released and on_lock_lost: the release of a handle already
-// declared lost deletes what is left of its keys but sends no on_lock_released; a
+// declared lost (lock::release, or client::release of its lease) deletes what is
+// left of its keys but sends no on_lock_released; a
 // handle released after its validity ran out (or whose release finds the keys
 // gone, not_owner) ends in on_lock_lost (errc::lock_lost) at that release, not in
 // on_lock_released (its on_lost is not called and lost() stays false: it was

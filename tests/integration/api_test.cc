@@ -732,3 +732,48 @@ TEST(Shutdown, a_handle_used_from_a_new_thread_after_its_client_is_gone_is_cance
 
 }  // namespace
 }  // namespace redlock::test
+
+namespace redlock::test {
+namespace {
+
+// A clock that, while armed, reads `step_ms` later at each reading: the time a
+// thread loses between two readings (preempted on a busy machine), made certain.
+class stepping_clock : public redlock::clock {
+ public:
+  clk::time_point now() const noexcept override {
+    const std::int64_t s = step_ms.load();
+    return clk::now() + milliseconds(s > 0 ? offset_ms.fetch_add(s) + s : offset_ms.load());
+  }
+  std::atomic<std::int64_t> step_ms{0};
+  mutable std::atomic<std::int64_t> offset_ms{0};
+};
+
+// Attack on issue 20's max_hold ("no validity past acquisition + max_hold"): an
+// extension is shortened to what is left of the cap when the call reads the
+// clock, but its validity counts from the round's start, read later. Time lost in
+// between (here 25 ms a reading) must not move the validity past the cap.
+TEST(MaxHold, an_extension_never_moves_the_validity_past_acquisition_plus_max_hold) {
+  redis_cluster cl(3);
+  auto clock = std::make_shared<stepping_clock>();
+  auto o = options_for(cl.uris());
+  o.clock = clock;
+  o.command_timeout = 5000ms;  // the stepping clock must not time the round out
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  acquire_options a = once(10000ms);
+  a.max_hold = 3000ms;
+  auto r = c.acquire(unique("hold-step"), a);
+  ASSERT_TRUE(r) << r.report.message();
+  const clk::time_point cap = *r.lock.info().acquired_at + a.max_hold;
+  clock->step_ms = 25;
+  auto ext = r.lock.extend(10000ms);  // shortened to the cap
+  clock->step_ms = 0;
+  ASSERT_TRUE(ext) << ext.message();
+  const lease l = r.lock.info();
+  EXPECT_LE(*l.valid_until, cap) << duration_cast<milliseconds>(*l.valid_until - cap).count()
+                                 << " ms past acquisition + max_hold";
+  EXPECT_TRUE(r.lock.release());
+}
+
+}  // namespace
+}  // namespace redlock::test

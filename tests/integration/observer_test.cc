@@ -558,5 +558,84 @@ TEST(Observer, a_handle_released_past_its_validity_with_its_keys_still_there_end
   EXPECT_EQ(held_gauge(m->render()), 0);
 }
 
+// Attack on issue 20's client::release through a handle: a watchdog lock declared
+// lost (its validity ran out on the client's clock, moved on by an offset; the keys
+// keep their TTL on the nodes) ended in on_lock_lost. Its lease passed to
+// client::release then deletes the keys, as the handle's own release would, but
+// sends no on_lock_released: a lock ends in exactly one of them (observer.h). (It
+// went out as a bare lease's release: both events.)
+TEST(Observer, a_lost_handles_lease_released_through_the_client_ends_in_one_event) {
+  struct offset_clock : redlock::clock {
+    std::chrono::steady_clock::time_point now() const noexcept override {
+      return std::chrono::steady_clock::now() + std::chrono::milliseconds(offset_ms.load());
+    }
+    std::atomic<std::int64_t> offset_ms{0};
+  };
+  redis_cluster cl(3);
+  auto rec = std::make_shared<recorder>();
+  auto clock = std::make_shared<offset_clock>();
+  client_options o = observed(cl.uris(), rec);
+  o.clock = clock;
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  const std::string res = "ev-lost-client-release";
+  acquire_options a = once(20000ms);
+  a.auto_extend = true;
+  a.extend_interval = 100ms;
+  auto r = c.acquire(res, a);
+  ASSERT_TRUE(r) << r.report.message();
+  clock->offset_ms = 30000;  // the validity has run out: the next tick reports the loss
+  ASSERT_TRUE(eventually([&] { return r.lock.lost(); })) << "not reported lost";
+  ASSERT_EQ(cl.count_key(res), 3) << "the keys keep their TTL" << ::testing::PrintToString(rec->about(res));
+  auto rel = c.release(r.lock.info());
+  EXPECT_TRUE(rel) << rel.message();
+  EXPECT_EQ(cl.count_key(res), 0);
+  const lines seq = rec->about(res);
+  const auto ends = std::count_if(seq.begin(), seq.end(), [&](const std::string& e) {
+    return e.rfind("released " + res, 0) == 0 || e.rfind("lost " + res, 0) == 0;
+  });
+  EXPECT_EQ(ends, 1) << ::testing::PrintToString(seq);
+  EXPECT_EQ(c.stats().locks_lost, 1u);
+  // The handle was released by that call: nothing left to release.
+  EXPECT_EQ(r.lock.release().error, errc::not_owner);
+}
+
+// A handle whose release was not confirmed, released again by passing info() to
+// client::release (as lock::release documents): that release goes through the
+// handle, so the handle's own release afterwards is "lock not held" — not another
+// round that finds the keys gone and reports the lock lost after it was released.
+TEST(Observer, a_failed_release_retried_through_the_client_ends_the_handle_once) {
+  node_config cfg;
+  cfg.aof = true;  // the killed nodes come back with the key
+  redis_cluster cl(3, cfg);
+  auto rec = std::make_shared<recorder>();
+  client c(observed(cl.uris(), rec));
+  ASSERT_TRUE(wait_connected(c));
+  const std::string res = "ev-failed-client-release";
+  auto r = c.acquire(res, once(20000ms));
+  ASSERT_TRUE(r) << r.report.message();
+  cl[1].kill();
+  cl[2].kill();
+  ASSERT_TRUE(
+      eventually([&] { return c.inspect("probe").report.count(node_status::connection_error) == 2; }));
+  auto failed = r.lock.release();
+  ASSERT_EQ(failed.error, errc::unavailable) << failed.message();
+  cl[1].start();
+  cl[2].start();
+  ASSERT_TRUE(eventually([&] { return cl.count_key(res) == 2; })) << "the restarted nodes lost the key";
+  ASSERT_TRUE(wait_connected(c));
+  auto via_client = c.release(r.lock.info());
+  ASSERT_TRUE(via_client) << via_client.message();
+  EXPECT_EQ(cl.count_key(res), 0);
+  auto again = r.lock.release();
+  EXPECT_EQ(again.error, errc::not_owner) << again.message();
+  EXPECT_EQ(c.stats().locks_lost, 0u);
+  const lines seq = rec->about(res);
+  const auto ends = std::count_if(seq.begin(), seq.end(), [&](const std::string& e) {
+    return e.rfind("released " + res, 0) == 0 || e.rfind("lost " + res, 0) == 0;
+  });
+  EXPECT_EQ(ends, 1) << ::testing::PrintToString(seq);
+}
+
 }  // namespace
 }  // namespace redlock::test

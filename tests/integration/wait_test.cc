@@ -608,5 +608,36 @@ TEST(Wait, a_flood_of_forged_release_messages_costs_a_waiter_a_bounded_number_of
   if (got.lock) (void)got.lock.release();
 }
 
+// Attack on issue 20's split retries: a real holder whose key is on only 2 of 5
+// nodes, a third node down. Every attempt of a waiter wins the 2 free nodes, sees
+// the holder on 2 (no quorum) and nothing unnamed: it looks like a split among
+// waiters each time. The quick retries stop after 6 in a row, then the fallback
+// applies: the waiter's attempts stay bounded by the schedule, not a loop.
+TEST(Wait, a_holder_on_a_minority_with_a_node_down_is_not_retried_in_a_loop) {
+  redis_cluster cl(5);
+  const std::string res = unique("minority-holder");
+  const std::string holder = "0123456789abcdef0123456789abcdef";
+  for (std::size_t i = 0; i < 2; ++i) cl[i].command({"SET", res, holder, "PX", "60000"});
+  cl[4].kill();
+  client w(opts(cl.uris()));
+  ASSERT_TRUE(wait_connected(w, 4));
+  const auto t0 = clock_type::now();
+  auto got = w.acquire(res, waiting(500ms, 3000ms));
+  const auto took = since(t0);
+  EXPECT_FALSE(got.lock);
+  EXPECT_TRUE(got.report.error == errc::contended || got.report.error == errc::unavailable)
+      << got.report.message();
+  // First attempt, at most 6 split retries, then one per fallback (500 ms) to the
+  // deadline (3 s), and the deadline's last attempt.
+  const long long bound = 1 + 6 + took.count() / 500 + 2;
+  std::printf("%d attempts in %lld ms (bound %lld), %llu split retries\n", got.report.attempts,
+              static_cast<long long>(took.count()), bound,
+              static_cast<unsigned long long>(w.stats().split_retries));
+  EXPECT_LE(got.report.attempts, bound);
+  EXPECT_LE(w.stats().split_retries, 6u);
+  for (std::size_t i = 2; i < 4; ++i)
+    EXPECT_FALSE(cl[i].exists(res)) << "node " << i << " kept the waiter's key";
+}
+
 }  // namespace
 }  // namespace redlock::test
