@@ -1,5 +1,18 @@
 // Waiting without polling (lib/notify.h, docs/coordination.md): release
 // notifications on real redis-server nodes.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define REDLOCK_WAIT_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define REDLOCK_WAIT_TEST_SANITIZED 1
+#endif
+#endif
+#ifndef REDLOCK_WAIT_TEST_SANITIZED
+#define REDLOCK_WAIT_TEST_SANITIZED 0
+#endif
+#if REDLOCK_WAIT_TEST_SANITIZED
+#include <sanitizer/allocator_interface.h>
+#endif
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -246,11 +259,14 @@ TEST(Wait, a_waiter_that_lost_a_race_peeks_and_skips_an_attempt_when_another_hol
   auto fut = std::async(std::launch::async, [&] { return b.acquire(res, waiting(5000ms, 8000ms)); });
   ASSERT_TRUE(eventually([&] { return all_subscribed(nodes(), res); }, 5000ms));
   std::this_thread::sleep_for(100ms);
-  // A forged release on two of three nodes wakes the waiter: its attempt loses (A holds).
+  // A forged release on one node wakes the waiter: its attempt loses (A holds). (On one
+  // node only: the same release heard from a second node after a lost attempt wakes
+  // the waiter again, by design — a woken attempt may have beaten the release there —
+  // and that wake-up would peek and skip before the one this test counts.)
   long long sets = total_calls(nodes(), "set");
   // (Forged tokens have a token's format: anything else is dropped unread.)
   const std::string forged1(32, 'f'), forged2(32, 'e');
-  for (std::size_t i : {0u, 1u}) nodes()[i].command({"PUBLISH", res + ":released", forged1});
+  nodes()[0].command({"PUBLISH", res + ":released", forged1});
   ASSERT_TRUE(eventually([&] { return total_calls(nodes(), "set") >= sets + 3; }, 1000ms));
   std::this_thread::sleep_for(100ms);  // the attempt has failed
   EXPECT_EQ(b.stats().wake_ups_skipped, 0u);
@@ -487,14 +503,21 @@ TEST(Wait, a_split_among_waiters_of_two_clients_is_retried_soon_not_after_the_fa
   EXPECT_LT(p99, 250000) << "each (ms):" << all;
 }
 
-// This process's peak resident set (VmHWM), in KiB; -1 if unreadable.
+// This process's peak resident set (VmHWM), in KiB; -1 if unreadable. Under a
+// sanitizer, whose allocator keeps freed blocks in quarantine (every 256 KiB message
+// read and freed at once grew ASan's RSS: +230 MiB over 200), the bytes the heap
+// holds live now instead: what the flood test pins is that no payload is kept.
 long long peak_rss_kib() {
+#if REDLOCK_WAIT_TEST_SANITIZED
+  return static_cast<long long>(__sanitizer_get_current_allocated_bytes() / 1024);
+#else
   std::ifstream f("/proc/self/status");
   std::string line;
   while (std::getline(f, line)) {
     if (line.rfind("VmHWM:", 0) == 0) return std::atoll(line.c_str() + 6);
   }
   return -1;
+#endif
 }
 
 // ---- Issue 20 (3): release messages cannot grow a waiter's memory.
