@@ -991,25 +991,16 @@ TEST_F(CliGuard, run_stops_what_the_command_left_running_before_it_releases) {
   EXPECT_EQ(cluster().count_key("cli-guard-run-stray"), 0);
 }
 
-TEST_F(CliGuard, run_on_a_terminal_gives_it_to_the_command_and_ctrl_c_reaches_the_command) {
-  // redlock as a session's only job on a pseudo-terminal: CMD, in a process group of
-  // its own, must be the terminal's foreground group (else its read stops it by
-  // SIGTTIN and the test times out), and ^C must reach it.
-  const int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-  ASSERT_GE(master, 0);
-  ASSERT_EQ(::grantpt(master), 0);
-  ASSERT_EQ(::unlockpt(master), 0);
-  const std::string slave = ::ptsname(master);
+// Starts the CLI with `args` as the only job of a new session whose controlling
+// terminal is the pseudo-terminal `slave` (stdin, stdout and stderr on it); its pid,
+// or -1. The child dies with the test (PDEATHSIG).
+pid_t start_on_terminal(const std::string& slave, const std::vector<std::string>& args) {
   std::vector<std::string> argv = {cli_path};
-  for (const auto& a : with_nodes({"run", "cli-guard-tty", "--ttl", "2s", "--", "sh", "-c",
-                                   "read x; echo \"got:$x\"; exec sleep 30"})) {
-    argv.push_back(a);
-  }
+  argv.insert(argv.end(), args.begin(), args.end());
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
   const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     ::setsid();
@@ -1021,6 +1012,21 @@ TEST_F(CliGuard, run_on_a_terminal_gives_it_to_the_command_and_ctrl_c_reaches_th
     ::execv(cargv[0], cargv.data());
     ::_exit(255);
   }
+  return pid;
+}
+
+TEST_F(CliGuard, run_on_a_terminal_gives_it_to_the_command_and_ctrl_c_reaches_the_command) {
+  // redlock as a session's only job on a pseudo-terminal: CMD, in a process group of
+  // its own, must be the terminal's foreground group (else its read stops it by
+  // SIGTTIN and the test times out), and ^C must reach it.
+  const int master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  ASSERT_GE(master, 0);
+  ASSERT_EQ(::grantpt(master), 0);
+  ASSERT_EQ(::unlockpt(master), 0);
+  const std::string slave = ::ptsname(master);
+  const pid_t pid = start_on_terminal(slave, with_nodes({"run", "cli-guard-tty", "--ttl", "2s", "--", "sh", "-c",
+                                   "read x; echo \"got:$x\"; exec sleep 30"}));
+  ASSERT_GE(pid, 0);
   std::string out;
   const auto read_until = [&](const std::string& want, milliseconds limit) {
     const auto deadline = steady::now() + limit;
@@ -1063,29 +1069,10 @@ TEST_F(CliGuard, run_stopped_on_a_terminal_past_its_ttl_does_not_let_the_command
   ASSERT_EQ(::grantpt(master), 0);
   ASSERT_EQ(::unlockpt(master), 0);
   const std::string slave = ::ptsname(master);
-  std::vector<std::string> argv = {cli_path};
-  for (const auto& a :
-       with_nodes({"run", "cli-guard-tty-stop", "--ttl", "1s", "--kill-after", "5s", "--", "sh", "-c",
+  const pid_t pid = start_on_terminal(slave, with_nodes({"run", "cli-guard-tty-stop", "--ttl", "1s", "--kill-after", "5s", "--", "sh", "-c",
                    "trap '' TERM; echo $$ > " + tmp.file("pid") + "; i=0; while [ $i -lt 600 ]; do echo x >> " +
-                       log + "; sleep 0.05; i=$((i+1)); done"})) {
-    argv.push_back(a);
-  }
-  std::vector<char*> cargv;
-  for (auto& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  const pid_t pid = ::fork();
+                       log + "; sleep 0.05; i=$((i+1)); done"}));
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    ::setsid();
-    const int fd = ::open(slave.c_str(), O_RDWR);  // the session's controlling terminal
-    if (fd < 0 || ::ioctl(fd, TIOCSCTTY, 0) != 0) ::_exit(254);
-    ::dup2(fd, 0);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    ::execv(cargv[0], cargv.data());
-    ::_exit(255);
-  }
   std::string out;
   const auto drain = [&] {
     pollfd p{master, POLLIN, 0};
