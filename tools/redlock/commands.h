@@ -5,9 +5,11 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +37,34 @@ struct supervision {
   // On a terminal: stopped (^Z) until past the lock's validity, CMD's processes were
   // SIGKILLed when continued instead of running on (terminating too). The lock is lost.
   bool expired = false;
+};
+
+// A lock's (or leadership's) loss as its callback reports it on the client's loop
+// thread, read by the supervising thread once CMD's supervision has ended.
+class lock_loss {
+ public:
+  void set(std::string why) {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      why_ = std::move(why);
+    }
+    lost_.store(true);
+  }
+  // Why the lock ended while CMD ran: its loss, or (sup.expired) its validity
+  // running out while stopped on a terminal; nullopt if it did not end.
+  std::optional<std::string> why(const supervision& sup) const {
+    if (lost_.load()) {
+      std::lock_guard<std::mutex> g(mu_);
+      return why_;
+    }
+    if (sup.expired) return std::string("its validity ran out while it was stopped");
+    return std::nullopt;
+  }
+
+ private:
+  std::atomic<bool> lost_{false};
+  mutable std::mutex mu_;
+  std::string why_;  // guarded by mu_
 };
 
 // run.cc: supervises the child `pid` (spawned in a process group of its own,

@@ -21,12 +21,6 @@ namespace {
 
 inline constexpr int campaign_done_event = -3;
 
-struct demotion {
-  std::atomic<bool> lost{false};
-  std::mutex mu;
-  std::string why;  // guarded by mu
-};
-
 // The environment of the leader's command: run's, plus the role, term and identity.
 std::vector<std::string> leader_environment(const invocation& inv, const leadership& l) {
   const lease held = l.info();
@@ -54,7 +48,7 @@ int elect_command(const invocation& inv) {
     return cmd.error == ENOENT ? exit_code::not_found : exit_code::cannot_execute;
   }
   const std::vector<int> inherited_fds = open_fds();
-  demotion loss;
+  lock_loss loss;
   event_pipe events;
   std::signal(SIGCHLD, SIG_DFL);
   signal_capture signals(events, {SIGINT, SIGTERM, SIGHUP, SIGCHLD});
@@ -69,11 +63,7 @@ int elect_command(const invocation& inv) {
   o.ttl = inv.ttl;
   o.retry_delay = inv.retry_delay;
   o.on_demoted = [&loss, &events](const report& rep) {
-    {
-      std::lock_guard<std::mutex> g(loss.mu);
-      loss.why = rep.message();
-    }
-    loss.lost.store(true);
+    loss.set(rep.message());
     events.post(event{lock_lost_event, 0});
   };
 
@@ -128,12 +118,8 @@ int elect_command(const invocation& inv) {
   guarded.guard->disarm();
   const int status = sup.status;
   const bool terminating = sup.terminating;
-  if (loss.lost.load() || sup.expired) {
-    std::string why = "its validity ran out while it was stopped";
-    if (loss.lost.load()) {
-      std::lock_guard<std::mutex> g(loss.mu);
-      why = loss.why;
-    }
+  if (const std::optional<std::string> ended = loss.why(sup)) {
+    const std::string& why = *ended;
     (void)r.leadership.resign();
     print_error("leadership of " + quote(inv.resource) + " (term " + std::to_string(r.leadership.term()) +
                 ") was lost while " + inv.argv[0] + " ran (" + why + "); " + inv.argv[0] +

@@ -27,12 +27,6 @@ namespace {
 using steady = std::chrono::steady_clock;
 
 // What the watchdog reported, written on the loop thread, read by the main thread.
-struct loss_state {
-  std::atomic<bool> lost{false};
-  std::mutex mu;
-  std::string why;  // guarded by mu
-};
-
 bool is_forwarded(int signo) { return signo == SIGINT || signo == SIGTERM || signo == SIGHUP; }
 
 // On a terminal, CMD's group was stopped (^Z): stop ourselves as the shell expects
@@ -159,7 +153,7 @@ int run_command(const invocation& inv) {
   }
 
   const std::vector<int> inherited_fds = open_fds();
-  loss_state loss;
+  lock_loss loss;
   event_pipe events;
   std::signal(SIGCHLD, SIG_DFL);  // an inherited SIG_IGN would reap the command for us
   signal_capture signals(events, {SIGINT, SIGTERM, SIGHUP, SIGCHLD});
@@ -173,11 +167,7 @@ int run_command(const invocation& inv) {
   acquire_options options = lock_options(inv);
   options.auto_extend = true;
   options.on_lost = [&loss, &events](const lease&, const report& rep) {
-    {
-      std::lock_guard<std::mutex> g(loss.mu);
-      loss.why = rep.message();
-    }
-    loss.lost.store(true);
+    loss.set(rep.message());
     events.post(event{lock_lost_event, 0});
   };
   // -n K >= 2: one permit of the semaphore RESOURCE; its handle is a lock like any.
@@ -237,12 +227,8 @@ int run_command(const invocation& inv) {
   const int status = sup.status;
   const bool terminating = sup.terminating;
 
-  if (loss.lost.load() || sup.expired) {
-    std::string why = "its validity ran out while it was stopped";
-    if (loss.lost.load()) {
-      std::lock_guard<std::mutex> g(loss.mu);
-      why = loss.why;
-    }
+  if (const std::optional<std::string> ended = loss.why(sup)) {
+    const std::string& why = *ended;
     (void)r.lock.release();  // best effort: frees the nodes that still hold our token
     print_error("lock " + quote(held.resource) + " was lost while " + inv.argv[0] + " ran (" + why + "); " +
                 inv.argv[0] + (terminating ? " was stopped" : " exited") + " (status " +
