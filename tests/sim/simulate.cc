@@ -28,6 +28,8 @@ const char kUsage[] =
     "  --first-failure      when exploring, stop at the first run with a violation (tools/mutants.sh)\n"
     "  --corpus FILE        replay a corpus (tests/sim/seeds.txt) and check each line's expectation\n"
     "  --twice              run each seed twice and compare the digests (determinism)\n"
+    "  --digests            print one line per run, '<scenario> <seed> <guard-off> <digest>', and nothing else\n"
+    "                       (with --corpus or when exploring; tools/sim-digests.sh)\n"
     "  --verbose            print the plan and every history line as it happens\n"
     "  --history            print the whole history after a run\n"
     "  --no-shrink          on a violation, do not shrink the fault schedule\n"
@@ -46,7 +48,7 @@ struct args {
   std::vector<bool> mask;
   std::string expect;
   std::string corpus;
-  bool twice = false, verbose = false, history = false, shrink = true, first_failure = false;
+  bool twice = false, digests = false, verbose = false, history = false, shrink = true, first_failure = false;
   int shrink_budget = 150;
 };
 
@@ -117,6 +119,8 @@ bool parse(int argc, char** argv, args& a) {
       a.history = true;
     } else if (k == "--first-failure") {
       a.first_failure = true;
+    } else if (k == "--digests") {
+      a.digests = true;
     } else if (k == "--no-shrink") {
       a.shrink = false;
     } else if (k == "--shrink-budget") {
@@ -134,6 +138,10 @@ bool expectation_met(const run_result& r, const std::string& expect) {
   if (expect.empty() || expect == "pass") return r.passed();
   if (expect == "violation") return !r.passed();
   return meets(r, expect);
+}
+
+void print_digest(const run_options& o, const run_result& r) {
+  std::printf("%s %" PRIu64 " %s %016" PRIx64 "\n", o.scenario.c_str(), o.seed, to_string(o.off), r.digest);
 }
 
 std::string result_line(const run_options& o, const run_result& r, double cpu) {
@@ -229,6 +237,11 @@ int main(int argc, char** argv) {
       o.off = e.off;
       const run_result r = run(o);
       const bool ok = meets(r, e.expect);
+      if (a.digests) {
+        print_digest(o, r);
+        bad += ok ? 0 : 1;
+        continue;
+      }
       std::cout << (ok ? "ok   " : "FAIL ") << a.corpus << ":" << e.line << " " << e.scenario << " " << e.seed
                 << " expect " << e.expect << ": " << r.verdict() << "\n";
       if (!ok) {
@@ -236,6 +249,7 @@ int main(int argc, char** argv) {
         print_violations(o, r);
       }
     }
+    if (a.digests) return bad == 0 ? 0 : 1;
     std::cout << entries.size() - static_cast<std::size_t>(bad) << " of " << entries.size() << " corpus runs as expected\n";
     return bad == 0 ? 0 : 1;
   }
@@ -280,6 +294,10 @@ int main(int argc, char** argv) {
         ++failed;
         findings.push_back(replay_command(o) + "   # " + r.verdict() + ": " + r.violations.front().summary);
       }
+      if (a.digests) {
+        print_digest(o, r);
+        continue;
+      }
       if (a.verbose || !ok) std::cout << result_line(o, r, cpu_seconds() - r0) << "\n";
       if (!ok && a.expect.empty()) print_violations(o, r);
       if (a.first_failure && !r.passed()) {
@@ -290,6 +308,7 @@ int main(int argc, char** argv) {
       }
     }
   }
+  if (a.digests) return met == runs ? 0 : 1;
   const double cpu = cpu_seconds() - t0;
   std::printf("explored %" PRIu64 " runs (%zu scenario(s), seeds %" PRIu64 "..%" PRIu64 ", guard-off %s) in %.1f s CPU: "
               "%.1f runs/s, %" PRIu64 " client operations, %.0f operations per CPU-second\n",
