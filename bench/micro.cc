@@ -11,16 +11,16 @@
 #include <string>
 #include <vector>
 
-#include "decision.h"
+#include "pure/decision.h"
 #include "redlock/client.h"
 #include "redlock/metrics.h"
 #include "redlock/observer.h"
 #include "redlock/testing.h"
-#include "reply.h"
-#include "retry.h"
-#include "scripts.h"
-#include "token.h"
-#include "uri.h"
+#include "protocol/reply.h"
+#include "pure/retry.h"
+#include "protocol/scripts.h"
+#include "pure/token.h"
+#include "pure/uri.h"
 
 namespace {
 

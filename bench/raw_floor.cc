@@ -7,7 +7,7 @@
 #include <deque>
 #include <stdexcept>
 
-#include "scripts.h"
+#include "protocol/scripts.h"
 
 namespace redlock::bench {
 

@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "redlock/fencing.h"
-#include "scripts.h"
+#include "protocol/scripts.h"
 
 namespace redlock::sim {
 namespace {

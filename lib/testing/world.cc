@@ -2,7 +2,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
-#include "../reactor.h"
+#include "io/reactor.h"
 #include "world_impl.h"
 
 namespace redlock::testing {

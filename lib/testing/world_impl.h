@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "../reactor.h"
+#include "io/reactor.h"
 #include "redlock/testing.h"
 #include "sim_node.h"
 

@@ -24,7 +24,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "decision.h"
+#include "pure/decision.h"
 
 namespace {
 

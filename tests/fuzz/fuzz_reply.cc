@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "reply.h"
+#include "protocol/reply.h"
 
 namespace {
 

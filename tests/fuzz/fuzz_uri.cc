@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "uri.h"
+#include "pure/uri.h"
 
 namespace {
 

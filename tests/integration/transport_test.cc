@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-#include "connection.h"
+#include "node/connection.h"
 #include "fake_listener.h"
 #include "redlock/uv.h"
 #include "test_util.h"

@@ -36,7 +36,7 @@
 #include "clock_shim.h"
 #include "redis_node.h"
 #include "redlock/fencing.h"
-#include "scripts.h"
+#include "protocol/scripts.h"
 #include "sim_node.h"
 
 namespace redlock::sim {

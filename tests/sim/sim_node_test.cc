@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "redlock/fencing.h"
-#include "scripts.h"
+#include "protocol/scripts.h"
 
 namespace redlock::sim {
 namespace {

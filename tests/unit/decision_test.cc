@@ -1,6 +1,6 @@
 // Unit tests of lib/decision.h: quorum, drift/validity math, vote counting, the
 // verdict, failure reasons and the report's one-line message.
-#include "decision.h"
+#include "pure/decision.h"
 
 #include <gtest/gtest.h>
 
@@ -17,7 +17,7 @@
 
 #include "redlock/error.h"
 #include "redlock/report.h"
-#include "token.h"
+#include "pure/token.h"
 
 namespace redlock::detail {
 namespace {

@@ -1,5 +1,5 @@
 // lib/leader_view: the leader record's format and who leads from node views.
-#include "leader_view.h"
+#include "primitives/leader_view.h"
 
 #include <gtest/gtest.h>
 

@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "connection.h"
-#include "operation_support.h"
+#include "node/connection.h"
+#include "ops/support.h"
 
 namespace redlock::detail {
 namespace {

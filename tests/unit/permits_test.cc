@@ -1,6 +1,6 @@
 // The semaphore's pure parts (lib/permits.h): permit resources, the random permit
 // order, how permit outcomes combine into an attempt's error, the configuration check.
-#include "permits.h"
+#include "primitives/permits.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <set>
 
 #include "redlock/error.h"
-#include "retry.h"
+#include "pure/retry.h"
 
 namespace redlock::detail {
 namespace {

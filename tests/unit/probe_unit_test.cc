@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "probe.h"
+#include "ops/probe.h"
 
 namespace redlock::detail {
 namespace {

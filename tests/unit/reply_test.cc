@@ -1,7 +1,7 @@
 // Unit tests of lib/reply.h: turning one node's reply into a vote. Replies are
 // hand-built redisReply trees (calloc'd, freed by reply_deleter below), plus a few
 // parsed from RESP bytes by hiredis' own reader to pin the real wire shapes.
-#include "reply.h"
+#include "protocol/reply.h"
 
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>

@@ -1,6 +1,6 @@
 // Unit tests of lib/retry.h: the jittered exponential retry schedule, policy
 // validation and the jitter PRNG. No sleeping: the delay is a pure function.
-#include "retry.h"
+#include "pure/retry.h"
 
 #include <gtest/gtest.h>
 

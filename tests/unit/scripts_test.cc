@@ -1,5 +1,5 @@
 // Unit tests of lib/scripts.h: the script table and the SHA-1 digests EVALSHA uses.
-#include "scripts.h"
+#include "protocol/scripts.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "token.h"
+#include "pure/token.h"
 
 namespace redlock::detail {
 namespace {

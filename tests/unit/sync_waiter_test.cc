@@ -8,7 +8,7 @@
 #include <string>
 #include <thread>
 
-#include "sync.h"
+#include "api/sync.h"
 
 namespace redlock::detail {
 namespace {

@@ -1,5 +1,5 @@
 // Unit tests of lib/token.h: owner tokens from the OS CSPRNG and SHA-1 digests.
-#include "token.h"
+#include "pure/token.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "connection.h"
-#include "reply.h"
+#include "node/connection.h"
+#include "protocol/reply.h"
 
 namespace redlock::detail {
 namespace {

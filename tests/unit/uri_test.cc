@@ -1,5 +1,5 @@
 // Unit tests of lib/uri.h: node URI parsing, error messages and password redaction.
-#include "uri.h"
+#include "pure/uri.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,425 @@
+// The client's engine: one libuv loop, one connection per node, a timer queue,
+// and the operations (acquire, extend, release, inspect) that run on it.
+//
+// Everything here runs on the loop thread except post(), on_loop_thread(), now()
+// and the stats counters, which any thread may use.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "node/connection.h"
+#include "ops/notify.h"
+#include "io/reactor.h"
+#include "redlock/client.h"
+#include "redlock/observer.h"
+#include "pure/retry.h"
+#include "pure/uri.h"
+
+namespace redlock::detail {
+
+class acquire_op;
+
+void cancel_op(acquire_op& op);
+
+// State shared by a lock handle and the loop (the watchdog).
+struct held {
+  std::shared_ptr<core> owner;
+  std::string resource;
+  std::vector<std::string> resources;  // a set's (acquire_many); empty for one resource
+  std::string token;
+  std::optional<std::uint64_t> fence;
+  std::atomic<std::int64_t> valid_until_ns{0};  // steady-clock ns since its epoch
+  std::atomic<bool> lost{false};
+  std::atomic<bool> finished{false};  // released or detached: the watchdog stops
+  // The last release of this handle failed (not confirmed by a quorum): the handle
+  // keeps the lease and may release again.
+  std::atomic<bool> release_failed{false};
+  // Loop thread only (the fields are ordered to pack: a held lock with its
+  // shared_ptr control block is one 256-byte allocation):
+  bool watchdog = false;
+  bool capped = false;  // the extension cap was reached: the lock runs out
+  // A release of this handle that does not reach a quorum is delivered again, like
+  // a confirmed one's stragglers, to every node that did not confirm it, until it
+  // does or `ttl` (plus drift) has passed (release_held). Set for an election's
+  // leadership lock (lib/election.cc): what observers see must follow what the
+  // candidate believes. Other handles leave a failed release to their owner.
+  bool redeliver_release = false;
+  // A release of this handle found it expired and reported the loss: a retry of
+  // that release (after it was not confirmed) does not report it again.
+  bool loss_reported = false;
+  // The watchdog's armed tick (core::arm_tick), 0 if none: a queued tick whose id
+  // is not this one was cancelled and is skipped. (32 bits: should the ids wrap
+  // and a stale tick match, it only runs a tick early, and an early tick is safe.)
+  std::uint32_t timer = 0;
+  std::uint32_t watch_slot = 0;  // 1 + its index in core::watch_slots_; 0 = not watched
+  int max_extensions = 0;        // 0 = no cap
+  int extensions = 0;
+  std::chrono::milliseconds ttl{0};
+  std::chrono::milliseconds interval{0};
+  std::function<void(const lease&, const report&)> on_lost;
+  std::uint64_t extensions_sent = 0;  // extension rounds started (watchdog and extend())
+  std::chrono::milliseconds max_hold{0};  // 0 = no cap
+  std::chrono::steady_clock::time_point acquired_at;
+  // The last failed watchdog extension, for on_lost (allocated on a failure only:
+  // a held lock carries 8 bytes for it, not a whole report).
+  std::unique_ptr<report> last_failure;
+
+  // The TTL an extension may ask for now under the cap; nullopt once it is reached.
+  std::optional<std::chrono::milliseconds> capped_ttl(std::chrono::milliseconds ttl,
+                                                      std::chrono::steady_clock::time_point now, double drift) const;
+
+  lease snapshot() const;
+  // Validity has run out on the owner's clock (any thread).
+  bool expired() const noexcept;
+  // Claims the handle for a release (any thread): the first release, or a retry
+  // after a failed one. False if it was released (or given up) already.
+  bool claim_release() noexcept;
+  // After the release claimed: one not confirmed (other than not_owner) leaves the
+  // handle able to release again.
+  void note_release(const report& r) noexcept;
+};
+
+struct stats_counters {
+  std::atomic<std::uint64_t> acquires{0}, acquired{0}, contended{0}, releases{0}, release_failures{0},
+      extends{0}, locks_lost{0}, reconnects{0}, observer_errors{0}, wake_ups_skipped{0},
+      notifications_dropped{0}, wake_ups_deferred{0}, split_retries{0};
+};
+
+inline const report& report_of(const report& r) noexcept { return r; }
+inline const report& report_of(const acquire_result& r) noexcept { return r.report; }
+inline const report& report_of(const inspect_result& r) noexcept { return r.report; }
+
+class core final : public std::enable_shared_from_this<core>, private reactor::driver {
+ public:
+  // `io`: the world the core runs in (reactor.h). `own_thread`: start() runs the
+  // reactor's loop on a thread of the core's own (uv_reactor with its own loop).
+  core(client_options options, std::vector<node_address> nodes, std::unique_ptr<reactor> io, bool own_thread);
+  ~core();
+
+  // Starts: an own loop thread, or handles on the external loop (call on its
+  // thread), or the simulated world's (call on the thread that drives it).
+  void start();
+  // Shuts down: drains in-flight work (bounded), then closes everything. For an own
+  // loop, blocks until the loop thread has exited. Idempotent.
+  void stop();
+
+  // Runs fn on the loop thread, soon. Any thread. Returns false once stopped (fn not run).
+  bool post(std::function<void()> fn);
+  bool on_loop_thread() const noexcept;
+  std::chrono::steady_clock::time_point now() const noexcept;
+
+  // A synchronous call from this thread must be refused (would_deadlock): it is
+  // the loop thread, and the loop cannot be driven from here (reactor::drive).
+  bool must_not_block() const;
+  // Runs the loop from the calling thread until done() (the simulator): false when
+  // this reactor cannot be driven from here.
+  bool drive(const std::function<bool()>& done) { return io_->drive(done); }
+  // Blocking calls from other threads (sync.h). A waiting caller may spin before
+  // it sleeps, so that a quick answer reaches it without a thread wake-up. Whether
+  // it does is measured, not assumed: the client keeps the recent latency of
+  // blocking calls that spun and of calls that slept, uses the faster way, and
+  // tries the other one every 16th call (on a machine short of cores a spinning
+  // caller delays the very work it waits for; then sleeping wins). Only a caller
+  // that is the client's only blocking call in flight spins, for at most twice the
+  // recent latency of spun calls, capped (REDLOCK_SYNC_SPIN_US, default 300 us).
+  // begin_sync_wait() returns the spin budget (zero: sleep at once) and whether the
+  // call's latency is to be measured (it was alone). Any thread.
+  struct sync_wait_plan {
+    std::chrono::nanoseconds spin{0};
+    bool measured = false;
+  };
+  sync_wait_plan begin_sync_wait() noexcept;
+  void end_sync_wait(const sync_wait_plan& plan, std::chrono::steady_clock::duration took) noexcept;
+  // Loop thread: a spinning blocking caller just got its answer. An own loop then
+  // keeps polling for a short while (REDLOCK_SYNC_LINGER_US, default 30 us)
+  // instead of sleeping in the kernel, and posts from other threads skip the
+  // wake-up while it does: the caller's next call (typically the release after an
+  // acquire) is picked up without a hand-off.
+  void answered_blocking_caller();
+  // Waits `d` on the client's clock: sleeps, or in a simulated world driven from
+  // this thread, runs the world for `d`. Not on the loop thread of a real loop.
+  void wait_for(std::chrono::milliseconds d);
+
+  // Loop thread only.
+  reactor& io() noexcept { return *io_; }
+  std::uint64_t now_ms() const { return io_->now_ms(); }  // the loop's millisecond clock
+  std::uint64_t schedule(std::chrono::milliseconds delay, std::function<void()> fn);
+  void cancel_timer(std::uint64_t id) noexcept;
+  void want_flush(connection* c);
+  // `c` is about to be destroyed (a closed subscriber connection): no flush for it.
+  void forget_conn(connection* c);
+  notifier& notify() noexcept { return *notifier_; }
+  std::uint64_t jitter() noexcept { return rng_.next(); }
+  bool closing() const noexcept { return closing_; }
+  void note_quiet();  // a connection may have become quiet; finishes a pending stop
+  // Rollbacks still being delivered (operations.cc, class cleanup). A stop waits
+  // for them, but only up to its drain bound (begin_stop).
+  void cleanup_started() noexcept { ++cleanups_; }
+  void cleanup_finished() {
+    --cleanups_;
+    note_quiet();
+  }
+  void cleanup_dropped() noexcept { --cleanups_; }  // abandoned by finish_stop
+
+  // Operations (loop thread). Callbacks run on the loop thread, exactly once.
+  // `called`: when the public call was made (default: now).
+  void acquire(std::uint64_t id, std::string resource, acquire_options o, std::function<void(acquire_result)> done,
+               std::optional<std::chrono::steady_clock::time_point> called = std::nullopt);
+  // Several resources at once, all or none (multi.cc): `resources` checked by the
+  // caller (check_resource_set), o.fencing false.
+  void acquire_many(std::uint64_t id, std::vector<std::string> resources, acquire_options o,
+                    std::function<void(acquire_result)> done,
+                    std::optional<std::chrono::steady_clock::time_point> called = std::nullopt);
+  void cancel(std::uint64_t id);
+  void extend(lease l, std::chrono::milliseconds ttl, std::function<void(report)> done);
+  void release(lease l, std::function<void(report)> done);
+  void inspect(std::string resource, std::function<void(inspect_result)> done);
+  void ping(std::function<void(report)> done);
+  // Lock-handle support.
+  void start_watchdog(const std::shared_ptr<held>& h);
+  void stop_watchdog(held& h);
+  void extend_held(const std::shared_ptr<held>& h, std::chrono::milliseconds ttl, std::function<void(report)> done);
+  // `retry`: a release not confirmed (other than not_owner) leaves the handle able
+  // to release again (release_failed, tracked again for client::release); false
+  // for the destructor's, which nobody retries.
+  void release_held(const std::shared_ptr<held>& h, std::function<void(report)> done, bool retry = true);
+  lock make_lock(std::shared_ptr<held> h);  // also registers the handle (track_handle)
+  // The registry of live lock handles by token, so that client::extend of a
+  // handle's lease goes through the handle's bookkeeping (extend_held). A handle is
+  // registered when made and forgotten once released, detached or lost; a
+  // destroyed one is forgotten by its release, or found expired on lookup.
+  void track_handle(const std::shared_ptr<held>& h);
+  void untrack_handle(const held& h);
+  // The live handle (not finished, not lost) holding lease `l`, if any.
+  std::shared_ptr<held> handle_for(const lease& l);
+  // The tracked handle holding lease `l`, live or not: a lost one (tracked until
+  // its release), or one whose release was not confirmed (tracked again for a
+  // retry). Released, detached and destroyed handles are not tracked.
+  std::shared_ptr<held> tracked_for(const lease& l);
+  // The lock of `h` is lost: stops its watchdog, lowers its validity to now, sets
+  // lost(), reports it (report_loss) and calls on_lost. Once.
+  void declare_lost(const std::shared_ptr<held>& h, const report& why);
+  // A lock of this client ended in a loss: counts it (locks_lost) and sends
+  // on_lock_lost. Also for a handle whose own release found it expired or gone.
+  void report_loss(const held& h, const report& why);
+
+  // The restart-guard quarantine (see options.h: restart_quarantine, max_ttl); the
+  // TTL is not used: every TTL is bounded by max_ttl.
+  std::chrono::milliseconds quarantine_for(std::chrono::milliseconds ttl) const noexcept;
+  // "" if `ttl` may be used for an acquire or extend (drift, max_ttl), else the problem.
+  std::string ttl_problem(std::chrono::milliseconds ttl) const;
+  // cancel() support for an acquire_async whose task has not run yet (any thread
+  // for expect_op; loop thread for the others).
+  void expect_op(std::uint64_t id);
+  void forget_unstarted(std::uint64_t id);
+  bool cancel_unstarted(std::uint64_t id);  // true: remembered, the acquire will be cancelled
+  bool start_op(std::uint64_t id);          // true: cancelled before it started
+  std::string key_for(const std::string& resource) const { return options_.key_prefix + resource; }
+  const client_options& options() const noexcept { return options_; }
+  std::size_t size() const noexcept { return nodes_.size(); }
+  const std::vector<node_address>& nodes() const noexcept { return nodes_; }
+  connection& conn(std::size_t i) { return *conns_[i]; }
+  stats_counters& stats() noexcept { return stats_; }
+  std::uint64_t next_id() noexcept { return ids_.fetch_add(1) + 1; }
+  void forget_op(std::uint64_t id) {
+    ops_.erase(id);
+  }
+
+  // Observer events (redlock/observer.h), loop thread only. Every event site is
+  // `if (c.observing()) { build the event; c.emit(...); }`: a client without
+  // observers pays that one branch, no allocation. No site runs with tasks_mu_ or
+  // unstarted_mu_ held (the only mutexes; taken for a few lines around the
+  // queues, never around operation code), so events need no deferral.
+  bool observing() const noexcept { return observing_; }
+  // Delivers `e` to every observer, in list order. An observer that throws has
+  // its exception swallowed and counted (client_stats::observer_errors); the event
+  // still goes to the observers after it, and the client goes on. Debug builds
+  // time each call and say on stderr (rate-limited) when one took over 1 ms.
+  template <class E>
+  void emit(void (observer::*fn)(const E&), const E& e, const char* name) {
+    for (const auto& o : options_.observers) {
+      if (!o) continue;
+#ifndef NDEBUG
+      const auto t0 = std::chrono::steady_clock::now();
+#endif
+      try {
+        ((*o).*fn)(e);
+      } catch (...) {
+        stats_.observer_errors.fetch_add(1, std::memory_order_relaxed);
+      }
+#ifndef NDEBUG
+      note_observer_time(name, std::chrono::steady_clock::now() - t0);
+#else
+      (void)name;
+#endif
+    }
+  }
+  // operation_started now, and a completion that sends operation_finished (with
+  // its report) before calling `done`. Without observers: `done` itself.
+  template <class R>
+  std::function<void(R)> observe_op(operation_kind kind, const std::string& resource, bool background,
+                                    std::function<void(R)> done) {
+    if (!observing_) return done;
+    operation_started s;
+    s.at = now();
+    s.kind = kind;
+    s.resource = resource;
+    s.background = background;
+    emit(&observer::on_operation_started, s, "on_operation_started");
+    return [this, kind, resource, background, done = std::move(done)](R r) {
+      operation_finished f;
+      f.at = now();
+      f.kind = kind;
+      f.resource = resource;
+      f.background = background;
+      f.report = &report_of(r);
+      emit(&observer::on_operation_finished, f, "on_operation_finished");
+      done(std::move(r));
+    };
+  }
+  // A configuration warning: to client_options::on_warning (exceptions swallowed)
+  // and to the observers.
+  void warn(const warning& w);
+  // lock_event for a held lock, now (valid_until: the handle's, unless released).
+  lock_event lock_event_of(const held& h, bool released) const;
+
+ private:
+  void run_tasks();
+  // reactor::driver
+  void on_idle() override;
+  void on_timer() override;
+  void on_wake() override { run_tasks(); }
+  void handles_closed();
+  void arm_timer();
+  void begin_stop();
+  void finish_stop();
+  void final_drain();
+  void watchdog_tick(const std::shared_ptr<held>& h);
+  // The validity of watched `h` changed outside a tick (an explicit extension):
+  // its next tick comes within what is left (watchdog_delay). Not while a tick's
+  // extension is in flight (that one arms the next tick when it ends).
+  void rearm_watchdog(held& h);
+  // When the next tick of `h` is due, at most `regular` from now: `regular` if it
+  // leaves command_timeout of the validity for the round, else at the
+  // watchdog's own pace through the validity left (interval / ttl of it), so that
+  // a validity shorter than the TTL (max_hold at the acquire, an explicit extension
+  // to a shorter TTL) is extended before it ends; once the cap is reached, just
+  // past the validity's end, to report the loss when it happens.
+  std::chrono::milliseconds watchdog_delay(const held& h, std::chrono::milliseconds regular) const;
+  // The watchdog's timers: one loop timer (core::schedule) for every watched lock,
+  // over a binary min-heap of ticks (16 bytes each) instead of a map node and a
+  // std::function per lock. arm_tick() queues `h`'s next tick `delay` from now
+  // (replacing an armed one); run_ticks() runs the ticks due.
+  // `batched`: a regular tick, which may come up to kTickGrid early to share a
+  // loop turn with others.
+  void arm_tick(held& h, std::chrono::milliseconds delay, bool batched = false);
+  static constexpr std::chrono::milliseconds kTickGrid{16};
+  void run_ticks();
+  void rearm_ticks(std::uint64_t now);  // the loop timer at the earliest queued tick
+  // Watchdogs running now.
+  std::size_t watching() const noexcept { return watch_slots_.size() - free_watch_slots_.size(); }
+  // When other watchdogs run (a lone one ticks exactly every interval):
+  // the first tick of a new watchdog: a uniform point of (0, interval], so that
+  // locks acquired together do not extend together (never later than interval).
+  std::chrono::milliseconds first_tick(std::chrono::milliseconds interval) noexcept;
+  // The next regular tick: `interval`, minus up to interval / 16 at random, so that
+  // locks that came into step (a stalled loop runs their ticks together) drift
+  // apart again (never later than interval).
+  std::chrono::milliseconds next_tick(std::chrono::milliseconds interval) noexcept;
+  void start_warnings();
+#ifndef NDEBUG
+  void note_observer_time(const char* name, std::chrono::steady_clock::duration took);
+  std::chrono::steady_clock::time_point slow_observer_said_{};
+#endif
+
+  client_options options_;
+  bool observing_ = false;  // !options_.observers.empty()
+  std::vector<node_address> nodes_;
+  std::vector<std::unique_ptr<connection>> conns_;
+  std::unique_ptr<reactor> io_;
+  // Declared before the timers: destroyed after them (a timer's op may leave it).
+  std::unique_ptr<notifier> notifier_;
+  bool owns_loop_;  // own_thread
+  std::thread thread_;
+  // The loop's thread while it runs; cleared when the loop thread is done with the
+  // core (a later thread may be given the same id). Any thread reads it.
+  std::atomic<std::thread::id> loop_thread_id_{};
+  bool idle_on_ = false;
+  std::mutex tasks_mu_;
+  std::vector<std::function<void()>> tasks_;  // guarded by tasks_mu_
+  bool stopped_ = false;                      // guarded by tasks_mu_; no more tasks
+  bool async_closed_ = false;                 // guarded by tasks_mu_; no more wake-ups
+  std::vector<std::function<void()>> local_;  // loop thread: tasks swapped out
+  std::vector<std::function<void()>> deferred_;  // loop thread: posted from the loop itself
+  std::vector<connection*> dirty_;
+  // Lingering after answering a blocking caller (answered_blocking_caller).
+  bool awake_ = false;     // guarded by tasks_mu_: the loop polls tasks_ without a wake-up
+  bool lingering_ = false;  // loop thread
+  std::chrono::steady_clock::time_point linger_until_{};  // loop thread
+  void end_linger();
+  std::chrono::nanoseconds linger_{0};      // 0: never linger
+  std::chrono::nanoseconds spin_cap_{0};    // 0: never spin
+  std::atomic<int> sync_waiting_{0};               // blocking calls in flight
+  std::atomic<std::uint64_t> sync_calls_{0};
+  std::atomic<std::int64_t> spun_ewma_ns_{0};     // recent latency of calls that spun
+  std::atomic<std::int64_t> slept_ewma_ns_{0};    // ... and of calls that slept at once
+
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::function<void()>> timers_;  // (due ms, id)
+  std::unordered_map<std::uint64_t, std::uint64_t> timer_due_;
+  std::uint64_t timer_ids_ = 0;
+  std::uint64_t timer_armed_for_ = 0;
+
+  std::unordered_map<std::uint64_t, std::weak_ptr<acquire_op>> ops_;
+  std::mutex unstarted_mu_;
+  std::unordered_set<std::uint64_t> unstarted_;        // guarded by unstarted_mu_
+  std::unordered_set<std::uint64_t> cancelled_early_;  // loop thread
+  // Locks with a running watchdog: a slot each (held::watch_slot), reused once free.
+  std::vector<std::weak_ptr<held>> watch_slots_;
+  std::vector<std::uint32_t> free_watch_slots_;
+  struct tick {
+    std::uint64_t due;  // the loop's ms clock
+    std::uint32_t id;   // held::timer when it was armed
+    std::uint32_t slot;
+  };
+  std::vector<tick> ticks_;  // a min-heap on due (std::push_heap with tick_later)
+  std::uint32_t tick_ids_ = 0;
+  std::uint64_t ticks_timer_ = 0;      // the schedule() id of the armed loop timer, 0 if none
+  std::uint64_t ticks_timer_due_ = 0;  // ... and when it is due
+  // Live lock handles by token. Tokens of 32 lowercase hex digits (every token
+  // this library makes) are kept as their 16 bytes, without a string copy.
+  struct token_bits {
+    std::uint64_t hi = 0, lo = 0;
+    bool operator==(const token_bits& o) const noexcept { return hi == o.hi && lo == o.lo; }
+  };
+  struct token_bits_hash {
+    std::size_t operator()(const token_bits& t) const noexcept { return static_cast<std::size_t>(t.hi ^ (t.lo * 0x9e3779b97f4a7c15ULL)); }
+  };
+  static std::optional<token_bits> bits_of(const std::string& token) noexcept;
+  std::unordered_map<token_bits, std::weak_ptr<held>, token_bits_hash> handles_;
+  std::unordered_map<std::string, std::weak_ptr<held>> other_handles_;  // any other token
+  bool closing_ = false;
+  bool finished_ = false;
+  std::size_t cleanups_ = 0;
+  bool handles_closed_ = false;
+  std::shared_ptr<core> self_;  // keeps the core alive until its handles closed
+  jitter_rng rng_;
+  // The watchdog ticks' spread: its own sequence, so that retries draw what they
+  // drew before, and seeded without another draw from the reactor (the simulated
+  // world's draws stay as they were).
+  jitter_rng spread_rng_;
+  stats_counters stats_;
+  std::atomic<std::uint64_t> ids_{0};
+};
+
+}  // namespace redlock::detail

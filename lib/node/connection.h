@@ -1,0 +1,312 @@
+// One node's transport: a libuv stream carrying pipelined RESP, with deadlines,
+// background reconnects and a handshake (AUTH, SELECT, PING) on every connect.
+// hiredis is used for decoding replies only (redisReader); requests are encoded
+// here (append_resp).
+//
+// Loop thread only. Every submitted request gets exactly one sink call: a reply,
+// or timeout / connection_error / auth_error / cancelled.
+#pragma once
+
+#include <hiredis/hiredis.h>
+#include <uv.h>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "io/reactor.h"
+#include "redlock/observer.h"
+#include "redlock/report.h"
+#include "protocol/scripts.h"
+#include "pure/uri.h"
+
+namespace redlock::detail {
+
+class core;
+
+// A script call, the same for every node of a round.
+struct command {
+  script_id script = script_id::release;
+  std::string key;
+  std::string key2;  // second key for scripts with two keys
+  std::vector<std::string> keys;  // every key, for the set scripts (num_keys 0); `key` unused
+  std::string arg1;
+  std::string arg2;
+  bool force_eval = false;  // send the script body (EVAL), not EVALSHA
+  // No per-request deadline (command_timeout does not apply): for rounds that set
+  // their own (round::set_deadline). The stall detector still applies.
+  bool untimed = false;
+};
+
+// A command encoded once per round and shared by every node's request: the
+// EVALSHA form, and the EVAL form (encoded on first need).
+class wire {
+ public:
+  explicit wire(command c);
+  // A plain command, not a script: `encoded` is its RESP form, sent as is (probe:
+  // INFO). Its replies are delivered like a PING's.
+  struct plain_tag {};
+  wire(plain_tag, std::string encoded) : sha_(encoded), eval_(std::move(encoded)) { cmd_.script = script_id::ping; }
+  script_id script() const noexcept { return cmd_.script; }
+  bool force_eval() const noexcept { return cmd_.force_eval; }
+  bool untimed() const noexcept { return cmd_.untimed; }
+  const std::string& sha_form() const noexcept { return sha_; }
+  const std::string& eval_form() const;  // loop thread only
+  // acquire_set only: the plain SET followed by a pipelined TIME (two replies),
+  // the clock-jump guard's sample for the node (encoded on first need).
+  const std::string& timed_form() const;  // loop thread only
+
+ private:
+  std::string encode(bool with_body) const;
+  command cmd_;
+  std::string sha_;
+  mutable std::string eval_;
+  mutable std::string timed_;
+};
+
+// The addresses one connect attempt tries, in turn: the resolver's list in its
+// order (IPv4 and IPv6 only), duplicates dropped.
+std::vector<sockaddr_storage> connect_order(const struct addrinfo* list);
+// "127.0.0.1:6379" or "[::1]:6379".
+std::string address_text(const sockaddr_storage& a);
+
+// How far a node's clock may run ahead of, or fall behind, the local monotonic
+// clock between two TIME samples `gap_us` apart before the clock-jump guard calls
+// it a jump: the threshold plus drift_factor x the gap, that drift part capped at
+// the threshold (so never more than 2 x threshold, however long the gap), plus
+// `uncertainty_us`: how far the two samples' local dates may be off (each is dated
+// at the middle of its round trip, so off by up to half of it; the caller passes
+// the sum of both halves). A real step larger than the result is always seen.
+double clock_jump_allowance_us(std::chrono::milliseconds threshold, double drift_factor, std::int64_t gap_us,
+                               std::int64_t uncertainty_us = 0);
+
+// Test seam: resolves a host name (never a numeric address) in place of
+// getaddrinfo, returning numeric addresses in the order to try them. Null (the
+// default) = the system resolver. Set it before creating a client; any thread.
+using resolver_override = std::vector<std::string> (*)(const std::string& host);
+void set_resolver_override(resolver_override fn) noexcept;
+resolver_override current_resolver_override() noexcept;
+
+// The value of field `name` in an INFO reply ("" if absent).
+std::string info_field(std::string_view info, std::string_view name);
+
+// What a node's maxmemory-policy may evict when memory runs out.
+enum class eviction_risk {
+  none,           // noeviction, or unknown (INFO not permitted / not read yet)
+  keys_with_ttl,  // volatile-*: keys with a TTL, i.e. every lock key; never a fence counter
+  any_key,        // allkeys-* (and policies this client does not know): lock keys and fence counters
+};
+eviction_risk eviction_risk_of(std::string_view policy);
+// The warning_code::eviction_policy message: node (redacted), policy, what it can
+// evict, maxmemory ("" if unknown). One line.
+std::string eviction_warning_text(std::string_view node, std::string_view policy, std::string_view maxmemory);
+
+// The operation kind a request of this script belongs to (for on_node_slow).
+operation_kind kind_of(script_id s) noexcept;
+
+// Appends a RESP array of bulk strings.
+void append_resp(std::string& out, std::initializer_list<std::string_view> argv);
+void append_resp(std::string& out, const std::vector<std::string_view>& argv);
+
+// What a sink gets for one request.
+struct reply_event {
+  node_status status = node_status::pending;  // pending means: a reply arrived, see `reply`
+  const redisReply* reply = nullptr;            // valid during the call only
+  std::string_view detail;
+  std::chrono::microseconds latency{0};
+  // The connection sampled the server's TIME right after this request (pipelined)
+  // and fed it to the clock-jump guard before delivering this reply.
+  bool time_sampled = false;
+  // A failure for a request that was never written to the node (refused at once,
+  // or still queued when the connection failed or the deadline passed): the
+  // server cannot have run it.
+  bool unsent = false;
+};
+
+class sink {
+ public:
+  virtual ~sink() = default;
+  virtual void on_reply(std::size_t node, std::uint32_t tag, const reply_event& ev) = 0;
+};
+
+// A subscriber connection's listener (lib/notify.cc): pushed messages, and the
+// connection coming up (every handshake's end) or going down (subscriptions lost).
+class push_listener {
+ public:
+  virtual void on_push(std::size_t node, const redisReply& message) = 0;
+  virtual void on_sub_ready(std::size_t node) = 0;
+  virtual void on_sub_down(std::size_t node) = 0;
+
+ protected:
+  ~push_listener() = default;
+};
+
+class connection final : private link_events {
+ public:
+  connection(core& owner, std::size_t index, node_address address);
+  ~connection();
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+
+  const std::string& name() const noexcept { return address_.display; }
+  std::size_t index() const noexcept { return index_; }
+
+  void start();
+  // Queue a request. Fails at once (synchronously, through the sink) when the node
+  // is known down (backing off) or closed.
+  void submit(std::shared_ptr<const wire> w, bool force_eval, std::shared_ptr<sink> s, std::uint32_t tag);
+  // Writes what submit() buffered. Called by the core once per loop iteration.
+  void flush();
+  // True when no request awaits an answer within its deadline.
+  bool quiet() const noexcept;
+  // Fails everything still queued with `cancelled` and closes the handles.
+  void shutdown();
+  bool ready() const noexcept { return state_ == state::ready; }
+  // Subscriber mode (RESP2): "message" pushes go to `l`, not to the request queue;
+  // SUBSCRIBE and UNSUBSCRIBE of one channel each answer like any request. Set
+  // before start().
+  void set_push_listener(push_listener* l) noexcept { push_ = l; }
+
+  // Safety guards (loop thread). Why this node must not vote on an acquire now,
+  // given the quarantine period; "" when it may.
+  std::string acquire_exclusion(std::chrono::steady_clock::time_point now, std::chrono::milliseconds quarantine) const;
+  // The clock-jump part of acquire_exclusion alone: why this node's clock is
+  // suspect now; "" when it is not. Extensions use it (a restarted node that still
+  // holds our key, from its AOF, may extend it).
+  std::string clock_exclusion(std::chrono::steady_clock::time_point now, std::chrono::milliseconds quarantine) const;
+  // A server TIME sample taken at `local_mid` on the client's clock (the middle of
+  // the request's round trip, `half_rtt_us` being half of that round trip: the
+  // sample's dating uncertainty). Flags a clock step in either direction.
+  void observe_server_time(std::int64_t server_us, std::chrono::steady_clock::time_point local_mid,
+                           std::int64_t half_rtt_us);
+  // The server's run_id from the last handshake INFO ("" if none was read).
+  const std::string& run_id() const noexcept { return run_id_; }
+  // The server's maxmemory-policy, read by the handshake of the current (or last)
+  // connection; "" when unknown (INFO memory refused, or never connected).
+  const std::string& maxmemory_policy() const noexcept { return maxmemory_policy_; }
+  // Why this node must not vote on a fenced acquire: its policy may evict the fence
+  // counter (allkeys-*), and allow_fencing_on_evicting_nodes is off; "" when it may.
+  std::string fencing_exclusion() const;
+  // Its maxmemory in bytes, as INFO gave it ("" when unknown).
+  const std::string& maxmemory() const noexcept { return maxmemory_; }
+  // The guards' raw state, for probe (lib/probe.cc): when the restart quarantine
+  // counts from, and when a clock jump was seen (unset: none).
+  const std::optional<std::chrono::steady_clock::time_point>& restarted_at() const noexcept { return restarted_at_; }
+  const std::optional<std::chrono::steady_clock::time_point>& jumped_at() const noexcept { return jumped_at_; }
+
+ private:
+  enum class state { idle, resolving, connecting, handshake, ready, backoff, closed };
+  static constexpr std::uint64_t kUnwritten = ~std::uint64_t{0};
+  struct request {
+    std::shared_ptr<const wire> cmd;
+    bool force_eval = false;
+    std::shared_ptr<sink> target;
+    std::uint32_t tag = 0;
+    std::chrono::steady_clock::time_point submitted;
+    std::uint64_t deadline_ms = 0;  // on the reactor's now_ms(); kNoDeadline for untimed commands
+    std::uint64_t overdue_ms = 0;   // on the reactor's now_ms(): submission + command_timeout (stall detection)
+    std::uint64_t written_ms = kUnwritten;  // on the reactor's now_ms(): when flush() wrote it (stall detection)
+    bool sent = false;
+    bool used_sha = false;
+    bool with_time = false;  // an acquire with a TIME pipelined after it: two replies
+    bool expired = false;    // the sink was told "timeout"; a late reply is dropped
+  };
+  struct reply_deleter {
+    void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
+  };
+
+  void connect_now();
+  // link_events: the current link's connect, bytes and end.
+  void on_link_up() override;
+  void on_link_data(const char* data, std::size_t n) override;
+  void on_link_down(node_status status, std::string detail) override;
+  void on_handshake_reply(redisReply* r);
+  void on_info(std::string_view info);
+  void on_info_memory(std::string_view info);
+  // Takes the reply (it is freed here or kept for the request's second reply).
+  void on_request_reply(std::unique_ptr<redisReply, reply_deleter> r);
+  void fail_connection(node_status status, std::string detail, bool permanent = false);
+  void become_ready();
+  void encode(request& r);
+  // True when the clock-jump guard wants a new TIME sample from this node.
+  bool time_sample_due() const;
+  void arm_deadline_timer();
+  std::uint64_t stall_ms() const noexcept;
+  // When the oldest outstanding request (the first sent one in the queue) counts
+  // as stalled: stall_ms() after the later of its write and the last complete
+  // reply, and not before its own overdue time. 0 when nothing is outstanding.
+  std::uint64_t stall_at(std::uint64_t now) const noexcept;
+  void on_deadline_timer();
+  void complete(request& r, const reply_event& ev);
+  // Observer events: a guard quarantined this node until `until` (and the timer
+  // that sends on_node_cleared when the latest quarantine is over).
+  void note_quarantine(quarantine_reason reason, std::chrono::steady_clock::time_point at,
+                       std::chrono::steady_clock::time_point until, std::string detail);
+  void arm_quarantine_timer();
+  std::chrono::steady_clock::time_point quarantine_end() const;
+  void resend_with_body(request& r);
+
+  core& core_;
+  push_listener* push_ = nullptr;
+  std::size_t index_;
+  node_address address_;
+  state state_ = state::idle;
+  std::unique_ptr<link> link_;  // the current connect attempt's byte stream
+  redisReader* reader_ = nullptr;
+  std::deque<request> queue_;  // in write order; replies match the front
+  // The front request's first reply while its pipelined TIME is still to come.
+  std::unique_ptr<redisReply, reply_deleter> first_of_two_;
+  std::string out_;            // encoded, not yet written
+  bool dirty_ = false;
+  std::deque<char> handshake_steps_;  // 'A'uth, 'S'elect, 'P'ing, 'I'nfo server, 'M' INFO memory, 'T'ime
+  std::string maxmemory_policy_;      // from the handshake's INFO memory; "" = unknown
+  std::string maxmemory_;
+  std::uint64_t connect_timer_ = 0;
+  std::uint64_t connect_deadline_ms_ = 0;  // on now_ms(): end of the current connect attempt
+  std::uint64_t backoff_timer_ = 0;
+  std::uint64_t deadline_timer_ = 0;
+  std::uint64_t deadline_armed_at_ = 0;
+  int failures_ = 0;
+  bool ever_connected_ = false;
+  bool permanent_failure_ = false;
+  node_status down_status_ = node_status::connection_error;
+  std::string down_detail_ = "not connected yet";
+  // Stall detection and the reply cap: when the last complete reply arrived (on
+  // the reactor's now_ms()), and the bytes received since then (the reply being read).
+  std::uint64_t last_reply_ms_ = 0;
+  std::size_t partial_reply_bytes_ = 0;
+  unsigned scripts_loaded_ = 0;  // bit per script_id: body sent on this connection
+  bool set_get_unsupported_ = false;  // the server refused SET ... NX ... GET
+  // Restart guard: the server's run_id, and when its quarantine starts on our clock
+  // once a restart was seen: when this client first saw the new run_id (a changed
+  // run_id may be another, long-running server taking over the address), or the
+  // server's start (now - uptime) on first sight in strict mode.
+  std::string run_id_;
+  std::optional<std::chrono::steady_clock::time_point> restarted_at_;
+  std::int64_t pending_uptime_s_ = -1;
+  std::string pending_run_id_;
+  // Clock-jump guard: the last TIME sample, and when a jump was seen. The sample
+  // outlives reconnects: it is dropped only when INFO shows a different run_id (a
+  // restart, which the restart guard handles), never when the run_id is unknown.
+  struct time_sample {
+    std::chrono::steady_clock::time_point local_mid;
+    std::int64_t server_us;
+    std::int64_t half_rtt_us;  // how far local_mid may be off
+  };
+  std::optional<time_sample> last_time_;
+  std::optional<std::chrono::steady_clock::time_point> jumped_at_;
+  std::int64_t jump_ms_ = 0;  // > 0 forward, < 0 back
+  std::chrono::steady_clock::time_point time_sent_;
+  // Observer events only: a node_down was sent and no node_up since; the cleared timer.
+  bool reported_down_ = false;
+  std::uint64_t quarantine_timer_ = 0;
+  quarantine_reason quarantine_reason_ = quarantine_reason::restart;
+  friend class core;
+};
+
+}  // namespace redlock::detail

@@ -1,0 +1,54 @@
+// What the operations share across their files (operations.cc, multi.cc): the
+// rollback and delete delivery of acquire rounds, the reports, and the commands
+// of a lease (one key, or a set of keys). Loop thread only.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "node/connection.h"
+#include "redlock/report.h"
+
+namespace redlock::detail {
+
+class core;
+class round;
+
+// Rolls back a failed attempt whose acquire round is `r`: the ownership-checked
+// delete `release` goes to every node that may hold the attempt's keys, and is
+// delivered again until each confirms or the keys cannot exist any more (`ttl`
+// plus drift). See operations.cc (rollback, cleanup).
+void rollback(core& c, command release, const round& r, std::chrono::milliseconds ttl);
+// Delivers `release` to nodes[i] with the rollback's guarantee (for a grant that
+// arrives after its attempt failed). `prompt`: retried at least every
+// command_timeout instead of on a backoff doubling up to reconnect_max_backoff, so
+// that the delete lands within 2 x command_timeout of the node's connection being
+// back (an election's deletes: what observers see follows what candidates believe).
+void deliver_release(core& c, command release, const std::vector<bool>& nodes, std::chrono::milliseconds ttl,
+                     bool prompt = false);
+
+// The report of round `r`: per-node results named, attempts, elapsed since call_start.
+report round_report(const core& c, const round& r, std::error_code ec,
+                    std::chrono::steady_clock::time_point call_start,
+                    std::chrono::steady_clock::time_point now, int attempts);
+// A report without a round: every node pending, `detail` on each.
+report empty_report(const core& c, std::error_code ec, const char* detail = "");
+
+// The ownership-checked commands of lease `l`: kExtend / kRelease on its key, or
+// kExtendMany / kReleaseMany on every key of a set (l.resources not empty). multi.cc.
+command extend_command(const core& c, const lease& l, std::chrono::milliseconds ttl);
+command release_command(const core& c, const lease& l);
+
+// A set's lock keys (key_prefix + name, in order), a command over them, and the
+// set's name in reports, events and leases ("a,b"). multi.cc.
+std::vector<std::string> keys_of(const core& c, const std::vector<std::string>& resources);
+command set_command(script_id s, std::vector<std::string> keys, const std::string& token, std::string arg2 = {});
+std::string joined_names(const std::vector<std::string>& resources);
+
+// "" if `resources` may be acquired as one set, else the problem: empty, more than
+// kMaxSetSize, an empty name, or a name given twice. Pure. multi.cc.
+std::string check_resource_set(const std::vector<std::string>& resources);
+
+}  // namespace redlock::detail

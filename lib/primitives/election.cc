@@ -1,0 +1,435 @@
+// election: campaign (a waiting, fenced, auto-extended acquire, then one round
+// that publishes the identity), and observe (one read round). Both stand on the
+// client's acquire/extend/release; the two election scripts are sent as plain
+// EVALs through the connections, like probe's INFO.
+#include "redlock/election.h"
+
+#include <climits>
+#include <map>
+#include <mutex>
+
+#include "node/connection.h"
+#include "engine/core.h"
+#include "pure/decision.h"
+#include "primitives/leader_view.h"
+#include "ops/support.h"
+#include "api/sync.h"
+
+namespace redlock {
+namespace detail {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::steady_clock;
+
+constexpr std::size_t max_identity_bytes = 512;
+
+// KEYS[1] lock key, KEYS[2] record key; ARGV[1] token, ARGV[2] term, ARGV[3] identity.
+// Writes the record only where the node still holds this token.
+constexpr const char publish_script[] =
+    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+    "redis.call('SET', KEYS[2], ARGV[2] .. ' ' .. redis.sha1hex(ARGV[1]) .. ' ' .. ARGV[3])\n"
+    "return 1\n";
+
+// KEYS[1] lock key, KEYS[2] record key. Returns {sha1 of the lock value or nil,
+// record or nil, PTTL of the lock key}.
+constexpr const char observe_script[] =
+    "local v = redis.call('GET', KEYS[1])\n"
+    "local h = false\n"
+    "if v then h = redis.sha1hex(v) end\n"
+    "return {h, redis.call('GET', KEYS[2]), redis.call('PTTL', KEYS[1])}\n";
+
+std::string record_key(const core& c, const std::string& resource) { return c.key_for(resource) + ":leader"; }
+
+// One EVAL sent to every node; `parse` reads each reply (valid only during the
+// call) and returns whether it was the expected shape. Self-owned through its
+// requests; done runs once every node answered (each bounded by command_timeout).
+class eval_round final : public sink, public std::enable_shared_from_this<eval_round> {
+ public:
+  using parser = std::function<bool(std::size_t node, const redisReply& r)>;
+  eval_round(core& c, parser parse, std::function<void(report)> done)
+      : core_(c), parse_(std::move(parse)), done_(std::move(done)) {
+    rep_.attempts = 1;
+    for (const auto& n : c.nodes()) rep_.nodes.push_back(node_result{n.display, node_status::pending, {}, {}});
+  }
+
+  void start(std::initializer_list<std::string_view> argv) {
+    std::string out;
+    append_resp(out, argv);
+    auto w = std::make_shared<const wire>(wire::plain_tag{}, std::move(out));
+    started_ = core_.now();
+    sending_ = true;
+    auto self = shared_from_this();
+    for (std::size_t i = 0; i < core_.size(); ++i) core_.conn(i).submit(w, false, self, 0);
+    sending_ = false;
+    maybe_finish();
+  }
+
+  void on_reply(std::size_t node, std::uint32_t, const reply_event& ev) override {
+    if (node >= rep_.nodes.size()) return;
+    node_result& n = rep_.nodes[node];
+    ++answered_;
+    n.latency = ev.latency;
+    if (ev.status != node_status::pending || ev.reply == nullptr) {
+      n.status = ev.status == node_status::pending ? node_status::protocol_error : ev.status;
+      n.detail = std::string(ev.detail);
+    } else if (ev.reply->type == REDIS_REPLY_ERROR) {
+      n.status = node_status::server_error;
+      n.detail = std::string(ev.reply->str, ev.reply->len);
+    } else if (parse_(node, *ev.reply)) {
+      n.status = node_status::ok;
+    } else {
+      n.status = node_status::protocol_error;
+      n.detail = "unexpected reply to an election script";
+    }
+    maybe_finish();
+  }
+
+ private:
+  void maybe_finish() {
+    if (sending_ || finished_ || answered_ < core_.size()) return;
+    finished_ = true;
+    rep_.elapsed = std::chrono::duration_cast<std::chrono::microseconds>(core_.now() - started_);
+    auto done = std::move(done_);
+    done(std::move(rep_));
+  }
+
+  core& core_;
+  parser parse_;
+  std::function<void(report)> done_;
+  report rep_;
+  steady_clock::time_point started_;
+  std::size_t answered_ = 0;
+  bool sending_ = false;
+  bool finished_ = false;
+};
+
+// Observe on the loop thread.
+void observe(core& c, std::string resource, std::function<void(leader_info)> done) {
+  auto views = std::make_shared<std::vector<node_leader_view>>(c.size());
+  auto parse = [views](std::size_t node, const redisReply& r) {
+    if (r.type != REDIS_REPLY_ARRAY || r.elements != 3) return false;
+    node_leader_view& v = (*views)[node];
+    auto text = [](const redisReply* e, std::optional<std::string>& out) {
+      if (e->type == REDIS_REPLY_NIL) return true;
+      if (e->type != REDIS_REPLY_STRING) return false;
+      out = std::string(e->str, e->len);
+      return true;
+    };
+    if (!text(r.element[0], v.lock_sha1) || !text(r.element[1], v.record)) return false;
+    if (r.element[2]->type != REDIS_REPLY_INTEGER) return false;
+    v.pttl = r.element[2]->integer;
+    v.answered = true;
+    return true;
+  };
+  const std::size_t quorum = c.size() / 2 + 1;
+  auto round = std::make_shared<eval_round>(c, parse, [views, quorum, done = std::move(done)](report rep) {
+    leader_info info;
+    const leader_decision d = decide_leader(*views, quorum);
+    if (!d.quorum_answered) {
+      rep.error = errc::unavailable;
+    } else if (d.leader) {
+      info.identity = d.leader->identity;
+      info.term = d.leader->term;
+      info.ttl = d.ttl;
+    }
+    info.report = std::move(rep);
+    done(std::move(info));
+  });
+  const std::string key = c.key_for(resource);
+  const std::string rkey = record_key(c, resource);
+  round->start({"EVAL", observe_script, "2", key, rkey});
+}
+
+}  // namespace
+
+struct leadership_access {
+  static leadership make(lock l, std::string role, std::string identity) {
+    leadership out;
+    out.term_ = l.fence().value_or(0);
+    out.lock_ = std::move(l);
+    out.role_ = std::move(role);
+    out.identity_ = std::move(identity);
+    return out;
+  }
+};
+
+// The campaigns of one election, by id. Loop thread only, except ids.
+struct campaigns {
+  std::atomic<std::uint64_t> ids{0};
+  std::mutex mu;
+  std::map<std::uint64_t, std::function<void()>> cancels;  // guarded by mu; loop-thread functions
+};
+
+namespace {
+
+// The retry deadline of one acquire of a campaign without a deadline.
+constexpr milliseconds kUnboundedSlice = std::chrono::hours(24);
+// Publications short of a quorum in a row after which a campaign ends.
+constexpr int kMaxPublishFailures = 3;
+
+// One campaign's lifecycle on the loop thread: acquire (waiting, fenced,
+// auto-extended) -> publish -> done; a publication short of a quorum releases
+// and acquires again while the deadline allows.
+class campaign_op final : public std::enable_shared_from_this<campaign_op> {
+ public:
+  campaign_op(client& cl, std::shared_ptr<core> c, std::string role, std::string identity, campaign_options o,
+              std::function<void(campaign_result)> done)
+      : client_(cl),
+        core_(std::move(c)),
+        role_(std::move(role)),
+        identity_(std::move(identity)),
+        options_(std::move(o)),
+        done_(std::move(done)),
+        started_(core_->now()) {}
+
+  void start() {
+    if (identity_.empty() || identity_.size() > max_identity_bytes) {
+      return finish(refused(errc::invalid_argument, "identity must be 1 to 512 bytes"));
+    }
+    if (role_.empty()) return finish(refused(errc::invalid_argument, "role must not be empty"));
+    if (options_.retry_delay.count() <= 0) {
+      return finish(refused(errc::invalid_argument, "retry_delay must be greater than 0"));
+    }
+    attempt();
+  }
+
+  void cancel() {
+    if (finished_) return;
+    cancelled_ = true;
+    if (acquiring_) client_.cancel(acquire_id_);
+    // A publication in flight finishes as cancelled when it completes.
+  }
+
+ private:
+  report refused(errc e, const std::string& why) const {
+    report r;
+    r.error = e;
+    for (const auto& n : core_->nodes()) r.nodes.push_back(node_result{n.display, node_status::pending, {}, {}});
+    if (!r.nodes.empty()) r.nodes.front().detail = why;
+    return r;
+  }
+
+  void attempt() {
+    // A cancel that came while the previous lock was being released.
+    if (cancelled_) return finish(refused(errc::cancelled, "campaign cancelled"));
+    acquire_options ao;
+    ao.ttl = options_.ttl;
+    ao.fencing = true;
+    ao.auto_extend = true;
+    ao.extend_interval = options_.extend_interval;
+    ao.retry.base_delay = options_.retry_delay;
+    ao.retry.max_delay = options_.retry_delay;
+    ao.retry.max_attempts = INT_MAX;
+    if (options_.deadline.count() > 0) {
+      const auto left = std::chrono::ceil<milliseconds>(started_ + options_.deadline - core_->now());
+      if (left.count() <= 0) return finish(last_failure_.error ? last_failure_ : refused(errc::contended, "deadline"));
+      ao.retry.deadline = left;
+    } else {
+      // Without a bound: a finite one all the same, so that the acquire waits for
+      // release notifications (they need a retry deadline); the campaign acquires
+      // again when it passes (review 13, E1).
+      ao.retry.deadline = kUnboundedSlice;
+    }
+    // Lost (the watchdog could not extend in time, the keys were gone, the client
+    // shut down): the candidate does not lead any more, so no observer may go on
+    // naming it. Its keys may still be on a quorum (an extension that ran where its
+    // reply was lost, a shutdown with validity left): the ownership-checked delete
+    // goes to every node with the rollback's guarantee — again to each node that
+    // does not confirm it, until it does or the TTL has passed; at a shutdown, for
+    // the drain bound (core::begin_stop). Only a leadership handed out can be
+    // demoted: a lock lost while its publication was in flight is the campaign's
+    // business, not the caller's.
+    auto handed = std::make_shared<bool>(false);
+    handed_out_ = handed;
+    detail::core* cp = core_.get();  // the lock's handle keeps its core alive
+    ao.on_lost = [cp, ttl = options_.ttl, demoted = options_.on_demoted, handed](const lease& l,
+                                                                                 const report& r) {
+      deliver_release(*cp, release_command(*cp, l), std::vector<bool>(cp->size(), true), ttl,
+                      /*prompt=*/true);
+      if (demoted && *handed) demoted(r);
+    };
+    acquiring_ = true;
+    auto self = shared_from_this();
+    acquire_id_ = client_.acquire_async(election::resource_for(role_), std::move(ao),
+                                        [self](acquire_result r) { self->acquired(std::move(r)); });
+  }
+
+  void acquired(acquire_result r) {
+    acquiring_ = false;
+    // Every release of this lock that falls short of a quorum — after a failed
+    // publication, a cancel, resign(), the leadership's destructor — is delivered
+    // again to the nodes that did not confirm it (held::redeliver_release): a node
+    // that ran the publication unheard, or missed the resign, would otherwise let
+    // observers name a candidate that does not lead, for the rest of the TTL.
+    if (r) {
+      if (auto h = core_->handle_for(r.lock.info())) h->redeliver_release = true;
+    }
+    if (cancelled_) return finish(refused(errc::cancelled, "campaign cancelled"));  // r.lock releases
+    if (!r) {
+      // An unbounded campaign's acquire reached its slice's deadline: go on.
+      if (options_.deadline.count() == 0 && retryable(r.report.error)) {
+        last_failure_ = std::move(r.report);
+        return attempt();
+      }
+      return finish(std::move(r.report));
+    }
+    lock_ = std::move(r.lock);
+    const lease l = lock_.info();
+    const std::string term = std::to_string(l.fence.value_or(0));
+    auto ok = std::make_shared<std::size_t>(0);
+    auto parse = [ok](std::size_t, const redisReply& rep) {
+      if (rep.type != REDIS_REPLY_INTEGER) return false;
+      if (rep.integer == 1) ++*ok;
+      return true;
+    };
+    auto self = shared_from_this();
+    auto round = std::make_shared<eval_round>(*core_, parse, [self, ok](report rep) { self->published(*ok, rep); });
+    round->start({"EVAL", publish_script, "2", core_->key_for(l.resource), record_key(*core_, l.resource), l.token,
+                  term, identity_});
+  }
+
+  void published(std::size_t ok, report rep) {
+    if (cancelled_) return finish(refused(errc::cancelled, "campaign cancelled"));  // lock_ releases
+    if (ok >= core_->size() / 2 + 1 && lock_.owns_lock()) {
+      campaign_result res;
+      res.report = std::move(rep);
+      res.leadership = leadership_access::make(std::move(lock_), role_, identity_);
+      *handed_out_ = true;  // loop thread, as on_lost
+      finished_ = true;
+      auto done = std::move(done_);
+      return done(std::move(res));
+    }
+    rep.error = errc::unavailable;
+    last_failure_ = rep;
+    auto self = shared_from_this();
+    // The lock was won but its record not published on a quorum: release and try
+    // again — at most kMaxPublishFailures times in a row. A refusal that does not
+    // go away (an ACL without the record key, a script error) would otherwise loop
+    // acquire + publish + release at network speed (review 13b, A7d); the
+    // campaign then ends with the last publication's report (unavailable).
+    if (++publish_failures_ >= kMaxPublishFailures) {
+      return lock_.release_async([self, rep](report) { self->finish(rep); });
+    }
+    lock_.release_async([self](report) { self->attempt(); });
+  }
+
+  void finish(report r) {
+    if (finished_) return;
+    finished_ = true;
+    campaign_result res;
+    res.report = std::move(r);
+    auto done = std::move(done_);
+    done(std::move(res));
+  }
+
+  client& client_;
+  std::shared_ptr<core> core_;
+  std::string role_, identity_;
+  campaign_options options_;
+  std::function<void(campaign_result)> done_;
+  steady_clock::time_point started_;
+  std::uint64_t acquire_id_ = 0;
+  bool acquiring_ = false;
+  bool cancelled_ = false;
+  bool finished_ = false;
+  lock lock_;
+  report last_failure_;
+  std::shared_ptr<bool> handed_out_;  // the current attempt's leadership was handed out (loop thread)
+  int publish_failures_ = 0;          // consecutive publications short of a quorum
+};
+
+}  // namespace
+}  // namespace detail
+
+std::string election::resource_for(std::string_view role) { return "election:" + std::string(role); }
+
+election::election(client& c) : client_(c), campaigns_(std::make_shared<detail::campaigns>()) {}
+
+std::uint64_t election::campaign_async(std::string role, std::string identity, campaign_options options,
+                                       std::function<void(campaign_result)> done) {
+  const std::uint64_t id = campaigns_->ids.fetch_add(1) + 1;
+  auto c = client_.core_;
+  auto reg = campaigns_;
+  auto finish = std::make_shared<std::function<void(campaign_result)>>(std::move(done));
+  auto op = std::make_shared<detail::campaign_op>(client_, c, std::move(role), std::move(identity), std::move(options),
+                                                  [reg, id, finish](campaign_result r) {
+                                                    {
+                                                      std::lock_guard<std::mutex> g(reg->mu);
+                                                      reg->cancels.erase(id);
+                                                    }
+                                                    (*finish)(std::move(r));
+                                                  });
+  {
+    std::lock_guard<std::mutex> g(reg->mu);
+    std::weak_ptr<detail::campaign_op> w = op;
+    reg->cancels[id] = [w] {
+      if (auto o = w.lock()) o->cancel();
+    };
+  }
+  if (!c->post([op] { op->start(); })) {
+    // The loop has finished (client.h, "Callbacks"): answered here, cancelled.
+    {
+      std::lock_guard<std::mutex> g(reg->mu);
+      reg->cancels.erase(id);
+    }
+    campaign_result r;
+    r.report.error = errc::cancelled;
+    for (const auto& n : c->nodes()) r.report.nodes.push_back(node_result{n.display, node_status::cancelled, "client shut down", {}});
+    (*finish)(std::move(r));
+  }
+  return id;
+}
+
+void election::cancel(std::uint64_t campaign_id) {
+  std::function<void()> fn;
+  {
+    std::lock_guard<std::mutex> g(campaigns_->mu);
+    auto it = campaigns_->cancels.find(campaign_id);
+    if (it == campaigns_->cancels.end()) return;
+    fn = it->second;
+  }
+  client_.core_->post(std::move(fn));
+}
+
+campaign_result election::campaign(std::string_view role, std::string_view identity,
+                                   const campaign_options& options) {
+  auto c = client_.core_;
+  auto refused = [c](errc e) {
+    campaign_result r;
+    r.report.error = e;
+    for (const auto& n : c->nodes()) r.report.nodes.push_back(node_result{n.display, node_status::pending, {}, {}});
+    return r;
+  };
+  return detail::run_sync<campaign_result>(
+      *c,
+      [this, role = std::string(role), identity = std::string(identity), options](
+          std::function<void(campaign_result)> done) mutable {
+        auto op = std::make_shared<detail::campaign_op>(client_, client_.core_, std::move(role), std::move(identity),
+                                                        std::move(options), std::move(done));
+        op->start();
+      },
+      refused);
+}
+
+leader_info election::observe(std::string_view role) {
+  auto c = client_.core_;
+  auto refused = [c](errc e) {
+    leader_info r;
+    r.report.error = e;
+    for (const auto& n : c->nodes()) r.report.nodes.push_back(node_result{n.display, node_status::pending, {}, {}});
+    return r;
+  };
+  const auto called = c->now();
+  return detail::run_sync<leader_info>(
+      *c,
+      [c, called, res = resource_for(role)](std::function<void(leader_info)> done) mutable {
+        detail::observe(*c, std::move(res), [c, called, done = std::move(done)](leader_info i) {
+          i.report.elapsed = std::chrono::duration_cast<std::chrono::microseconds>(c->now() - called);
+          done(std::move(i));
+        });
+      },
+      refused);
+}
+
+}  // namespace redlock

@@ -1,0 +1,49 @@
+// Turning one node's reply into a vote. Pure: tested with hand-built replies.
+#pragma once
+
+#include <hiredis/hiredis.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "pure/decision.h"
+#include "protocol/scripts.h"
+
+namespace redlock::detail {
+
+struct classified {
+  vote v;
+  std::string detail;                   // error text (first line, bounded)
+  std::optional<std::uint64_t> fence;   // acquire_fenced: the node's counter
+  std::optional<std::string> value;     // inspect: the key's value
+  std::int64_t pttl = -2;               // inspect: PTTL
+  std::optional<std::size_t> blocked_by;  // acquire_many refused: the 1-based index of the held key
+};
+
+// Classifies the reply of `script` (non-null; NOSCRIPT already handled).
+classified classify_reply(script_id script, const redisReply* r);
+
+// Classifies an error text: auth_error (NOAUTH, WRONGPASS: permanent auth_failed),
+// server_error with permanent permission_denied (NOPERM, or a script refused a
+// command by the ACL), server_error with permanent wrong_type (WRONGTYPE), or a
+// plain server_error. The detail is the text's first line, at most 200 bytes,
+// without control characters.
+classified classify_error(std::string_view text);
+
+// Server text made fit for a report: its first line, at most `max` bytes, with
+// every byte that is not printable ASCII (controls, DEL, bytes >= 0x80) replaced
+// by '?', so a server can never put terminal escapes in a message.
+std::string printable_line(std::string_view text, std::size_t max = 200);
+
+// True for an ACL refusal of an authenticated user (NOPERM, or a script's
+// command refused by the ACL), as opposed to an authentication refusal.
+bool is_permission_error(std::string_view text);
+
+// The reply to TIME ({seconds, microseconds} as strings) in microseconds; nullopt
+// for anything else (an error, a malformed or out-of-range value).
+std::optional<std::int64_t> parse_time_reply(const redisReply* r);
+
+}  // namespace redlock::detail
