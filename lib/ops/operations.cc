@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <utility>
 
-#include "core.h"
-#include "operation_support.h"
-#include "reply.h"
-#include "round.h"
-#include "token.h"
+#include "engine/core.h"
+#include "ops/support.h"
+#include "protocol/reply.h"
+#include "ops/round.h"
+#include "pure/token.h"
 
 namespace redlock::detail {
 
@@ -161,10 +161,8 @@ void round::evaluate() {
   if (fn) fn(*this);
 }
 
-namespace {
-
-report make_report(const core& c, const round& r, std::error_code ec, clock_tp call_start, clock_tp now,
-                   int attempts) {
+report round_report(const core& c, const round& r, std::error_code ec, clock_tp call_start, clock_tp now,
+                    int attempts) {
   report rep;
   rep.error = ec;
   rep.nodes = r.results;
@@ -174,7 +172,7 @@ report make_report(const core& c, const round& r, std::error_code ec, clock_tp c
   return rep;
 }
 
-report bare_report(const core& c, std::error_code ec, const char* detail = "") {
+report empty_report(const core& c, std::error_code ec, const char* detail) {
   report rep;
   rep.error = ec;
   rep.attempts = 1;
@@ -184,7 +182,7 @@ report bare_report(const core& c, std::error_code ec, const char* detail = "") {
 
 std::int64_t to_ns(clock_tp t) { return duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count(); }
 
-command lock_command(script_id s, const std::string& key, const std::string& token, std::string arg2 = {}) {
+command lock_command(script_id s, const std::string& key, const std::string& token, std::string arg2) {
   command c;
   c.script = s;
   c.key = key;
@@ -192,6 +190,8 @@ command lock_command(script_id s, const std::string& key, const std::string& tok
   c.arg2 = std::move(arg2);
   return c;
 }
+
+namespace {
 
 // Delivers the ownership-checked delete of one attempt's key (key, token) to a
 // set of nodes until each one confirms it — a reply: deleted, not owner, or the key
@@ -356,15 +356,6 @@ void rollback(core& c, command release, const round& r, milliseconds ttl) {
 void deliver_release(core& c, command release, const std::vector<bool>& nodes, milliseconds ttl,
                      bool prompt) {
   cleanup::start(c, std::move(release), nodes, {}, ttl, prompt);
-}
-
-report round_report(const core& c, const round& r, std::error_code ec, clock_tp call_start, clock_tp now,
-                    int attempts) {
-  return make_report(c, r, ec, call_start, now, attempts);
-}
-
-report empty_report(const core& c, std::error_code ec, const char* detail) {
-  return bare_report(c, ec, detail);
 }
 
 // ---------------------------------------------------------------- acquire
@@ -871,7 +862,7 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
     h->max_hold = o_.max_hold;
     h->acquired_at = r.started;
     acquire_result res;
-    res.report = make_report(c_, r, {}, call_start_, now, attempt_);
+    res.report = round_report(c_, r, {}, call_start_, now, attempt_);
     res.report.validity = duration_cast<milliseconds>(valid_until - now);
     res.lock = c_.make_lock(h);
     if (o_.auto_extend) c_.start_watchdog(h);
@@ -886,7 +877,7 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
     // A woken attempt ended: releases seen meanwhile may wake another waiter.
     if (joined_) c_.notify().attempt_done(key_, *this);
     rollback(c_, quiet_release(token_), r, o_.ttl);
-    last_ = make_report(c_, r, ec, call_start_, c_.now(), attempt_);
+    last_ = round_report(c_, r, ec, call_start_, c_.now(), attempt_);
     if (ec == errc::contended) c_.stats().contended.fetch_add(1, std::memory_order_relaxed);
     if (retryable(ec) && !cancelled_ && !c_.closing() && attempt_ < o_.retry.max_attempts) {
       const milliseconds delay = retry_delay(o_.retry, attempt_ + 1, c_.jitter());
@@ -918,7 +909,7 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
     rep.error = ec;
     rep.attempts = attempt_;
     rep.elapsed = duration_cast<microseconds>(c_.now() - call_start_);
-    if (rep.nodes.empty()) rep = bare_report(c_, ec), rep.attempts = attempt_;
+    if (rep.nodes.empty()) rep = empty_report(c_, ec), rep.attempts = attempt_;
     acquire_result res;
     res.report = std::move(rep);
     finish(std::move(res));
@@ -961,7 +952,7 @@ void core::acquire(std::uint64_t id, std::string resource, acquire_options o,
   if (observing_) done = observe_op(operation_kind::acquire, resource, false, std::move(done));
   auto reject = [&](errc e, const char* why) {
     acquire_result res;
-    res.report = bare_report(*this, make_error_code(e), why);
+    res.report = empty_report(*this, make_error_code(e), why);
     stats_.acquires.fetch_add(1, std::memory_order_relaxed);
     done(std::move(res));
   };
@@ -977,7 +968,7 @@ void core::acquire_many(std::uint64_t id, std::vector<std::string> resources, ac
   if (observing_) done = observe_op(operation_kind::acquire, joined_names(resources), false, std::move(done));
   if (closing_) {
     acquire_result res;
-    res.report = bare_report(*this, make_error_code(errc::cancelled), "client shut down");
+    res.report = empty_report(*this, make_error_code(errc::cancelled), "client shut down");
     stats_.acquires.fetch_add(1, std::memory_order_relaxed);
     return done(std::move(res));
   }
@@ -1008,7 +999,7 @@ void extend_round(core& c, const lease& l, milliseconds ttl, std::function<void(
                   bool until_validity_ends = false) {
   const clock_tp start = c.now();
   if (l.valid_until && start >= *l.valid_until) {
-    report rep = bare_report(c, make_error_code(errc::lock_lost), "");
+    report rep = empty_report(c, make_error_code(errc::lock_lost), "");
     done(std::move(rep), clock_tp{}, false);
     return;
   }
@@ -1036,7 +1027,7 @@ void extend_round(core& c, const lease& l, milliseconds ttl, std::function<void(
     } else {
       ec = failure_reason(op_kind::extend, rd.votes);
     }
-    report rep = make_report(*cp, rd, ec, start, now, 1);
+    report rep = round_report(*cp, rd, ec, start, now, 1);
     if (!ec) rep.validity = duration_cast<milliseconds>(valid_until - now);
     cp->stats().extends.fetch_add(1, std::memory_order_relaxed);
     const bool jumped = std::any_of(rd.clock_jumped.begin(), rd.clock_jumped.end(), [](bool j) { return j; });
@@ -1112,7 +1103,7 @@ void release_round(core& c, const lease& l, std::function<void(report)> done, bo
       if (released->acquired_at) e.held_for = duration_cast<microseconds>(e.at - *released->acquired_at);
       cp->emit(&observer::on_lock_released, e, "on_lock_released");
     }
-    done(make_report(*cp, rd, ec, start, cp->now(), 1));
+    done(round_report(*cp, rd, ec, start, cp->now(), 1));
   };
   r->send(rel);
 }
@@ -1121,7 +1112,7 @@ void release_round(core& c, const lease& l, std::function<void(report)> done, bo
 
 void core::extend(lease l, milliseconds ttl, std::function<void(report)> done) {
   if (observing_) done = observe_op(operation_kind::extend, l.resource, false, std::move(done));
-  if (closing_) return done(bare_report(*this, make_error_code(errc::cancelled), "client shut down"));
+  if (closing_) return done(empty_report(*this, make_error_code(errc::cancelled), "client shut down"));
   // The lease of a live handle: its validity is the handle's to keep (lowered
   // before an extension to a shorter TTL is sent, moved later only by a success),
   // so the extension goes through the handle's bookkeeping.
@@ -1163,7 +1154,7 @@ void core::release(lease l, std::function<void(report)> done) {
   // whose release is in flight, has nothing to release: as its lock::release.
   if (auto h = tracked_for(l)) {
     if (!h->claim_release())
-      return done(bare_report(*this, make_error_code(errc::not_owner), "lock not held"));
+      return done(empty_report(*this, make_error_code(errc::not_owner), "lock not held"));
     return release_held(h, std::move(done));
   }
   release_round(*this, l, std::move(done), true, /*of_handle=*/false);
@@ -1173,7 +1164,7 @@ void core::inspect(std::string resource, std::function<void(inspect_result)> don
   if (observing_) done = observe_op(operation_kind::inspect, resource, false, std::move(done));
   if (closing_) {
     inspect_result res;
-    res.report = bare_report(*this, make_error_code(errc::cancelled), "client shut down");
+    res.report = empty_report(*this, make_error_code(errc::cancelled), "client shut down");
     res.nodes.resize(size());
     return done(std::move(res));
   }
@@ -1182,7 +1173,7 @@ void core::inspect(std::string resource, std::function<void(inspect_result)> don
   core* cp = this;
   r->on_decided = [cp, start, done = std::move(done)](round& rd) {
     inspect_result res;
-    res.report = make_report(*cp, rd, {}, start, cp->now(), 1);
+    res.report = round_report(*cp, rd, {}, start, cp->now(), 1);
     const std::size_t q = quorum_of(rd.votes.size());
     std::size_t answered = 0;
     res.nodes.resize(rd.votes.size());
@@ -1222,14 +1213,14 @@ void core::inspect(std::string resource, std::function<void(inspect_result)> don
 }
 
 void core::ping(std::function<void(report)> done) {
-  if (closing_) return done(bare_report(*this, make_error_code(errc::cancelled), "client shut down"));
+  if (closing_) return done(empty_report(*this, make_error_code(errc::cancelled), "client shut down"));
   const clock_tp start = now();
   auto r = std::make_shared<round>(*this, op_kind::inspect, script_id::ping, true);
   core* cp = this;
   r->on_decided = [cp, start, done = std::move(done)](round& rd) {
     std::error_code ec;
     if (rd.outcome != verdict::quorum) ec = failure_reason(op_kind::inspect, rd.votes);
-    done(make_report(*cp, rd, ec, start, cp->now(), 1));
+    done(round_report(*cp, rd, ec, start, cp->now(), 1));
   };
   command cmd;
   cmd.script = script_id::ping;
@@ -1438,7 +1429,7 @@ void core::watchdog_tick(const std::shared_ptr<held>& h) {
   const clock_tp t = now();
   if (t >= *l.valid_until) {
     // Report what the last failed extension saw (which nodes, and why), if any.
-    report why = h->last_failure && !h->last_failure->nodes.empty() ? *h->last_failure : bare_report(*this, {}, "");
+    report why = h->last_failure && !h->last_failure->nodes.empty() ? *h->last_failure : empty_report(*this, {}, "");
     // The cap's end: no more extensions (max_extensions), or the validity ran to
     // acquisition + max_hold (extensions shrunk to fit it), not short of it.
     const bool at_hold_cap =
@@ -1532,11 +1523,11 @@ void core::watchdog_tick(const std::shared_ptr<held>& h) {
 }
 
 void core::extend_held(const std::shared_ptr<held>& h, milliseconds ttl, std::function<void(report)> done) {
-  if (h->finished.load()) return done(bare_report(*this, make_error_code(errc::not_owner), "lock not held"));
-  if (h->lost.load()) return done(bare_report(*this, make_error_code(errc::lock_lost), ""));
-  if (closing_) return done(bare_report(*this, make_error_code(errc::cancelled), "client shut down"));
+  if (h->finished.load()) return done(empty_report(*this, make_error_code(errc::not_owner), "lock not held"));
+  if (h->lost.load()) return done(empty_report(*this, make_error_code(errc::lock_lost), ""));
+  if (closing_) return done(empty_report(*this, make_error_code(errc::cancelled), "client shut down"));
   const auto capped = h->capped_ttl(ttl, now(), options_.clock_drift_factor);
-  if (!capped) return done(bare_report(*this, make_error_code(errc::extension_limit), ""));
+  if (!capped) return done(empty_report(*this, make_error_code(errc::extension_limit), ""));
   std::weak_ptr<held> w = h;
   const std::uint64_t seq = begin_extension(*this, *h, *capped);
   // A shorter TTL lowered the validity: the watchdog's next tick comes within it.
@@ -1584,7 +1575,7 @@ void core::release_held(const std::shared_ptr<held>& h, std::function<void(repor
   if (expired && !h->loss_reported) {
     h->loss_reported = true;
     report_loss(*h,
-                bare_report(*this, make_error_code(errc::lock_lost), "validity ran out before the release"));
+                empty_report(*this, make_error_code(errc::lock_lost), "validity ran out before the release"));
   }
   release_round(
       *this, h->snapshot(),

@@ -35,6 +35,10 @@ report round_report(const core& c, const round& r, std::error_code ec,
                     std::chrono::steady_clock::time_point now, int attempts);
 // A report without a round: every node pending, `detail` on each.
 report empty_report(const core& c, std::error_code ec, const char* detail = "");
+// A steady-clock time point in nanoseconds since the clock's epoch (held::valid_until_ns).
+std::int64_t to_ns(std::chrono::steady_clock::time_point t);
+// A one-key command of a lease: script `s` on `key` with the owner token and one argument.
+command lock_command(script_id s, const std::string& key, const std::string& token, std::string arg2 = {});
 
 // The ownership-checked commands of lease `l`: kExtend / kRelease on its key, or
 // kExtendMany / kReleaseMany on every key of a set (l.resources not empty). multi.cc.
