@@ -19,6 +19,7 @@
 #include "protocol/reply.h"
 #include "pure/retry.h"
 #include "protocol/scripts.h"
+#include "pure/sha1.h"
 #include "pure/token.h"
 #include "pure/uri.h"
 

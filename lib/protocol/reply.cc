@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "pure/token.h"
+#include "pure/sha1.h"
 
 namespace redlock::detail {
 

@@ -1,4 +1,4 @@
-// Owner tokens from the OS CSPRNG, and SHA-1 for script digests.
+// Owner tokens from the OS CSPRNG.
 #pragma once
 
 #include <cstdint>
@@ -16,8 +16,5 @@ std::string make_token();
 
 // Fills `n` bytes from getrandom(2); same failure policy.
 void random_bytes(void* out, std::size_t n);
-
-// SHA-1 of `data` as 40 lowercase hex characters (what EVALSHA takes).
-std::string sha1_hex(std::string_view data);
 
 }  // namespace redlock::detail

@@ -1,6 +1,7 @@
 #include "sim_node.h"
 
 #include <locale.h>
+#include <openssl/evp.h>
 
 #include <algorithm>
 #include <charconv>
@@ -170,59 +171,16 @@ bool glob_match(std::string_view pat, std::string_view str) {
   return glob_match(pat, str, give_up);
 }
 
-// SHA-1 as 40 lowercase hex digits (script names).
+// SHA-1 as 40 lowercase hex digits (script names), from libcrypto.
 std::string sha1_hex(std::string_view data) {
-  auto rol = [](std::uint32_t v, int n) { return (v << n) | (v >> (32 - n)); };
-  std::uint32_t h[5] = {0x67452301u, 0xEFCDAB89u, 0x98BADCFEu, 0x10325476u, 0xC3D2E1F0u};
-  std::string m(data);
-  m.push_back(static_cast<char>(0x80));
-  while (m.size() % 64 != 56) m.push_back('\0');
-  const std::uint64_t bits = static_cast<std::uint64_t>(data.size()) * 8;
-  for (int i = 7; i >= 0; --i) m.push_back(static_cast<char>((bits >> (8 * i)) & 0xff));
-  for (std::size_t off = 0; off < m.size(); off += 64) {
-    std::uint32_t w[80];
-    for (int i = 0; i < 16; ++i) {
-      const auto* b =
-          reinterpret_cast<const unsigned char*>(m.data() + off + 4 * static_cast<std::size_t>(i));
-      w[i] = (std::uint32_t{b[0]} << 24) | (std::uint32_t{b[1]} << 16) | (std::uint32_t{b[2]} << 8) | b[3];
-    }
-    for (int i = 16; i < 80; ++i) w[i] = rol(w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16], 1);
-    std::uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4];
-    for (int i = 0; i < 80; ++i) {
-      std::uint32_t f;
-      std::uint32_t k;
-      if (i < 20) {
-        f = (b & c) | (~b & d);
-        k = 0x5A827999u;
-      } else if (i < 40) {
-        f = b ^ c ^ d;
-        k = 0x6ED9EBA1u;
-      } else if (i < 60) {
-        f = (b & c) | (b & d) | (c & d);
-        k = 0x8F1BBCDCu;
-      } else {
-        f = b ^ c ^ d;
-        k = 0xCA62C1D6u;
-      }
-      const std::uint32_t t = rol(a, 5) + f + e + k + w[i];
-      e = d;
-      d = c;
-      c = rol(b, 30);
-      b = a;
-      a = t;
-    }
-    h[0] += a;
-    h[1] += b;
-    h[2] += c;
-    h[3] += d;
-    h[4] += e;
-  }
-  static const char hex[] = "0123456789abcdef";
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (EVP_Digest(data.data(), data.size(), md, &len, EVP_sha1(), nullptr) != 1 || len != 20) std::abort();
+  static const char digits[] = "0123456789abcdef";
   std::string out(40, '0');
-  for (std::size_t i = 0; i < 20; ++i) {
-    const unsigned byte = (h[i / 4] >> (24 - 8 * (i % 4))) & 0xffu;
-    out[2 * i] = hex[byte >> 4];
-    out[2 * i + 1] = hex[byte & 15];
+  for (unsigned int i = 0; i < len; ++i) {
+    out[2 * i] = digits[md[i] >> 4];
+    out[2 * i + 1] = digits[md[i] & 15];
   }
   return out;
 }

@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "pure/token.h"
+#include "pure/sha1.h"
 
 namespace redlock::detail {
 namespace {

@@ -1,4 +1,5 @@
 // Unit tests of lib/token.h: owner tokens from the OS CSPRNG and SHA-1 digests.
+#include "pure/sha1.h"
 #include "pure/token.h"
 
 #include <gtest/gtest.h>
