@@ -12,7 +12,6 @@
 
 #include "pure/decision.h"
 #include "pure/token.h"
-#include "io/uv_reactor.h"
 
 namespace redlock::detail {
 
@@ -173,13 +172,12 @@ void core::start() {
       loop_thread_id_ = std::this_thread::get_id();
       begin();
       started.set_value();
-      auto& uv = static_cast<uv_reactor&>(*io_);
-      uv.run();
+      io_->run();
       // Work posted while the handles closed still runs here, on the loop thread.
       final_drain();
       // The loop's descriptors go with its thread, not with the core (which a lock
       // handle may keep alive long after the client).
-      uv.close_loop();
+      io_->close_loop();
       // From here on no thread is this client's loop thread: a thread started later
       // may be given this one's id, and its calls must not be refused as reentrant.
       loop_thread_id_.store(std::thread::id());

@@ -116,6 +116,14 @@ class REDLOCK_EXPORT reactor {
   }
   // True when drive() may be used from this thread now.
   virtual bool drivable() const { return false; }
+
+  // A reactor with a loop of its own, which the core runs on a thread it starts
+  // (uv_reactor without an application loop): run() runs the loop until its
+  // handles are closed; close_loop() then releases the loop's descriptors, on the
+  // same thread. The core calls them only for such a reactor (core::start); the
+  // others (an application's loop, the simulator) are never run this way.
+  virtual void run() {}
+  virtual void close_loop() {}
 };
 
 // Builds a client over a reactor of the caller's (the simulator's), run from the

@@ -32,12 +32,12 @@ class uv_reactor final : public reactor {
   std::string use_tls(const tls_options& options) override;
 
   // Own loop only, on the thread that runs it: runs until every handle is closed.
-  void run();
+  void run() override;
   // Own loop only, on the thread that ran it, after the core's final drain: closes
   // the loop (its epoll descriptor, signal pipe and eventfd) now, not when the core
   // is destroyed, which a lock handle of the client may delay for as long as it
   // lives. The destructor closes a loop that was never run (a bad configuration).
-  void close_loop();
+  void close_loop() override;
   uv_loop_t* loop() const noexcept { return loop_; }
 
  private:
