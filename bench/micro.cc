@@ -215,7 +215,7 @@ BENCHMARK(BM_hiredis_format_evalsha);
 
 // Reference for the above: the same command encoded by a minimal RESP writer into a
 // reused buffer (no printf, no allocation). Not library code: the library's own
-// encoder (lib/connection.cc, internal) works the same way.
+// encoder (lib/protocol/resp.cc, internal) works the same way.
 void append_bulk(std::string& out, const char* s, std::size_t n) {
   char digits[24];
   std::size_t len = 0;
