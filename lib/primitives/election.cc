@@ -1,17 +1,17 @@
 // election: campaign (a waiting, fenced, auto-extended acquire, then one round
 // that publishes the identity), and observe (one read round). Both stand on the
 // client's acquire/extend/release; the two election scripts are sent as plain
-// EVALs through the connections, like probe's INFO.
+// rounds (ops/plain_round.h), their answers read as values.
 #include "redlock/election.h"
 
 #include <climits>
 #include <map>
 #include <mutex>
 
-#include "node/connection.h"
 #include "engine/core.h"
 #include "pure/decision.h"
 #include "primitives/leader_view.h"
+#include "ops/plain_round.h"
 #include "ops/support.h"
 #include "api/sync.h"
 
@@ -41,89 +41,29 @@ constexpr const char observe_script[] =
 
 std::string record_key(const core& c, const std::string& resource) { return c.key_for(resource) + ":leader"; }
 
-// One EVAL sent to every node; `parse` reads each reply (valid only during the
-// call) and returns whether it was the expected shape. Self-owned through its
-// requests; done runs once every node answered (each bounded by command_timeout).
-class eval_round final : public sink, public std::enable_shared_from_this<eval_round> {
- public:
-  using parser = std::function<bool(std::size_t node, const redisReply& r)>;
-  eval_round(core& c, parser parse, std::function<void(report)> done)
-      : core_(c), parse_(std::move(parse)), done_(std::move(done)) {
-    rep_.attempts = 1;
-    for (const auto& n : c.nodes()) rep_.nodes.push_back(node_result{n.display, node_status::pending, {}, {}});
-  }
-
-  void start(std::initializer_list<std::string_view> argv) {
-    std::string out;
-    append_resp(out, argv);
-    auto w = std::make_shared<const wire>(wire::plain_tag{}, std::move(out));
-    started_ = core_.now();
-    sending_ = true;
-    auto self = shared_from_this();
-    for (std::size_t i = 0; i < core_.size(); ++i) core_.conn(i).submit(w, false, self, 0);
-    sending_ = false;
-    maybe_finish();
-  }
-
-  void on_reply(std::size_t node, std::uint32_t, const reply_event& ev) override {
-    if (node >= rep_.nodes.size()) return;
-    node_result& n = rep_.nodes[node];
-    ++answered_;
-    n.latency = ev.latency;
-    if (ev.status != node_status::pending || ev.reply == nullptr) {
-      n.status = ev.status == node_status::pending ? node_status::protocol_error : ev.status;
-      n.detail = std::string(ev.detail);
-    } else if (ev.reply->type == REDIS_REPLY_ERROR) {
-      n.status = node_status::server_error;
-      n.detail = std::string(ev.reply->str, ev.reply->len);
-    } else if (parse_(node, *ev.reply)) {
-      n.status = node_status::ok;
-    } else {
-      n.status = node_status::protocol_error;
-      n.detail = "unexpected reply to an election script";
-    }
-    maybe_finish();
-  }
-
- private:
-  void maybe_finish() {
-    if (sending_ || finished_ || answered_ < core_.size()) return;
-    finished_ = true;
-    rep_.elapsed = std::chrono::duration_cast<std::chrono::microseconds>(core_.now() - started_);
-    auto done = std::move(done_);
-    done(std::move(rep_));
-  }
-
-  core& core_;
-  parser parse_;
-  std::function<void(report)> done_;
-  report rep_;
-  steady_clock::time_point started_;
-  std::size_t answered_ = 0;
-  bool sending_ = false;
-  bool finished_ = false;
-};
-
 // Observe on the loop thread.
 void observe(core& c, std::string resource, std::function<void(leader_info)> done) {
   auto views = std::make_shared<std::vector<node_leader_view>>(c.size());
-  auto parse = [views](std::size_t node, const redisReply& r) {
-    if (r.type != REDIS_REPLY_ARRAY || r.elements != 3) return false;
+  auto parse = [views](std::size_t node, const resp_value& r) {
+    using kind = resp_value::kind;
+    if (r.type != kind::array || r.elements.size() != 3) return false;
     node_leader_view& v = (*views)[node];
-    auto text = [](const redisReply* e, std::optional<std::string>& out) {
-      if (e->type == REDIS_REPLY_NIL) return true;
-      if (e->type != REDIS_REPLY_STRING) return false;
-      out = std::string(e->str, e->len);
+    auto text = [](const resp_value& e, std::optional<std::string>& out) {
+      if (e.type == kind::nil) return true;
+      if (e.type != kind::string) return false;
+      out = e.text;
       return true;
     };
-    if (!text(r.element[0], v.lock_sha1) || !text(r.element[1], v.record)) return false;
-    if (r.element[2]->type != REDIS_REPLY_INTEGER) return false;
-    v.pttl = r.element[2]->integer;
+    if (!text(r.elements[0], v.lock_sha1) || !text(r.elements[1], v.record)) return false;
+    if (r.elements[2].type != kind::integer) return false;
+    v.pttl = r.elements[2].integer;
     v.answered = true;
     return true;
   };
   const std::size_t quorum = c.size() / 2 + 1;
-  auto round = std::make_shared<eval_round>(c, parse, [views, quorum, done = std::move(done)](report rep) {
+  const std::string key = c.key_for(resource);
+  const std::string rkey = record_key(c, resource);
+  plain_round(c, {"EVAL", observe_script, "2", key, rkey}, parse, [views, quorum, done = std::move(done)](report rep) {
     leader_info info;
     const leader_decision d = decide_leader(*views, quorum);
     if (!d.quorum_answered) {
@@ -136,9 +76,6 @@ void observe(core& c, std::string resource, std::function<void(leader_info)> don
     info.report = std::move(rep);
     done(std::move(info));
   });
-  const std::string key = c.key_for(resource);
-  const std::string rkey = record_key(c, resource);
-  round->start({"EVAL", observe_script, "2", key, rkey});
 }
 
 }  // namespace
@@ -278,15 +215,16 @@ class campaign_op final : public std::enable_shared_from_this<campaign_op> {
     const lease l = lock_.info();
     const std::string term = std::to_string(l.fence.value_or(0));
     auto ok = std::make_shared<std::size_t>(0);
-    auto parse = [ok](std::size_t, const redisReply& rep) {
-      if (rep.type != REDIS_REPLY_INTEGER) return false;
+    auto parse = [ok](std::size_t, const resp_value& rep) {
+      if (rep.type != resp_value::kind::integer) return false;
       if (rep.integer == 1) ++*ok;
       return true;
     };
     auto self = shared_from_this();
-    auto round = std::make_shared<eval_round>(*core_, parse, [self, ok](report rep) { self->published(*ok, rep); });
-    round->start({"EVAL", publish_script, "2", core_->key_for(l.resource), record_key(*core_, l.resource), l.token,
-                  term, identity_});
+    plain_round(*core_,
+                {"EVAL", publish_script, "2", core_->key_for(l.resource), record_key(*core_, l.resource), l.token, term,
+                 identity_},
+                parse, [self, ok](report rep) { self->published(*ok, rep); });
   }
 
   void published(std::size_t ok, report rep) {

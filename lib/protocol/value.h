@@ -1,0 +1,19 @@
+// A reply as a plain value: what a primitive reads from a plain command's answer
+// (ops/plain_round.h) without walking hiredis's reply tree. No hiredis type here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace redlock::detail {
+
+struct resp_value {
+  enum class kind { nil, string, integer, array, other };
+  kind type = kind::nil;
+  std::string text;                 // string (bulk or status)
+  std::int64_t integer = 0;         // integer
+  std::vector<resp_value> elements;  // array
+};
+
+}  // namespace redlock::detail
