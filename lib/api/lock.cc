@@ -1,4 +1,5 @@
 #include "engine/core.h"
+#include "ops/support.h"
 #include "pure/decision.h"
 #include "api/sync.h"
 
@@ -7,13 +8,13 @@ namespace redlock {
 using detail::held;
 
 namespace {
+// A call refused on the calling thread: the report without a round (ops/reports.cc);
+// without a handle (or its client), one that names no node.
 report refused_report(const held* h, errc e, const char* detail) {
+  if (h != nullptr && h->owner) return detail::empty_report(*h->owner, make_error_code(e), detail);
   report r;
   r.error = e;
   r.attempts = 1;
-  if (h != nullptr && h->owner) {
-    for (const auto& n : h->owner->nodes()) r.nodes.push_back(node_result{n.display, node_status::pending, detail, {}});
-  }
   return r;
 }
 }  // namespace

@@ -16,25 +16,6 @@ using std::chrono::duration_cast;
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
 
-report round_report(const core& c, const round& r, std::error_code ec, clock_tp call_start, clock_tp now,
-                    int attempts) {
-  report rep;
-  rep.error = ec;
-  rep.nodes = r.results;
-  for (std::size_t i = 0; i < rep.nodes.size(); ++i) rep.nodes[i].node = c.nodes()[i].display;
-  rep.attempts = attempts;
-  rep.elapsed = duration_cast<microseconds>(now - call_start);
-  return rep;
-}
-
-report empty_report(const core& c, std::error_code ec, const char* detail) {
-  report rep;
-  rep.error = ec;
-  rep.attempts = 1;
-  for (const auto& n : c.nodes()) rep.nodes.push_back(node_result{n.display, node_status::pending, detail, {}});
-  return rep;
-}
-
 std::int64_t to_ns(clock_tp t) { return duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count(); }
 
 command lock_command(script_id s, const std::string& key, const std::string& token, std::string arg2) {
