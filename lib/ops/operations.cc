@@ -16,17 +16,6 @@ using std::chrono::duration_cast;
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
 
-std::int64_t to_ns(clock_tp t) { return duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count(); }
-
-command lock_command(script_id s, const std::string& key, const std::string& token, std::string arg2) {
-  command c;
-  c.script = s;
-  c.key = key;
-  c.arg1 = token;
-  c.arg2 = std::move(arg2);
-  return c;
-}
-
 namespace {
 
 // Delivers the ownership-checked delete of one attempt's key (key, token) to a

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -36,7 +37,9 @@ report round_report(const core& c, const round& r, std::error_code ec,
 // A report without a round: every node pending, `detail` on each.
 report empty_report(const core& c, std::error_code ec, const char* detail = "");
 // A steady-clock time point in nanoseconds since the clock's epoch (held::valid_until_ns).
-std::int64_t to_ns(std::chrono::steady_clock::time_point t);
+inline std::int64_t to_ns(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
 // A one-key command of a lease: script `s` on `key` with the owner token and one argument.
 command lock_command(script_id s, const std::string& key, const std::string& token, std::string arg2 = {});
 
