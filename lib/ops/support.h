@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -29,6 +30,19 @@ void rollback(core& c, command release, const round& r, std::chrono::millisecond
 // back (an election's deletes: what observers see follows what candidates believe).
 void deliver_release(core& c, command release, const std::vector<bool>& nodes, std::chrono::milliseconds ttl,
                      bool prompt = false);
+
+// One ownership-checked extension round of lease `l` to `ttl` (ops/extend.cc):
+// done(report, valid_until (on success), jumped (a node ran it on a clock seen to
+// jump)). `until_validity_ends`: the requests wait until the validity runs out.
+void extend_round(core& c, const lease& l, std::chrono::milliseconds ttl,
+                  std::function<void(report, std::chrono::steady_clock::time_point, bool)> done,
+                  bool until_validity_ends = false);
+// One ownership-checked release round of lease `l` (ops/release.cc); the nodes
+// that did not confirm get the delete again. `report_released`: on_lock_released
+// on success; `of_handle`: the lease is a handle's; `redeliver_failed` > 0: a
+// release short of a quorum is delivered again too, for at least that long.
+void release_round(core& c, const lease& l, std::function<void(report)> done, bool report_released = true,
+                   bool of_handle = true, std::chrono::milliseconds redeliver_failed = std::chrono::milliseconds(0));
 
 // The report of round `r`: per-node results named, attempts, elapsed since call_start.
 report round_report(const core& c, const round& r, std::error_code ec,
