@@ -12,6 +12,7 @@
 #include "pure/decision.h"
 #include "ops/support.h"
 #include "ops/probe.h"
+#include "ops/services.h"
 #include "redlock/uv.h"
 #include "pure/retry.h"
 #include "api/sync.h"
@@ -188,6 +189,7 @@ client::client(client_options options, std::unique_ptr<detail::reactor> io, bool
     if (std::string bad = io->use_tls(options.tls); !bad.empty()) throw config_error(bad);
   }
   core_ = std::make_shared<detail::core>(std::move(options), std::move(nodes), std::move(io), own_thread);
+  detail::install_services(*core_);
   core_->start();
 }
 

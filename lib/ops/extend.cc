@@ -1,13 +1,16 @@
 // Extension: the ownership-checked round that moves a lease's keys to a new TTL
-// (extend_round: also the watchdog's), and client::extend of a lease. Lifecycle:
-//   core::extend (a live handle's lease: extend_held) -> extend_round: the round
-//   -> on_decided: the validity from the round's start, or the failure -> done.
+// (extend_round: also the watchdog's), client::extend of a lease, and the
+// extension of a lock handle (extend_held). Lifecycle:
+//   core::extend (a live handle's lease: extend_held: the cap, begin_extension)
+//   -> extend_round: the round -> on_decided: the validity from the round's
+//   start, or the failure -> (a handle: extension_succeeded or the loss) -> done.
 #include <algorithm>
 #include <utility>
 
 #include "engine/core.h"
 #include "ops/round.h"
 #include "ops/support.h"
+#include "ops/watchdog.h"
 
 namespace redlock::detail {
 
@@ -70,7 +73,7 @@ void core::extend(lease l, milliseconds ttl, std::function<void(report)> done) {
   // The lease of a live handle: its validity is the handle's to keep (lowered
   // before an extension to a shorter TTL is sent, moved later only by a success),
   // so the extension goes through the handle's bookkeeping.
-  if (auto h = handle_for(l)) return extend_held(h, ttl, std::move(done));
+  if (auto h = watch().handles().handle_for(l)) return extend_held(*this, h, ttl, std::move(done));
   // A bare lease (no handle of this client): on_lock_extended from the lease.
   std::optional<lease> bare;
   if (observing_) {
@@ -92,6 +95,44 @@ void core::extend(lease l, milliseconds ttl, std::function<void(report)> done) {
       e.of_handle = false;
       if (bare->acquired_at) e.held_for = duration_cast<microseconds>(e.at - *bare->acquired_at);
       emit(&observer::on_lock_extended, e, "on_lock_extended");
+    }
+    done(std::move(r));
+  });
+}
+
+void extend_held(core& c, const std::shared_ptr<held>& h, milliseconds ttl, std::function<void(report)> done) {
+  if (h->finished.load()) return done(empty_report(c, make_error_code(errc::not_owner), "lock not held"));
+  if (h->lost.load()) return done(empty_report(c, make_error_code(errc::lock_lost), ""));
+  if (c.closing()) return done(empty_report(c, make_error_code(errc::cancelled), "client shut down"));
+  const auto capped = h->capped_ttl(ttl, c.now(), c.options().clock_drift_factor);
+  if (!capped) return done(empty_report(c, make_error_code(errc::extension_limit), ""));
+  std::weak_ptr<held> w = h;
+  const std::uint64_t seq = begin_extension(c, *h, *capped);
+  // A shorter TTL lowered the validity: the watchdog's next tick comes within it.
+  c.watch().rearm(*h);
+  extend_round(c, h->snapshot(), *capped,
+               [cp = &c, w, seq, done = std::move(done)](report r, clock_tp valid_until, bool jumped) {
+    auto hp = w.lock();
+    if (hp && hp->lost.load() && !r.error) {
+      // Declared lost while this extension was in flight (the watchdog, or the
+      // shutdown): the loss stands. A later validity is never stored — a lease read
+      // after the loss must not look valid — and the caller hears lock_lost.
+      r.error = make_error_code(errc::lock_lost);
+      r.validity = milliseconds(0);
+    } else if (hp && !hp->finished.load()) {
+      if (!r.error) {
+        extension_succeeded(*hp, seq, valid_until);
+        if (hp->max_hold.count() > 0) {
+          const auto to_cap = duration_cast<milliseconds>(hp->acquired_at + hp->max_hold - cp->now());
+          r.validity = std::max(milliseconds(0), std::min(r.validity, to_cap));
+        }
+        if (cp->observing()) cp->emit(&observer::on_lock_extended, cp->lock_event_of(*hp, false), "on_lock_extended");
+        // The watchdog goes on from the validity this extension set.
+        cp->watch().rearm(*hp);
+      } else if (r.error == errc::not_owner || r.error == errc::lock_lost || jumped) {
+        r.error = errc::lock_lost;
+        cp->watch().declare_lost(hp, r);
+      }
     }
     done(std::move(r));
   });

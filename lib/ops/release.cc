@@ -1,5 +1,6 @@
 // Release: the ownership-checked delete of a lease's keys on every node
-// (release_round: also a lock handle's), and client::release of a lease. Lifecycle:
+// (release_round), client::release of a lease, and the release of a lock handle
+// (release_held: its watchdog stops, its loss is reported if it ran out). Lifecycle:
 //   core::release (a tracked handle's lease: release_held) -> release_round: the
 //   round -> on_decided: the nodes that did not confirm get the delete again
 //   (deliver_release), on_lock_released -> done; on_late: a straggler's delete
@@ -11,6 +12,7 @@
 #include "engine/core.h"
 #include "ops/round.h"
 #include "ops/support.h"
+#include "ops/watchdog.h"
 
 namespace redlock::detail {
 
@@ -100,12 +102,54 @@ void core::release(lease l, std::function<void(report)> done) {
   // it: no on_lock_released after its on_lock_lost) and one whose release was not
   // confirmed (the retry lock::release documents). A handle released already, or
   // whose release is in flight, has nothing to release: as its lock::release.
-  if (auto h = tracked_for(l)) {
+  if (auto h = watch().handles().tracked_for(l)) {
     if (!h->claim_release())
       return done(empty_report(*this, make_error_code(errc::not_owner), "lock not held"));
-    return release_held(h, std::move(done));
+    return release_held(*this, h, std::move(done));
   }
   release_round(*this, l, std::move(done), true, /*of_handle=*/false);
+}
+
+void release_held(core& c, const std::shared_ptr<held>& h, std::function<void(report)> done, bool retry) {
+  // The watchdog stops first: nothing extends after this point.
+  c.watch().stop(*h);
+  c.watch().handles().untrack(*h);
+  // Every lock ends in exactly one of on_lock_released and on_lock_lost (observer.h).
+  // A handle whose validity ran out before this release (no watchdog, or one that
+  // had not seen it yet) was lost then, whatever the nodes still hold: the release
+  // only deletes what is left, and the loss is reported (stats, on_lock_lost).
+  // The handle itself is released, not lost: lost() stays false and on_lost is
+  // not called (the owner is releasing it; the release's report tells it).
+  const bool lost_before = h->lost.load();
+  const bool expired = !lost_before && h->expired();
+  if (expired && !h->loss_reported) {
+    h->loss_reported = true;
+    c.watch().report_loss(
+        *h, empty_report(c, make_error_code(errc::lock_lost), "validity ran out before the release"));
+  }
+  release_round(
+      c, h->snapshot(),
+      [cp = &c, h, retry, ended = lost_before || expired, done = std::move(done)](report r) {
+        // Not confirmed: the handle may release again (lock::release), also through
+        // client::release of its lease, which finds it tracked again.
+        if (retry && r.error && r.error != errc::not_owner) {
+          h->release_failed.store(true);
+          cp->watch().handles().track(h);
+        }
+        // A quorum did not hold the token (the keys expired early, or were deleted):
+        // the lock was lost before the release, which found it so.
+        if (!ended && r.error == errc::not_owner) {
+          report why = r;
+          why.error = make_error_code(errc::lock_lost);
+          if (!why.nodes.empty() && why.nodes.front().detail.empty()) {
+            why.nodes.front().detail = "the release found the keys gone";
+          }
+          cp->watch().report_loss(*h, why);
+        }
+        done(std::move(r));
+      },
+      /*report_released=*/!lost_before && !expired,
+      /*of_handle=*/true, h->redeliver_release ? h->ttl : milliseconds(0));
 }
 
 }  // namespace redlock::detail

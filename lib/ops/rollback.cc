@@ -10,6 +10,7 @@
 
 #include "engine/core.h"
 #include "ops/round.h"
+#include "ops/services.h"
 #include "ops/support.h"
 #include "protocol/reply.h"
 
@@ -61,7 +62,7 @@ class cleanup final : public sink, public std::enable_shared_from_this<cleanup> 
   }
 
   ~cleanup() override {
-    if (!finished_) c_.cleanup_dropped();  // abandoned at the end of a client's stop
+    if (!finished_) c_.rollbacks().dropped();  // abandoned at the end of a client's stop
   }
 
   void on_reply(std::size_t node, std::uint32_t, const reply_event& ev) override {
@@ -91,7 +92,7 @@ class cleanup final : public sink, public std::enable_shared_from_this<cleanup> 
         backoff_(std::min(cap_, std::max(milliseconds(1), c.options().reconnect_min_backoff))),
         state_(c.size(), node_state::none) {
     wire_ = std::make_shared<const wire>(std::move(release));
-    c_.cleanup_started();
+    c_.rollbacks().started();
   }
 
   void send_waiting(const std::vector<bool>& force_eval) {
@@ -148,7 +149,7 @@ class cleanup final : public sink, public std::enable_shared_from_this<cleanup> 
     finished_ = true;
     if (timer_ != 0) c_.cancel_timer(timer_);
     timer_ = 0;
-    c_.cleanup_finished();
+    c_.rollbacks().finished();
   }
 
   core& c_;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -17,6 +18,7 @@ namespace redlock::detail {
 
 class core;
 class round;
+struct held;
 
 // Rolls back a failed attempt whose acquire round is `r`: the ownership-checked
 // delete `release` goes to every node that may hold the attempt's keys, and is
@@ -43,6 +45,15 @@ void extend_round(core& c, const lease& l, std::chrono::milliseconds ttl,
 // release short of a quorum is delivered again too, for at least that long.
 void release_round(core& c, const lease& l, std::function<void(report)> done, bool report_released = true,
                    bool of_handle = true, std::chrono::milliseconds redeliver_failed = std::chrono::milliseconds(0));
+
+// A lock handle's extension and release (ops/extend.cc, ops/release.cc): through
+// the handle's bookkeeping (its validity, its watchdog, its loss). `retry`: a
+// release not confirmed (other than not_owner) leaves the handle able to release
+// again (release_failed, tracked again for client::release); false for the
+// destructor's, which nobody retries.
+void extend_held(core& c, const std::shared_ptr<held>& h, std::chrono::milliseconds ttl,
+                 std::function<void(report)> done);
+void release_held(core& c, const std::shared_ptr<held>& h, std::function<void(report)> done, bool retry = true);
 
 // The report of round `r`: per-node results named, attempts, elapsed since call_start.
 report round_report(const core& c, const round& r, std::error_code ec,
