@@ -133,7 +133,7 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   // `called`: when the public call was made (default: now).
   void acquire(std::uint64_t id, std::string resource, acquire_options o, std::function<void(acquire_result)> done,
                std::optional<std::chrono::steady_clock::time_point> called = std::nullopt);
-  // Several resources at once, all or none (multi.cc): `resources` checked by the
+  // Several resources at once, all or none (ops/commands.cc): `resources` checked by the
   // caller (check_resource_set), o.fencing false.
   void acquire_many(std::uint64_t id, std::vector<std::string> resources, acquire_options o,
                     std::function<void(acquire_result)> done,

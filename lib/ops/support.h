@@ -1,6 +1,7 @@
-// What the operations share across their files (operations.cc, multi.cc): the
-// rollback and delete delivery of acquire rounds, the reports, and the commands
-// of a lease (one key, or a set of keys). Loop thread only.
+// What the operations share across their files in lib/ops/: the extension and
+// release rounds and a handle's extend and release (extend.cc, release.cc), the
+// rollback and delete delivery (rollback.cc), the reports (reports.cc), and the
+// commands of a lease, one key or a set of keys (commands.cc). Loop thread only.
 #pragma once
 
 #include <chrono>
@@ -23,7 +24,7 @@ struct held;
 // Rolls back a failed attempt whose acquire round is `r`: the ownership-checked
 // delete `release` goes to every node that may hold the attempt's keys, and is
 // delivered again until each confirms or the keys cannot exist any more (`ttl`
-// plus drift). See operations.cc (rollback, cleanup).
+// plus drift). See rollback.cc (rollback, cleanup).
 void rollback(core& c, command release, const round& r, std::chrono::milliseconds ttl);
 // Delivers `release` to nodes[i] with the rollback's guarantee (for a grant that
 // arrives after its attempt failed). `prompt`: retried at least every
@@ -69,18 +70,18 @@ inline std::int64_t to_ns(std::chrono::steady_clock::time_point t) {
 command lock_command(script_id s, const std::string& key, const std::string& token, std::string arg2 = {});
 
 // The ownership-checked commands of lease `l`: kExtend / kRelease on its key, or
-// kExtendMany / kReleaseMany on every key of a set (l.resources not empty). multi.cc.
+// kExtendMany / kReleaseMany on every key of a set (l.resources not empty). commands.cc.
 command extend_command(const core& c, const lease& l, std::chrono::milliseconds ttl);
 command release_command(const core& c, const lease& l);
 
 // A set's lock keys (key_prefix + name, in order), a command over them, and the
-// set's name in reports, events and leases ("a,b"). multi.cc.
+// set's name in reports, events and leases ("a,b"). commands.cc.
 std::vector<std::string> keys_of(const core& c, const std::vector<std::string>& resources);
 command set_command(script_id s, std::vector<std::string> keys, const std::string& token, std::string arg2 = {});
 std::string joined_names(const std::vector<std::string>& resources);
 
 // "" if `resources` may be acquired as one set, else the problem: empty, more than
-// kMaxSetSize, an empty name, or a name given twice. Pure. multi.cc.
+// kMaxSetSize, an empty name, or a name given twice. Pure. commands.cc.
 std::string check_resource_set(const std::vector<std::string>& resources);
 
 }  // namespace redlock::detail

@@ -23,36 +23,6 @@ using std::chrono::milliseconds;
 
 watchdog::watchdog(core& c) : c_(c), spread_rng_(c.rng_copy().next() ^ 0x5bd1e9955bd1e995ULL) {}
 
-void watchdog::begin_stop() {
-  // Locks kept alive by a watchdog lose it now: their owners hear so through
-  // on_lost (errc::cancelled), never silently.
-  std::vector<std::shared_ptr<held>> watched;
-  for (auto& w : watch_slots_) {
-    if (auto h = w.lock()) watched.push_back(std::move(h));
-  }
-  // In the order the locks were taken (not the slots', which are reused):
-  // the same run gives the same callbacks in the same order (the simulator).
-  std::sort(watched.begin(), watched.end(), [](const std::shared_ptr<held>& a, const std::shared_ptr<held>& b) {
-    return a->acquired_at != b->acquired_at ? a->acquired_at < b->acquired_at : a->token < b->token;
-  });
-  for (auto& h : watched) {
-    if (!h->watchdog || h->finished.load() || h->lost.load()) continue;
-    report why;
-    why.error = make_error_code(errc::cancelled);
-    why.attempts = 1;
-    for (const auto& n : c_.nodes()) why.nodes.push_back(node_result{n.display, node_status::cancelled, {}, {}});
-    if (!why.nodes.empty()) {
-      why.nodes.front().detail = "client shut down: the watchdog no longer extends this lock";
-    }
-    declare_lost(h, why);
-  }
-}
-
-void watchdog::finish_stop() {
-  ticks_.clear();
-  ticks_timer_ = 0;
-}
-
 // Called just before an extension of a held lock to `ttl` is sent. Whatever its
 // outcome, every node it reaches keeps the key for only `ttl` from then on — a
 // shorter TTL than what is left shortens the key — and a failed extension may
@@ -84,35 +54,6 @@ void extension_succeeded(held& h, std::uint64_t seq, clock_tp valid_until) {
   }
 }
 
-void watchdog::declare_lost(const std::shared_ptr<held>& h, const report& why) {
-  // A lease read after the loss must not look valid: validity ends now at the latest.
-  const std::int64_t now_ns = to_ns(c_.now());
-  if (h->valid_until_ns.load() > now_ns) h->valid_until_ns.store(now_ns, std::memory_order_release);
-  if (h->lost.exchange(true)) return;
-  // Still tracked (until its release, detach or destruction): client::release of
-  // its lease goes through it (core::release); handle_for() skips it.
-  stop(*h);
-  report_loss(*h, why);
-  if (h->on_lost) {
-    auto fn = h->on_lost;
-    fn(h->snapshot(), why);
-  }
-}
-
-void watchdog::report_loss(const held& h, const report& why) {
-  c_.stats().locks_lost.fetch_add(1, std::memory_order_relaxed);
-  if (c_.observing()) {
-    lock_lost_event e;
-    e.at = c_.now();
-    e.resource = h.resource;
-    e.fence = h.fence;
-    e.held_for = duration_cast<microseconds>(e.at - h.acquired_at);
-    e.reason = why.error;
-    e.detail = why.message();
-    c_.emit(&observer::on_lock_lost, e, "on_lock_lost");
-  }
-}
-
 void watchdog::start(const std::shared_ptr<held>& h) {
   h->watchdog = true;
   if (h->watch_slot == 0) {
@@ -137,99 +78,6 @@ void watchdog::start(const std::shared_ptr<held>& h) {
     if (within < regular) return arm_tick(*h, within);
   }
   arm_tick(*h, regular, /*batched=*/spread);
-}
-
-milliseconds watchdog::watchdog_delay(const held& h, milliseconds regular) const {
-  const clock_tp until = h.snapshot().valid_until.value_or(c_.now());
-  const auto left = std::max(microseconds(0), duration_cast<microseconds>(until - c_.now()));
-  if (h.capped) return duration_cast<milliseconds>(left) + milliseconds(1);
-  // A regular tick that leaves time for an extension round (as check_acquire
-  // demands of the interval) stays regular.
-  if (left >= duration_cast<microseconds>(regular + c_.options().command_timeout) || h.ttl.count() <= 0) return regular;
-  const auto paced = duration_cast<milliseconds>(left * h.interval.count() / h.ttl.count());
-  return std::max(milliseconds(0), std::min(regular, paced));
-}
-
-void watchdog::rearm(held& h) {
-  if (!h.watchdog || h.timer == 0 || h.finished.load() || h.lost.load()) return;
-  arm_tick(h, watchdog_delay(h, h.interval));
-}
-
-void watchdog::stop(held& h) {
-  h.watchdog = false;
-  h.timer = 0;  // a queued tick is skipped
-  if (h.watch_slot != 0) {
-    watch_slots_[h.watch_slot - 1].reset();
-    free_watch_slots_.push_back(h.watch_slot - 1);
-    h.watch_slot = 0;
-  }
-}
-
-namespace {
-// Uniform in [0, n) (n > 0); the modulo bias is below 2^-40 for any interval in ms.
-std::int64_t below(std::uint64_t random, std::int64_t n) noexcept {
-  return static_cast<std::int64_t>(random % static_cast<std::uint64_t>(n));
-}
-}  // namespace
-
-milliseconds watchdog::first_tick(milliseconds interval) noexcept {
-  if (interval.count() <= 1) return interval;
-  return interval - milliseconds(below(spread_rng_.next(), interval.count()));  // (0, interval]
-}
-
-milliseconds watchdog::next_tick(milliseconds interval) noexcept {
-  const std::int64_t span = interval.count() / 16;
-  if (span <= 0) return interval;
-  return interval - milliseconds(below(spread_rng_.next(), span + 1));  // [interval - span, interval]
-}
-
-void watchdog::arm_tick(held& h, milliseconds delay, bool batched) {
-  const std::uint64_t now = c_.now_ms();
-  std::uint64_t due = now + static_cast<std::uint64_t>(std::max<std::int64_t>(0, delay.count()));
-  // A regular tick is rounded down (earlier, never later) to the batch grid: the
-  // locks due in one grid step are extended in one loop turn, their requests
-  // pipelined per node, at one wake-up and one write per node.
-  if (batched && delay >= 2 * kTickGrid) due -= due % static_cast<std::uint64_t>(kTickGrid.count());
-  if (++tick_ids_ == 0) ++tick_ids_;  // 0 means no tick
-  h.timer = tick_ids_;
-  const auto later = [](const tick& a, const tick& b) { return a.due > b.due; };
-  ticks_.push_back(tick{due, h.timer, h.watch_slot});
-  std::push_heap(ticks_.begin(), ticks_.end(), later);
-  rearm_ticks(now);
-}
-
-void watchdog::rearm_ticks(std::uint64_t now) {
-  // The loop timer follows the heap's earliest tick (not the one just armed: a
-  // tick armed inside run_ticks(), when no timer is armed, may be later than
-  // ticks still queued).
-  if (ticks_.empty()) return;
-  const std::uint64_t due = ticks_.front().due;
-  if (ticks_timer_ != 0 && ticks_timer_due_ <= due) return;
-  if (ticks_timer_ != 0) c_.cancel_timer(ticks_timer_);
-  ticks_timer_due_ = due;
-  ticks_timer_ = c_.schedule(milliseconds(due > now ? due - now : 0), [this] { run_ticks(); });
-}
-
-void watchdog::run_ticks() {
-  ticks_timer_ = 0;
-  const auto later = [](const tick& a, const tick& b) { return a.due > b.due; };
-  const std::uint64_t now = c_.now_ms();
-  // Bounded: at most the ticks queued when the batch starts (a tick armed by one
-  // of them waits for the next turn, as core::on_timer does). Each is checked just
-  // before it runs: an earlier one of the batch may have stopped its watchdog.
-  std::size_t budget = ticks_.size();
-  while (budget-- > 0 && !ticks_.empty() && ticks_.front().due <= now) {
-    std::pop_heap(ticks_.begin(), ticks_.end(), later);
-    const tick t = ticks_.back();
-    ticks_.pop_back();
-    if (t.slot == 0 || t.slot > watch_slots_.size()) continue;
-    std::shared_ptr<held> h = watch_slots_[t.slot - 1].lock();
-    if (!h || h->timer != t.id) continue;  // stopped, re-armed, or another lock's slot now
-    on_tick(h);
-  }
-  // Give the memory of a burst of stopped watchdogs back (their ticks are gone).
-  if (ticks_.empty() && ticks_.capacity() > 1024) ticks_.shrink_to_fit();
-  rearm_ticks(now);
 }
 
 void watchdog::on_tick(const std::shared_ptr<held>& h) {
@@ -337,6 +185,158 @@ void watchdog::on_extended(const std::weak_ptr<held>& w, std::uint64_t seq, cons
   milliseconds gap = std::max(milliseconds(10), hp->interval / 4);
   if (remaining < gap) gap = std::max(milliseconds(0), remaining);
   arm_tick(*hp, gap);
+}
+
+milliseconds watchdog::watchdog_delay(const held& h, milliseconds regular) const {
+  const clock_tp until = h.snapshot().valid_until.value_or(c_.now());
+  const auto left = std::max(microseconds(0), duration_cast<microseconds>(until - c_.now()));
+  if (h.capped) return duration_cast<milliseconds>(left) + milliseconds(1);
+  // A regular tick that leaves time for an extension round (as check_acquire
+  // demands of the interval) stays regular.
+  if (left >= duration_cast<microseconds>(regular + c_.options().command_timeout) || h.ttl.count() <= 0) return regular;
+  const auto paced = duration_cast<milliseconds>(left * h.interval.count() / h.ttl.count());
+  return std::max(milliseconds(0), std::min(regular, paced));
+}
+
+void watchdog::rearm(held& h) {
+  if (!h.watchdog || h.timer == 0 || h.finished.load() || h.lost.load()) return;
+  arm_tick(h, watchdog_delay(h, h.interval));
+}
+
+void watchdog::stop(held& h) {
+  h.watchdog = false;
+  h.timer = 0;  // a queued tick is skipped
+  if (h.watch_slot != 0) {
+    watch_slots_[h.watch_slot - 1].reset();
+    free_watch_slots_.push_back(h.watch_slot - 1);
+    h.watch_slot = 0;
+  }
+}
+
+namespace {
+// Uniform in [0, n) (n > 0); the modulo bias is below 2^-40 for any interval in ms.
+std::int64_t below(std::uint64_t random, std::int64_t n) noexcept {
+  return static_cast<std::int64_t>(random % static_cast<std::uint64_t>(n));
+}
+}  // namespace
+
+milliseconds watchdog::first_tick(milliseconds interval) noexcept {
+  if (interval.count() <= 1) return interval;
+  return interval - milliseconds(below(spread_rng_.next(), interval.count()));  // (0, interval]
+}
+
+milliseconds watchdog::next_tick(milliseconds interval) noexcept {
+  const std::int64_t span = interval.count() / 16;
+  if (span <= 0) return interval;
+  return interval - milliseconds(below(spread_rng_.next(), span + 1));  // [interval - span, interval]
+}
+
+void watchdog::arm_tick(held& h, milliseconds delay, bool batched) {
+  const std::uint64_t now = c_.now_ms();
+  std::uint64_t due = now + static_cast<std::uint64_t>(std::max<std::int64_t>(0, delay.count()));
+  // A regular tick is rounded down (earlier, never later) to the batch grid: the
+  // locks due in one grid step are extended in one loop turn, their requests
+  // pipelined per node, at one wake-up and one write per node.
+  if (batched && delay >= 2 * kTickGrid) due -= due % static_cast<std::uint64_t>(kTickGrid.count());
+  if (++tick_ids_ == 0) ++tick_ids_;  // 0 means no tick
+  h.timer = tick_ids_;
+  const auto later = [](const tick& a, const tick& b) { return a.due > b.due; };
+  ticks_.push_back(tick{due, h.timer, h.watch_slot});
+  std::push_heap(ticks_.begin(), ticks_.end(), later);
+  rearm_ticks(now);
+}
+
+void watchdog::rearm_ticks(std::uint64_t now) {
+  // The loop timer follows the heap's earliest tick (not the one just armed: a
+  // tick armed inside run_ticks(), when no timer is armed, may be later than
+  // ticks still queued).
+  if (ticks_.empty()) return;
+  const std::uint64_t due = ticks_.front().due;
+  if (ticks_timer_ != 0 && ticks_timer_due_ <= due) return;
+  if (ticks_timer_ != 0) c_.cancel_timer(ticks_timer_);
+  ticks_timer_due_ = due;
+  ticks_timer_ = c_.schedule(milliseconds(due > now ? due - now : 0), [this] { run_ticks(); });
+}
+
+void watchdog::run_ticks() {
+  ticks_timer_ = 0;
+  const auto later = [](const tick& a, const tick& b) { return a.due > b.due; };
+  const std::uint64_t now = c_.now_ms();
+  // Bounded: at most the ticks queued when the batch starts (a tick armed by one
+  // of them waits for the next turn, as core::on_timer does). Each is checked just
+  // before it runs: an earlier one of the batch may have stopped its watchdog.
+  std::size_t budget = ticks_.size();
+  while (budget-- > 0 && !ticks_.empty() && ticks_.front().due <= now) {
+    std::pop_heap(ticks_.begin(), ticks_.end(), later);
+    const tick t = ticks_.back();
+    ticks_.pop_back();
+    if (t.slot == 0 || t.slot > watch_slots_.size()) continue;
+    std::shared_ptr<held> h = watch_slots_[t.slot - 1].lock();
+    if (!h || h->timer != t.id) continue;  // stopped, re-armed, or another lock's slot now
+    on_tick(h);
+  }
+  // Give the memory of a burst of stopped watchdogs back (their ticks are gone).
+  if (ticks_.empty() && ticks_.capacity() > 1024) ticks_.shrink_to_fit();
+  rearm_ticks(now);
+}
+
+void watchdog::declare_lost(const std::shared_ptr<held>& h, const report& why) {
+  // A lease read after the loss must not look valid: validity ends now at the latest.
+  const std::int64_t now_ns = to_ns(c_.now());
+  if (h->valid_until_ns.load() > now_ns) h->valid_until_ns.store(now_ns, std::memory_order_release);
+  if (h->lost.exchange(true)) return;
+  // Still tracked (until its release, detach or destruction): client::release of
+  // its lease goes through it (core::release); handle_for() skips it.
+  stop(*h);
+  report_loss(*h, why);
+  if (h->on_lost) {
+    auto fn = h->on_lost;
+    fn(h->snapshot(), why);
+  }
+}
+
+void watchdog::report_loss(const held& h, const report& why) {
+  c_.stats().locks_lost.fetch_add(1, std::memory_order_relaxed);
+  if (c_.observing()) {
+    lock_lost_event e;
+    e.at = c_.now();
+    e.resource = h.resource;
+    e.fence = h.fence;
+    e.held_for = duration_cast<microseconds>(e.at - h.acquired_at);
+    e.reason = why.error;
+    e.detail = why.message();
+    c_.emit(&observer::on_lock_lost, e, "on_lock_lost");
+  }
+}
+
+void watchdog::begin_stop() {
+  // Locks kept alive by a watchdog lose it now: their owners hear so through
+  // on_lost (errc::cancelled), never silently.
+  std::vector<std::shared_ptr<held>> watched;
+  for (auto& w : watch_slots_) {
+    if (auto h = w.lock()) watched.push_back(std::move(h));
+  }
+  // In the order the locks were taken (not the slots', which are reused):
+  // the same run gives the same callbacks in the same order (the simulator).
+  std::sort(watched.begin(), watched.end(), [](const std::shared_ptr<held>& a, const std::shared_ptr<held>& b) {
+    return a->acquired_at != b->acquired_at ? a->acquired_at < b->acquired_at : a->token < b->token;
+  });
+  for (auto& h : watched) {
+    if (!h->watchdog || h->finished.load() || h->lost.load()) continue;
+    report why;
+    why.error = make_error_code(errc::cancelled);
+    why.attempts = 1;
+    for (const auto& n : c_.nodes()) why.nodes.push_back(node_result{n.display, node_status::cancelled, {}, {}});
+    if (!why.nodes.empty()) {
+      why.nodes.front().detail = "client shut down: the watchdog no longer extends this lock";
+    }
+    declare_lost(h, why);
+  }
+}
+
+void watchdog::finish_stop() {
+  ticks_.clear();
+  ticks_timer_ = 0;
 }
 
 void core::start_watchdog(const std::shared_ptr<held>& h) { watch().start(h); }
