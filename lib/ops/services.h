@@ -23,8 +23,8 @@ class deliveries final : public service {
  public:
   explicit deliveries(core& c) : c_(c) {}
   void started() noexcept { ++running_; }
-  void finished();                                 // one more may make the stop quiet
-  void dropped() noexcept { --running_; }          // abandoned by the stop's end
+  void finished();                         // one more may make the stop quiet
+  void dropped() noexcept { --running_; }  // abandoned by the stop's end
   bool quiet() const override { return running_ == 0; }
 
  private:
