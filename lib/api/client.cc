@@ -12,6 +12,7 @@
 #include "pure/decision.h"
 #include "ops/support.h"
 #include "ops/probe.h"
+#include "ops/services.h"
 #include "redlock/uv.h"
 #include "pure/retry.h"
 #include "api/sync.h"
@@ -108,11 +109,11 @@ std::vector<detail::node_address> validate(const client_options& o) {
   return out;
 }
 
+// A call refused before it ran: the report without a round (ops/reports.cc), with
+// the reason on the first node only, and no attempt for an invalid argument.
 report invalid(const detail::core& c, errc e, const std::string& why) {
-  report r;
-  r.error = e;
-  r.attempts = e == errc::invalid_argument ? 0 : 1;
-  for (const auto& n : c.nodes()) r.nodes.push_back(node_result{n.display, node_status::pending, {}, {}});
+  report r = detail::empty_report(c, make_error_code(e), "");
+  if (e == errc::invalid_argument) r.attempts = 0;
   if (!why.empty() && !r.nodes.empty()) r.nodes.front().detail = why;
   return r;
 }
@@ -188,6 +189,7 @@ client::client(client_options options, std::unique_ptr<detail::reactor> io, bool
     if (std::string bad = io->use_tls(options.tls); !bad.empty()) throw config_error(bad);
   }
   core_ = std::make_shared<detail::core>(std::move(options), std::move(nodes), std::move(io), own_thread);
+  detail::install_services(*core_);
   core_->start();
 }
 

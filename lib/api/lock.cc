@@ -1,4 +1,6 @@
 #include "engine/core.h"
+#include "ops/support.h"
+#include "ops/watchdog.h"
 #include "pure/decision.h"
 #include "api/sync.h"
 
@@ -7,13 +9,13 @@ namespace redlock {
 using detail::held;
 
 namespace {
+// A call refused on the calling thread: the report without a round (ops/reports.cc);
+// without a handle (or its client), one that names no node.
 report refused_report(const held* h, errc e, const char* detail) {
+  if (h != nullptr && h->owner) return detail::empty_report(*h->owner, make_error_code(e), detail);
   report r;
   r.error = e;
   r.attempts = 1;
-  if (h != nullptr && h->owner) {
-    for (const auto& n : h->owner->nodes()) r.nodes.push_back(node_result{n.display, node_status::pending, detail, {}});
-  }
   return r;
 }
 }  // namespace
@@ -44,7 +46,7 @@ lock::~lock() {
       std::shared_ptr<held> h = std::move(state_);
       std::shared_ptr<detail::core> c = h->owner;
       c->post([h, c] {
-        if (h->release_failed.load()) c->untrack_handle(*h);
+        if (h->release_failed.load()) c->watch().handles().untrack(*h);
       });
     }
     return;
@@ -54,7 +56,7 @@ lock::~lock() {
   // Best effort, without blocking: the release runs on the loop.
   c->post([h, c] {
     // A background operation for observers: nobody called it.
-    c->release_held(h,
+    detail::release_held(*c, h,
                     c->observe_op<report>(operation_kind::release, h->resource, true,
                                           [h, c](report r) {
                                             if (!r.error || h->lost.load()) return;
@@ -102,7 +104,7 @@ report lock::extend(std::chrono::milliseconds ttl) {
   return detail::run_sync<report>(
       *h->owner,
       [h, ttl, called](std::function<void(report)> done) {
-        h->owner->extend_held(h, ttl,
+        detail::extend_held(*h->owner, h, ttl,
                               h->owner->observe_op<report>(operation_kind::extend, h->resource, false,
                                                            detail::timed(h->owner, called, std::move(done))));
       },
@@ -119,7 +121,7 @@ report lock::release() {
   report r = detail::run_sync<report>(
       *h->owner,
       [h, called](std::function<void(report)> done) {
-        h->owner->release_held(h, h->owner->observe_op<report>(operation_kind::release, h->resource, false,
+        detail::release_held(*h->owner, h, h->owner->observe_op<report>(operation_kind::release, h->resource, false,
                                                                detail::timed(h->owner, called, std::move(done))));
       },
       [&](errc e) {
@@ -144,7 +146,7 @@ void lock::release_async(std::function<void(report)> done) {
   auto c = h->owner;
   const auto called = c->now();
   if (!c->post([h, c, called, done] {
-        c->release_held(h, c->observe_op<report>(operation_kind::release, h->resource, false,
+        detail::release_held(*c, h, c->observe_op<report>(operation_kind::release, h->resource, false,
                                                  detail::timed<report>(c, called, std::move(done))));
       })) {
     // The client's loop has finished: nobody else can run the callback.
@@ -160,92 +162,18 @@ lease lock::detach() noexcept {
   lease l = h->snapshot();
   auto c = h->owner;
   c->post([h, c] {
-    c->stop_watchdog(*h);
-    c->untrack_handle(*h);  // the caller manages the lease from now on
+    c->watch().stop(*h);
+    c->watch().handles().untrack(*h);  // the caller manages the lease from now on
   });
   return l;
 }
 
 namespace detail {
-bool held::claim_release() noexcept {
-  if (!finished.exchange(true)) return true;
-  return release_failed.exchange(false);
-}
-
-void held::note_release(const report& r) noexcept {
-  if (r.error && r.error != errc::not_owner) release_failed.store(true);
-}
-
 lock core::make_lock(std::shared_ptr<held> h) {
-  track_handle(h);
+  watch().handles().track(h);
   return lock(std::move(h));
 }
 
-std::optional<core::token_bits> core::bits_of(const std::string& token) noexcept {
-  if (token.size() != 32) return std::nullopt;
-  std::uint64_t half[2] = {0, 0};
-  for (std::size_t i = 0; i < 32; ++i) {
-    const char ch = token[i];
-    std::uint64_t d;
-    if (ch >= '0' && ch <= '9') {
-      d = static_cast<std::uint64_t>(ch - '0');
-    } else if (ch >= 'a' && ch <= 'f') {
-      d = static_cast<std::uint64_t>(ch - 'a' + 10);
-    } else {
-      return std::nullopt;  // not lowercase hex: kept as a string
-    }
-    half[i / 16] = (half[i / 16] << 4) | d;
-  }
-  return token_bits{half[0], half[1]};
-}
-
-void core::track_handle(const std::shared_ptr<held>& h) {
-  if (auto b = bits_of(h->token)) {
-    handles_[*b] = h;
-  } else {
-    other_handles_[h->token] = h;
-  }
-}
-
-namespace {
-template <class Map, class Key>
-void untrack_in(Map& m, const Key& k, const held& h) {
-  auto it = m.find(k);
-  if (it == m.end()) return;
-  auto p = it->second.lock();
-  if (!p || p.get() == &h) m.erase(it);
-}
-
-template <class Map, class Key>
-std::shared_ptr<held> find_in(Map& m, const Key& k) {
-  auto it = m.find(k);
-  if (it == m.end()) return nullptr;
-  auto h = it->second.lock();
-  if (!h) m.erase(it);
-  return h;
-}
-}  // namespace
-
-void core::untrack_handle(const held& h) {
-  if (auto b = bits_of(h.token)) {
-    untrack_in(handles_, *b, h);
-  } else {
-    untrack_in(other_handles_, h.token, h);
-  }
-}
-
-std::shared_ptr<held> core::tracked_for(const lease& l) {
-  const auto b = bits_of(l.token);
-  auto h = b ? find_in(handles_, *b) : find_in(other_handles_, l.token);
-  if (!h || h->token != l.token || h->resource != l.resource) return nullptr;
-  return h;
-}
-
-std::shared_ptr<held> core::handle_for(const lease& l) {
-  auto h = tracked_for(l);
-  if (!h || h->finished.load() || h->lost.load()) return nullptr;
-  return h;
-}
 }  // namespace detail
 
 }  // namespace redlock

@@ -1,5 +1,6 @@
 // The loop, the cross-thread task queue, the timer queue and the shutdown drain.
-// Operations live in operations.cc.
+// The operations live in lib/ops/; their long-lived services stop through
+// engine/service.h.
 #include "engine/core.h"
 
 #include <pthread.h>
@@ -34,36 +35,16 @@ std::uint64_t reactor::seed() {
   return s;
 }
 
-lease held::snapshot() const {
-  lease l;
-  l.resource = resource;
-  l.resources = resources;
-  l.token = token;
-  l.fence = fence;
-  l.valid_until = std::chrono::steady_clock::time_point(
-      std::chrono::nanoseconds(valid_until_ns.load(std::memory_order_acquire)));
-  l.acquired_at = acquired_at;
-  return l;
-}
-
-bool held::expired() const noexcept {
-  const auto until = std::chrono::steady_clock::time_point(
-      std::chrono::nanoseconds(valid_until_ns.load(std::memory_order_acquire)));
-  return owner->now() >= until;
-}
-
 core::core(client_options options, std::vector<node_address> nodes, std::unique_ptr<reactor> io, bool own_thread)
     : options_(std::move(options)),
       nodes_(std::move(nodes)),
       io_(std::move(io)),
       owns_loop_(own_thread),
-      rng_(io_->seed()),
-      spread_rng_(jitter_rng(rng_).next() ^ 0x5bd1e9955bd1e995ULL) {
+      rng_(io_->seed()) {
   observing_ = !options_.observers.empty();
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     conns_.push_back(std::make_unique<connection>(*this, i, nodes_[i]));
   }
-  notifier_ = std::make_unique<notifier>(*this);
   // Blocking-call tuning (see begin_sync_wait); the environment overrides the
   // defaults for measurements (docs/benchmarks.md), in microseconds, 0 = off.
   auto tuning = [](const char* name, long fallback_us) {
@@ -364,19 +345,6 @@ void core::start_warnings() {
   }
 }
 
-lock_event core::lock_event_of(const held& h, bool released) const {
-  lock_event e;
-  e.at = now();
-  e.resource = h.resource;
-  e.fence = h.fence;
-  if (!released) {
-    e.valid_until = std::chrono::steady_clock::time_point(
-        std::chrono::nanoseconds(h.valid_until_ns.load(std::memory_order_acquire)));
-  }
-  e.held_for = std::chrono::duration_cast<std::chrono::microseconds>(e.at - h.acquired_at);
-  return e;
-}
-
 #ifndef NDEBUG
 void core::note_observer_time(const char* name, std::chrono::steady_clock::duration took) {
   if (took <= std::chrono::milliseconds(1)) return;
@@ -430,31 +398,16 @@ bool core::start_op(std::uint64_t id) {
   return cancelled_early_.erase(id) > 0;
 }
 
+void core::install(services s) {
+  services_ = std::move(s);
+}
+
 void core::begin_stop() {
   if (closing_) return;
   closing_ = true;
-  // Locks kept alive by a watchdog lose it now: their owners hear so through
-  // on_lost (errc::cancelled), never silently.
-  std::vector<std::shared_ptr<held>> watched;
-  for (auto& w : watch_slots_) {
-    if (auto h = w.lock()) watched.push_back(std::move(h));
-  }
-  // In the order the locks were taken (not the slots', which are reused):
-  // the same run gives the same callbacks in the same order (the simulator).
-  std::sort(watched.begin(), watched.end(), [](const std::shared_ptr<held>& a, const std::shared_ptr<held>& b) {
-    return a->acquired_at != b->acquired_at ? a->acquired_at < b->acquired_at : a->token < b->token;
-  });
-  for (auto& h : watched) {
-    if (!h->watchdog || h->finished.load() || h->lost.load()) continue;
-    report why;
-    why.error = make_error_code(errc::cancelled);
-    why.attempts = 1;
-    for (const auto& n : nodes_) why.nodes.push_back(node_result{n.display, node_status::cancelled, {}, {}});
-    if (!why.nodes.empty()) {
-      why.nodes.front().detail = "client shut down: the watchdog no longer extends this lock";
-    }
-    declare_lost(h, why);
-  }
+  // The services first (the watchdog declares its locks lost: their owners hear
+  // so through on_lost, errc::cancelled, never silently).
+  for (auto& s : services_.owned) s->begin_stop();
   // Pending acquires (in flight or waiting to retry) end with "cancelled".
   std::vector<std::shared_ptr<acquire_op>> ops;
   for (auto& [id, w] : ops_) {
@@ -462,7 +415,7 @@ void core::begin_stop() {
   }
   for (auto& op : ops) cancel_op(*op);
   // Drain: in-flight requests finish or time out, and rollbacks still being
-  // delivered (cleanup, operations.cc) get until the same bound: two command
+  // delivered (ops/rollback.cc) get until the same bound: two command
   // timeouts. Past it, finish_stop() abandons the rollbacks not yet confirmed; the
   // keys they were deleting expire by their TTL.
   schedule(options_.command_timeout * 2 + std::chrono::milliseconds(5), [this] { finish_stop(); });
@@ -470,7 +423,10 @@ void core::begin_stop() {
 }
 
 void core::note_quiet() {
-  if (!closing_ || finished_ || cleanups_ > 0) return;
+  if (!closing_ || finished_) return;
+  for (const auto& s : services_.owned) {
+    if (!s->quiet()) return;
+  }
   for (auto& c : conns_) {
     if (!c->quiet()) return;
   }
@@ -482,7 +438,7 @@ void core::finish_stop() {
   if (finished_) return;
   for (auto& c : conns_) c->flush();
   for (auto& c : conns_) c->shutdown();
-  notifier_->shutdown();
+  for (auto& s : services_.owned) s->finish_stop();
   finished_ = true;
   lingering_ = false;
   {
@@ -499,8 +455,6 @@ void core::finish_stop() {
   }
   timers_.clear();
   timer_due_.clear();
-  ticks_.clear();
-  ticks_timer_ = 0;
   io_->close([this] { handles_closed(); });
 }
 

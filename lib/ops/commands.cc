@@ -1,3 +1,6 @@
+// The commands of a lease: one key (lock_command), or a set of keys taken as one
+// lock (the rest of this file).
+//
 // Several resources at once: one lock over a set of keys, taken with the Redlock
 // rounds of a single key. Per node, one script grants every key of the set or
 // none (kAcquireMany), so an attempt never holds part of a set while it waits for
@@ -19,6 +22,15 @@
 namespace redlock::detail {
 
 using std::chrono::milliseconds;
+
+command lock_command(script_id s, const std::string& key, const std::string& token, std::string arg2) {
+  command c;
+  c.script = s;
+  c.key = key;
+  c.arg1 = token;
+  c.arg2 = std::move(arg2);
+  return c;
+}
 
 std::vector<std::string> keys_of(const core& c, const std::vector<std::string>& resources) {
   std::vector<std::string> keys;

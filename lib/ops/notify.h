@@ -35,6 +35,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/service.h"
 #include "node/connection.h"
 
 namespace redlock::detail {
@@ -68,11 +69,12 @@ class waiter {
   ~waiter() = default;
 };
 
-class notifier final : private push_listener {
+// A service of the core (engine/service.h): its connections close at the end of the stop.
+class notifier final : public service, private push_listener {
  public:
   using clock_tp = std::chrono::steady_clock::time_point;
   explicit notifier(core& c);
-  ~notifier();
+  ~notifier() override;
   notifier(const notifier&) = delete;
   notifier& operator=(const notifier&) = delete;
 
@@ -109,6 +111,7 @@ class notifier final : private push_listener {
   std::optional<std::size_t> queue_position(const std::string& key, const waiter& w) const;
 
   void shutdown();
+  void finish_stop() override { shutdown(); }
   // Counters for tests and the benchmark.
   std::uint64_t messages() const noexcept { return messages_; }
   std::uint64_t wakes() const noexcept { return wakes_; }

@@ -13,6 +13,7 @@
 #include "primitives/leader_view.h"
 #include "ops/plain_round.h"
 #include "ops/support.h"
+#include "ops/watchdog.h"
 #include "api/sync.h"
 
 namespace redlock {
@@ -200,7 +201,7 @@ class campaign_op final : public std::enable_shared_from_this<campaign_op> {
     // that ran the publication unheard, or missed the resign, would otherwise let
     // observers name a candidate that does not lead, for the rest of the TTL.
     if (r) {
-      if (auto h = core_->handle_for(r.lock.info())) h->redeliver_release = true;
+      if (auto h = core_->watch().handles().handle_for(r.lock.info())) h->redeliver_release = true;
     }
     if (cancelled_) return finish(refused(errc::cancelled, "campaign cancelled"));  // r.lock releases
     if (!r) {

@@ -9,6 +9,8 @@
 #include <utility>
 
 #include "ops/acquire/acquire_op.h"
+#include "ops/held.h"
+#include "ops/notify.h"
 #include "ops/round.h"
 #include "pure/retry.h"
 

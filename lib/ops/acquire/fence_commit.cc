@@ -9,6 +9,8 @@
 #include <algorithm>
 
 #include "ops/acquire/acquire_op.h"
+#include "ops/held.h"
+#include "ops/notify.h"
 #include "ops/round.h"
 
 namespace redlock::detail {

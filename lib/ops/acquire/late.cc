@@ -6,6 +6,8 @@
 // Lifecycle: round decided -> on_late (per late answer) -> deliver_release |
 // commit_late_grant | nothing.
 #include "ops/acquire/acquire_op.h"
+#include "ops/held.h"
+#include "ops/notify.h"
 #include "ops/round.h"
 
 namespace redlock::detail {

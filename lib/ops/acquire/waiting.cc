@@ -9,6 +9,8 @@
 #include <utility>
 
 #include "engine/core.h"
+#include "ops/held.h"
+#include "ops/notify.h"
 #include "ops/round.h"
 #include "protocol/reply.h"
 #include "pure/retry.h"
