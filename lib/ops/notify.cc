@@ -200,12 +200,12 @@ std::optional<std::size_t> notifier::queue_position(const std::string& key, cons
   return static_cast<std::size_t>(pos - ch.waiters.begin());
 }
 
-void notifier::attempt_done(const std::string& key, waiter& w) {
+void notifier::attempt_done(const std::string& key, waiter& w, bool attempted) {
   auto it = channels_.find(key);
   if (it == channels_.end() || it->second.woken != &w) return;
   it->second.woken = nullptr;
   it->second.lost_at = c_.now();
-  it->second.lost_for = std::move(it->second.woken_token);
+  if (attempted) it->second.lost_for = std::move(it->second.woken_token);
   it->second.woken_token.clear();
   after_woken(it->second);
 }

@@ -102,8 +102,11 @@ class notifier final : public service, private push_listener {
   std::optional<std::string> missed_release(const std::string& key, waiter& w, clock_tp attempt_started,
                                             bool woken);
   // The attempt of a woken waiter ended (it may have been marked woken again by
-  // missed_release); releases seen meanwhile wake the next waiter.
-  void attempt_done(const std::string& key, waiter& w);
+  // missed_release); releases seen meanwhile wake the next waiter. `attempted`
+  // false: the wake-up made no attempt (its peek saw another holder on a quorum),
+  // so it lost no race, and the same release heard from another node later does
+  // not wake anyone again (channel::lost_for is left as it was).
+  void attempt_done(const std::string& key, waiter& w, bool attempted = true);
   // How many waiters of `key` registered before `w` in this client, when the key's
   // channel is subscribed (or being subscribed) on at least one node: notifications
   // can arrive; nullopt when nothing notifies (then every waiter polls at its own

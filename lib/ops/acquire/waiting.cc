@@ -174,7 +174,7 @@ void release_wait::after_peek(bool another_holder) {
   if (!another_holder) return owner_.attempt_now();
   c_.stats().wake_ups_skipped.fetch_add(1, std::memory_order_relaxed);
   woken_ = false;  // no attempt of this wake-up: the next one is the timer's or a new wake-up's
-  if (joined_) c_.notify().attempt_done(key_, *this);
+  if (joined_) c_.notify().attempt_done(key_, *this, /*attempted=*/false);
   arm_wait(retry_delay(retry_, owner_.attempts() + 1, c_.jitter()));
 }
 
