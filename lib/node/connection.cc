@@ -1,12 +1,9 @@
 #include "node/connection.h"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <charconv>
-#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -27,8 +24,6 @@ bool is_auth_error(std::string_view e) {
          e.rfind("ERR invalid password", 0) == 0 || e.rfind("ERR invalid username-password", 0) == 0 ||
          e.rfind("ERR AUTH", 0) == 0 || e.rfind("ERR Client sent AUTH", 0) == 0;
 }
-
-std::atomic<resolver_override> g_resolver_override{nullptr};
 
 }  // namespace
 
@@ -73,42 +68,11 @@ std::string eviction_warning_text(std::string_view node, std::string_view policy
   return m;
 }
 
-void set_resolver_override(resolver_override fn) noexcept { g_resolver_override.store(fn); }
-resolver_override current_resolver_override() noexcept { return g_resolver_override.load(); }
-
-std::vector<sockaddr_storage> connect_order(const struct addrinfo* list) {
-  std::vector<sockaddr_storage> out;
-  for (const addrinfo* ai = list; ai != nullptr; ai = ai->ai_next) {
-    if (ai->ai_addr == nullptr || (ai->ai_family != AF_INET && ai->ai_family != AF_INET6)) continue;
-    const std::size_t len = ai->ai_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
-    if (static_cast<std::size_t>(ai->ai_addrlen) < len) continue;
-    sockaddr_storage ss{};
-    std::memcpy(&ss, ai->ai_addr, len);
-    const bool seen = std::any_of(out.begin(), out.end(), [&](const sockaddr_storage& o) {
-      return o.ss_family == ss.ss_family && std::memcmp(&o, &ss, len) == 0;
-    });
-    if (!seen) out.push_back(ss);
-  }
-  return out;
-}
-
 double clock_jump_allowance_us(std::chrono::milliseconds threshold, double drift_factor, std::int64_t gap_us,
                                std::int64_t uncertainty_us) {
   const double threshold_us = static_cast<double>(threshold.count()) * 1000.0;
   const double drift_us = static_cast<double>(std::max<std::int64_t>(gap_us, 0)) * drift_factor;
   return threshold_us + std::min(threshold_us, drift_us) + static_cast<double>(std::max<std::int64_t>(uncertainty_us, 0));
-}
-
-std::string address_text(const sockaddr_storage& a) {
-  char ip[INET6_ADDRSTRLEN] = {};
-  if (a.ss_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&a);
-    uv_ip6_name(in6, ip, sizeof ip);
-    return "[" + std::string(ip) + "]:" + std::to_string(ntohs(in6->sin6_port));
-  }
-  const auto* in4 = reinterpret_cast<const sockaddr_in*>(&a);
-  uv_ip4_name(in4, ip, sizeof ip);
-  return std::string(ip) + ":" + std::to_string(ntohs(in4->sin_port));
 }
 
 namespace {

@@ -8,7 +8,6 @@
 #pragma once
 
 #include <hiredis/hiredis.h>
-#include <uv.h>
 
 #include <chrono>
 #include <cstdint>
@@ -69,12 +68,6 @@ class wire {
   mutable std::string timed_;
 };
 
-// The addresses one connect attempt tries, in turn: the resolver's list in its
-// order (IPv4 and IPv6 only), duplicates dropped.
-std::vector<sockaddr_storage> connect_order(const struct addrinfo* list);
-// "127.0.0.1:6379" or "[::1]:6379".
-std::string address_text(const sockaddr_storage& a);
-
 // How far a node's clock may run ahead of, or fall behind, the local monotonic
 // clock between two TIME samples `gap_us` apart before the clock-jump guard calls
 // it a jump: the threshold plus drift_factor x the gap, that drift part capped at
@@ -84,13 +77,6 @@ std::string address_text(const sockaddr_storage& a);
 // the sum of both halves). A real step larger than the result is always seen.
 double clock_jump_allowance_us(std::chrono::milliseconds threshold, double drift_factor, std::int64_t gap_us,
                                std::int64_t uncertainty_us = 0);
-
-// Test seam: resolves a host name (never a numeric address) in place of
-// getaddrinfo, returning numeric addresses in the order to try them. Null (the
-// default) = the system resolver. Set it before creating a client; any thread.
-using resolver_override = std::vector<std::string> (*)(const std::string& host);
-void set_resolver_override(resolver_override fn) noexcept;
-resolver_override current_resolver_override() noexcept;
 
 // The value of field `name` in an INFO reply ("" if absent).
 std::string info_field(std::string_view info, std::string_view name);
