@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <charconv>
 #include <utility>
 #include <vector>
 
 #include "engine/core.h"
+#include "protocol/info.h"
 #include "protocol/reply.h"
 
 namespace redlock::detail {
@@ -15,142 +15,13 @@ namespace {
 
 constexpr std::uint64_t kNoDeadline = ~std::uint64_t{0};
 
-std::string first_line(const char* s, std::size_t n) { return printable_line(std::string_view(s, n)); }
-
-// An authentication refusal. (An ACL refusal of an authenticated user, NOPERM, is
-// not one: see is_permission_error.)
-bool is_auth_error(std::string_view e) {
-  return e.rfind("NOAUTH", 0) == 0 || e.rfind("WRONGPASS", 0) == 0 ||
-         e.rfind("ERR invalid password", 0) == 0 || e.rfind("ERR invalid username-password", 0) == 0 ||
-         e.rfind("ERR AUTH", 0) == 0 || e.rfind("ERR Client sent AUTH", 0) == 0;
-}
-
 }  // namespace
-
-std::string info_field(std::string_view info, std::string_view name) {
-  // Fields are "name:value" lines; match at a line start only (the text begins
-  // with a "# Section" line, so every field follows a newline).
-  std::size_t from = 0;
-  while (true) {
-    const std::size_t at = info.find(name, from);
-    if (at == std::string_view::npos) return {};
-    const std::size_t colon = at + name.size();
-    if (at > 0 && info[at - 1] == '\n' && colon < info.size() && info[colon] == ':') {
-      const std::size_t end = info.find_first_of("\r\n", colon + 1);
-      return std::string(info.substr(colon + 1, end == std::string_view::npos ? std::string_view::npos : end - colon - 1));
-    }
-    from = at + 1;
-  }
-}
-
-eviction_risk eviction_risk_of(std::string_view policy) {
-  if (policy.empty() || policy == "noeviction") return eviction_risk::none;
-  if (policy.rfind("volatile-", 0) == 0) return eviction_risk::keys_with_ttl;
-  // allkeys-*, and any policy this client does not know: assume the worst.
-  return eviction_risk::any_key;
-}
-
-std::string eviction_warning_text(std::string_view node, std::string_view policy, std::string_view maxmemory) {
-  std::string m = std::string(node) + ": maxmemory-policy " + printable_line(policy);
-  if (eviction_risk_of(policy) == eviction_risk::keys_with_ttl) {
-    m += " may evict keys that have a TTL when memory runs out: held locks (every lock key has one), so a second "
-         "client can acquire a lock still held; fence counters (no TTL) are not evicted";
-  } else {
-    m += " may evict any key when memory runs out: held locks (a second client can acquire a lock still held) and "
-         "fence counters (fencing tokens can go backwards; fenced acquires do not count this node)";
-  }
-  if (maxmemory == "0") {
-    m += "; maxmemory is 0 now (no limit), but it can be set at run time";
-  } else if (!maxmemory.empty()) {
-    m += "; maxmemory " + printable_line(maxmemory) + " bytes";
-  }
-  m += ". Lock nodes need maxmemory-policy noeviction";
-  return m;
-}
 
 double clock_jump_allowance_us(std::chrono::milliseconds threshold, double drift_factor, std::int64_t gap_us,
                                std::int64_t uncertainty_us) {
   const double threshold_us = static_cast<double>(threshold.count()) * 1000.0;
   const double drift_us = static_cast<double>(std::max<std::int64_t>(gap_us, 0)) * drift_factor;
   return threshold_us + std::min(threshold_us, drift_us) + static_cast<double>(std::max<std::int64_t>(uncertainty_us, 0));
-}
-
-namespace {
-void append_resp_array(std::string& out, const std::string_view* argv, std::size_t n) {
-  char num[24];
-  auto put_len = [&](char prefix, std::size_t len) {
-    out.push_back(prefix);
-    auto res = std::to_chars(num, num + sizeof num, len);
-    out.append(num, res.ptr);
-    out.append("\r\n", 2);
-  };
-  put_len('*', n);
-  for (std::size_t i = 0; i < n; ++i) {
-    put_len('$', argv[i].size());
-    out.append(argv[i].data(), argv[i].size());
-    out.append("\r\n", 2);
-  }
-}
-}  // namespace
-
-void append_resp(std::string& out, std::initializer_list<std::string_view> argv) {
-  append_resp_array(out, argv.begin(), argv.size());
-}
-
-void append_resp(std::string& out, const std::vector<std::string_view>& argv) {
-  append_resp_array(out, argv.data(), argv.size());
-}
-
-wire::wire(command c) : cmd_(std::move(c)) {
-  if (!cmd_.force_eval) sha_ = encode(false);
-}
-
-const std::string& wire::eval_form() const {
-  if (eval_.empty()) eval_ = encode(true);
-  return eval_;
-}
-
-const std::string& wire::timed_form() const {
-  if (timed_.empty()) {
-    timed_ = sha_.empty() ? encode(false) : sha_;
-    append_resp(timed_, {"TIME"});
-  }
-  return timed_;
-}
-
-std::string wire::encode(bool with_body) const {
-  const redlock::detail::script& sc = get_script(cmd_.script);
-  const std::string_view verb = with_body ? "EVAL" : "EVALSHA";
-  const std::string_view code = with_body ? std::string_view(sc.body) : std::string_view(sc.sha());
-  const std::string_view nkeys = sc.num_keys > 1 ? "2" : "1";
-  std::string out;
-  out.reserve(64 + code.size() + cmd_.key.size() * 2 + cmd_.arg1.size() + cmd_.arg2.size());
-  if (cmd_.script == script_id::ping) {
-    append_resp(out, {"PING"});
-  } else if (cmd_.script == script_id::acquire_set && !with_body) {
-    append_resp(out, {"SET", cmd_.key, cmd_.arg1, "NX", "PX", cmd_.arg2, "GET"});
-  } else if (sc.num_keys == 0) {
-    // A set script: every key, then the arguments (lib/scripts.h, kAcquireMany ...).
-    const std::string count = std::to_string(cmd_.keys.size());
-    std::vector<std::string_view> argv{verb, code, count};
-    for (const std::string& k : cmd_.keys) argv.push_back(k);
-    argv.push_back(cmd_.arg1);
-    if (!cmd_.arg2.empty()) argv.push_back(cmd_.arg2);
-    append_resp(out, argv);
-  } else if (cmd_.script == script_id::inspect) {
-    append_resp(out, {verb, code, nkeys, cmd_.key});
-  } else if (sc.num_keys > 1) {
-    if (cmd_.arg2.empty()) {
-      append_resp(out, {verb, code, nkeys, cmd_.key, cmd_.key2, cmd_.arg1});
-    } else {
-      append_resp(out, {verb, code, nkeys, cmd_.key, cmd_.key2, cmd_.arg1, cmd_.arg2});
-    }
-  } else if (cmd_.arg2.empty()) {
-    append_resp(out, {verb, code, nkeys, cmd_.key, cmd_.arg1});
-  } else {
-    append_resp(out, {verb, code, nkeys, cmd_.key, cmd_.arg1, cmd_.arg2});
-  }
-  return out;
 }
 
 connection::connection(core& owner, std::size_t index, node_address address)
@@ -432,16 +303,6 @@ std::string connection::clock_exclusion(std::chrono::steady_clock::time_point no
            std::to_string(left) + " ms more (clock-jump guard)";
   }
   return {};
-}
-
-operation_kind kind_of(script_id s) noexcept {
-  switch (s) {
-    case script_id::extend: return operation_kind::extend;
-    case script_id::release: return operation_kind::release;
-    case script_id::inspect:
-    case script_id::ping: return operation_kind::inspect;
-    default: return operation_kind::acquire;  // acquire scripts, SET NX, the fence commit
-  }
 }
 
 std::chrono::steady_clock::time_point connection::quarantine_end() const {

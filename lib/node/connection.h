@@ -1,7 +1,7 @@
 // One node's transport: a libuv stream carrying pipelined RESP, with deadlines,
 // background reconnects and a handshake (AUTH, SELECT, PING) on every connect.
 // hiredis is used for decoding replies only (redisReader); requests are encoded
-// here (append_resp).
+// by protocol/resp.h (wire, append_resp).
 //
 // Loop thread only. Every submitted request gets exactly one sink call: a reply,
 // or timeout / connection_error / auth_error / cancelled.
@@ -21,52 +21,14 @@
 #include "io/reactor.h"
 #include "redlock/observer.h"
 #include "redlock/report.h"
+#include "protocol/info.h"  // for the ops files that judge maxmemory_policy() (eviction_risk_of); to go once they include it
+#include "protocol/resp.h"
 #include "protocol/scripts.h"
 #include "pure/uri.h"
 
 namespace redlock::detail {
 
 class core;
-
-// A script call, the same for every node of a round.
-struct command {
-  script_id script = script_id::release;
-  std::string key;
-  std::string key2;  // second key for scripts with two keys
-  std::vector<std::string> keys;  // every key, for the set scripts (num_keys 0); `key` unused
-  std::string arg1;
-  std::string arg2;
-  bool force_eval = false;  // send the script body (EVAL), not EVALSHA
-  // No per-request deadline (command_timeout does not apply): for rounds that set
-  // their own (round::set_deadline). The stall detector still applies.
-  bool untimed = false;
-};
-
-// A command encoded once per round and shared by every node's request: the
-// EVALSHA form, and the EVAL form (encoded on first need).
-class wire {
- public:
-  explicit wire(command c);
-  // A plain command, not a script: `encoded` is its RESP form, sent as is (probe:
-  // INFO). Its replies are delivered like a PING's.
-  struct plain_tag {};
-  wire(plain_tag, std::string encoded) : sha_(encoded), eval_(std::move(encoded)) { cmd_.script = script_id::ping; }
-  script_id script() const noexcept { return cmd_.script; }
-  bool force_eval() const noexcept { return cmd_.force_eval; }
-  bool untimed() const noexcept { return cmd_.untimed; }
-  const std::string& sha_form() const noexcept { return sha_; }
-  const std::string& eval_form() const;  // loop thread only
-  // acquire_set only: the plain SET followed by a pipelined TIME (two replies),
-  // the clock-jump guard's sample for the node (encoded on first need).
-  const std::string& timed_form() const;  // loop thread only
-
- private:
-  std::string encode(bool with_body) const;
-  command cmd_;
-  std::string sha_;
-  mutable std::string eval_;
-  mutable std::string timed_;
-};
 
 // How far a node's clock may run ahead of, or fall behind, the local monotonic
 // clock between two TIME samples `gap_us` apart before the clock-jump guard calls
@@ -77,27 +39,6 @@ class wire {
 // the sum of both halves). A real step larger than the result is always seen.
 double clock_jump_allowance_us(std::chrono::milliseconds threshold, double drift_factor, std::int64_t gap_us,
                                std::int64_t uncertainty_us = 0);
-
-// The value of field `name` in an INFO reply ("" if absent).
-std::string info_field(std::string_view info, std::string_view name);
-
-// What a node's maxmemory-policy may evict when memory runs out.
-enum class eviction_risk {
-  none,           // noeviction, or unknown (INFO not permitted / not read yet)
-  keys_with_ttl,  // volatile-*: keys with a TTL, i.e. every lock key; never a fence counter
-  any_key,        // allkeys-* (and policies this client does not know): lock keys and fence counters
-};
-eviction_risk eviction_risk_of(std::string_view policy);
-// The warning_code::eviction_policy message: node (redacted), policy, what it can
-// evict, maxmemory ("" if unknown). One line.
-std::string eviction_warning_text(std::string_view node, std::string_view policy, std::string_view maxmemory);
-
-// The operation kind a request of this script belongs to (for on_node_slow).
-operation_kind kind_of(script_id s) noexcept;
-
-// Appends a RESP array of bulk strings.
-void append_resp(std::string& out, std::initializer_list<std::string_view> argv);
-void append_resp(std::string& out, const std::vector<std::string_view>& argv);
 
 // What a sink gets for one request.
 struct reply_event {
