@@ -1,12 +1,10 @@
 #include "node/connection.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <utility>
 #include <vector>
 
-#include "engine/core.h"
 #include "protocol/info.h"
 #include "protocol/reply.h"
 
@@ -24,8 +22,8 @@ double clock_jump_allowance_us(std::chrono::milliseconds threshold, double drift
   return threshold_us + std::min(threshold_us, drift_us) + static_cast<double>(std::max<std::int64_t>(uncertainty_us, 0));
 }
 
-connection::connection(core& owner, std::size_t index, node_address address)
-    : core_(owner), index_(index), address_(std::move(address)) {}
+connection::connection(node_host& owner, std::size_t index, node_address address)
+    : host_(owner), index_(index), address_(std::move(address)) {}
 
 connection::~connection() {
   if (reader_ != nullptr) redisReaderFree(reader_);
@@ -41,17 +39,17 @@ void connection::connect_now() {
   partial_reply_bytes_ = 0;
   last_reply_ms_ = 0;
   scripts_loaded_ = 0;
-  connect_deadline_ms_ = core_.now_ms() + static_cast<std::uint64_t>(core_.options().connect_timeout.count());
-  connect_timer_ = core_.schedule(core_.options().connect_timeout, [this] {
+  connect_deadline_ms_ = host_.now_ms() + static_cast<std::uint64_t>(host_.options().connect_timeout.count());
+  connect_timer_ = host_.schedule(host_.options().connect_timeout, [this] {
     connect_timer_ = 0;
     fail_connection(node_status::timeout,
-                    "connect/handshake took longer than " + std::to_string(core_.options().connect_timeout.count()) +
+                    "connect/handshake took longer than " + std::to_string(host_.options().connect_timeout.count()) +
                         " ms");
   });
   state_ = state::connecting;
   node_status status = node_status::connection_error;
   std::string error;
-  link_ = core_.io().open(address_, connect_deadline_ms_, *this, status, error);
+  link_ = host_.io().open(address_, connect_deadline_ms_, *this, status, error);
   if (!link_) fail_connection(status, std::move(error));
 }
 
@@ -84,7 +82,7 @@ void connection::on_link_up() {
   std::string username = address_.username;
   std::string password = address_.password;
   bool auth = address_.has_password;
-  if (const auto& provider = core_.options().credentials_provider) {
+  if (const auto& provider = host_.options().credentials_provider) {
     try {
       credentials c = provider(address_.display);
       username = std::move(c.username);
@@ -114,7 +112,7 @@ void connection::on_link_up() {
   // A subscriber connection (push_: waiters' notifications, lib/notify.h) casts no
   // vote: the guards and the eviction check watch the voting connection only.
   const bool voting = push_ == nullptr;
-  if (voting && core_.options().restart_quarantine.count() != 0) {
+  if (voting && host_.options().restart_quarantine.count() != 0) {
     append_resp(out_, {"INFO", "server"});
     handshake_steps_.push_back('I');
   }
@@ -123,16 +121,16 @@ void connection::on_link_up() {
   // With both guards off the handshake stays AUTH/SELECT/PING alone, for servers
   // and proxies that speak only the lock's commands. A separate INFO, not
   // "INFO server memory": servers before 7.0 take one section and refuse two.
-  if (voting && (core_.options().restart_quarantine.count() != 0 || core_.options().clock_jump_threshold.count() > 0)) {
+  if (voting && (host_.options().restart_quarantine.count() != 0 || host_.options().clock_jump_threshold.count() > 0)) {
     append_resp(out_, {"INFO", "memory"});
     handshake_steps_.push_back('M');
   }
-  if (voting && core_.options().clock_jump_threshold.count() > 0) {
+  if (voting && host_.options().clock_jump_threshold.count() > 0) {
     append_resp(out_, {"TIME"});
     handshake_steps_.push_back('T');
-    time_sent_ = core_.now();
+    time_sent_ = host_.now();
   }
-  core_.want_flush(this);
+  host_.want_flush(this);
 }
 
 void connection::on_link_data(const char* data, std::size_t n) {
@@ -154,7 +152,7 @@ void connection::on_link_data(const char* data, std::size_t n) {
       // Bytes that do not complete a reply neither count as progress for the stall
       // detector nor may pile up: the reader holds at most max_reply_bytes (plus
       // one read buffer) of an unfinished reply.
-      const std::size_t cap = core_.options().max_reply_bytes;
+      const std::size_t cap = host_.options().max_reply_bytes;
       if (partial_reply_bytes_ > cap) {
         fail_connection(node_status::protocol_error, "reply larger than max_reply_bytes (" + std::to_string(cap) +
                                                          " bytes): connection closed");
@@ -164,7 +162,7 @@ void connection::on_link_data(const char* data, std::size_t n) {
     // A complete reply: progress. What stays buffered belongs to the next one (the
     // parts of it already parsed out of the buffer are not counted: at most one
     // read buffer).
-    last_reply_ms_ = core_.now_ms();
+    last_reply_ms_ = host_.now_ms();
     partial_reply_bytes_ = reader_->len - reader_->pos;
     std::unique_ptr<redisReply, reply_deleter> r(static_cast<redisReply*>(reply));
     if (state_ == state::handshake) {
@@ -204,7 +202,7 @@ void connection::on_handshake_reply(redisReply* r) {
     // Compared with the sample from before the reconnect (if any): a jump while
     // the connection was down is a jump too.
     if (const auto server_us = parse_time_reply(r)) {
-      const auto rtt = core_.now() - time_sent_;
+      const auto rtt = host_.now() - time_sent_;
       observe_server_time(*server_us, time_sent_ + rtt / 2,
                           std::chrono::duration_cast<std::chrono::microseconds>(rtt).count() / 2 + 1);
     }
@@ -216,7 +214,7 @@ void connection::on_info(std::string_view info) {
   const std::string run_id = info_field(info, "run_id");
   const std::string uptime = info_field(info, "uptime_in_seconds");
   if (run_id.empty() || uptime.empty()) return;
-  const auto now = core_.now();
+  const auto now = host_.now();
   const auto started = now - std::chrono::seconds(std::atoll(uptime.c_str()));
   const bool first = run_id_.empty();
   if (!first && run_id != run_id_) {
@@ -225,16 +223,16 @@ void connection::on_info(std::string_view info) {
     // uptime says nothing about the keys this address held. The quarantine counts
     // from now, when this client saw it.
     restarted_at_ = now;
-    if (core_.observing()) {
-      note_quarantine(quarantine_reason::restart, now, now + core_.quarantine_for(std::chrono::milliseconds(0)),
+    if (host_.observing()) {
+      note_quarantine(quarantine_reason::restart, now, now + host_.restart_quarantine(),
                       "new run_id (the server restarted, or another server took over the address): no acquire "
                       "vote until the quarantine ends (restart guard)");
     }
-  } else if (first && core_.options().restart_guard_first_sight) {
+  } else if (first && host_.options().restart_guard_first_sight) {
     restarted_at_ = started;
-    if (core_.observing() && started + core_.quarantine_for(std::chrono::milliseconds(0)) > now) {
+    if (host_.observing() && started + host_.restart_quarantine() > now) {
       note_quarantine(quarantine_reason::first_sight, now,
-                      started + core_.quarantine_for(std::chrono::milliseconds(0)),
+                      started + host_.restart_quarantine(),
                       "first seen with an uptime of " + uptime +
                           " s, below the quarantine: no acquire vote until it has been up that long (restart guard, "
                           "first sight)");
@@ -253,16 +251,16 @@ void connection::on_info_memory(std::string_view info) {
   maxmemory_policy_ = printable_line(info_field(info, "maxmemory_policy"), 64);
   maxmemory_ = printable_line(info_field(info, "maxmemory"), 32);
   if (eviction_risk_of(maxmemory_policy_) == eviction_risk::none) return;
-  if (!core_.options().on_warning && !core_.observing()) return;
+  if (!host_.options().on_warning && !host_.observing()) return;
   warning w;
   w.code = warning_code::eviction_policy;
   w.node = address_.display;
   w.message = eviction_warning_text(address_.display, maxmemory_policy_, maxmemory_);
-  core_.warn(w);
+  host_.warn(w);
 }
 
 std::string connection::fencing_exclusion() const {
-  if (core_.options().allow_fencing_on_evicting_nodes) return {};
+  if (host_.options().allow_fencing_on_evicting_nodes) return {};
   if (eviction_risk_of(maxmemory_policy_) != eviction_risk::any_key) return {};
   return "maxmemory-policy " + printable_line(maxmemory_policy_) +
          " may evict the fence counter (a key without TTL): no vote for fenced acquires "
@@ -276,10 +274,8 @@ std::string connection::acquire_exclusion(std::chrono::steady_clock::time_point 
   // One server named twice (a unix socket and TCP, two names of one address, two
   // dbs): the later-named node gets no vote, so one server never counts twice.
   if (!run_id_.empty()) {
-    for (std::size_t j = 0; j < index_; ++j) {
-      if (core_.conn(j).run_id() == run_id_) {
-        return "same server as " + core_.conn(j).name() + " (run_id " + run_id_ + "): configure each server once";
-      }
+    if (const std::string* other = host_.same_server(index_, run_id_)) {
+      return "same server as " + *other + " (run_id " + run_id_ + "): configure each server once";
     }
   }
   if (restarted_at_ && quarantine.count() > 0 && now - *restarted_at_ < quarantine) {
@@ -295,7 +291,7 @@ std::string connection::clock_exclusion(std::chrono::steady_clock::time_point no
   using std::chrono::milliseconds;
   // The jump quarantine is never shorter than max_ttl (the bound on every TTL),
   // even with the restart guard off (restart_quarantine = 0).
-  const auto jump_quarantine = std::max(quarantine, core_.options().max_ttl);
+  const auto jump_quarantine = std::max(quarantine, host_.options().max_ttl);
   if (jumped_at_ && now - *jumped_at_ < jump_quarantine) {
     const auto left = duration_cast<milliseconds>(jump_quarantine - (now - *jumped_at_)).count();
     return std::string("server clock jumped ") + (jump_ms_ < 0 ? "back " : "forward ") +
@@ -307,9 +303,9 @@ std::string connection::clock_exclusion(std::chrono::steady_clock::time_point no
 
 std::chrono::steady_clock::time_point connection::quarantine_end() const {
   std::chrono::steady_clock::time_point end{};
-  const auto q = core_.quarantine_for(std::chrono::milliseconds(0));
+  const auto q = host_.restart_quarantine();
   if (restarted_at_ && q.count() > 0) end = *restarted_at_ + q;
-  if (jumped_at_) end = std::max(end, *jumped_at_ + std::max(q, core_.options().max_ttl));
+  if (jumped_at_) end = std::max(end, *jumped_at_ + std::max(q, host_.options().max_ttl));
   return end;
 }
 
@@ -323,20 +319,20 @@ void connection::note_quarantine(quarantine_reason reason, std::chrono::steady_c
   e.until = until;
   e.detail = std::move(detail);
   quarantine_reason_ = reason;
-  core_.emit(&observer::on_node_quarantined, e, "on_node_quarantined");
+  host_.emit(&observer::on_node_quarantined, e, "on_node_quarantined");
   arm_quarantine_timer();
 }
 
 void connection::arm_quarantine_timer() {
   // One timer per node while it is quarantined (observers only): "cleared" is
   // sent when the end of the latest quarantine has passed on the client's clock.
-  if (quarantine_timer_ != 0 || state_ == state::closed || core_.closing()) return;
-  const auto now = core_.now();
+  if (quarantine_timer_ != 0 || state_ == state::closed || host_.closing()) return;
+  const auto now = host_.now();
   const auto end = quarantine_end();
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - now) + std::chrono::milliseconds(1);
-  quarantine_timer_ = core_.schedule(std::max(left, std::chrono::milliseconds(1)), [this] {
+  quarantine_timer_ = host_.schedule(std::max(left, std::chrono::milliseconds(1)), [this] {
     quarantine_timer_ = 0;
-    const auto t = core_.now();
+    const auto t = host_.now();
     const auto until = quarantine_end();
     if (t < until) return arm_quarantine_timer();  // extended meanwhile (or the timer ran early)
     node_quarantine_event e;
@@ -346,21 +342,21 @@ void connection::arm_quarantine_timer() {
     e.reason = quarantine_reason_;
     e.until = until;
     e.detail = "quarantine over: the node votes on acquires again";
-    core_.emit(&observer::on_node_cleared, e, "on_node_cleared");
+    host_.emit(&observer::on_node_cleared, e, "on_node_cleared");
   });
 }
 
 bool connection::time_sample_due() const {
-  const auto& o = core_.options();
+  const auto& o = host_.options();
   if (o.clock_jump_threshold.count() <= 0) return false;
   // Interval 0 (the default): every acquire, without reading the clock.
   return o.clock_sample_interval.count() == 0 || !last_time_ ||
-         core_.now() - last_time_->local_mid >= o.clock_sample_interval;
+         host_.now() - last_time_->local_mid >= o.clock_sample_interval;
 }
 
 void connection::observe_server_time(std::int64_t server_us, std::chrono::steady_clock::time_point local_mid,
                                      std::int64_t half_rtt_us) {
-  const auto threshold = core_.options().clock_jump_threshold;
+  const auto threshold = host_.options().clock_jump_threshold;
   if (threshold.count() <= 0) return;
   if (last_time_) {
     const std::int64_t local_us =
@@ -370,13 +366,13 @@ void connection::observe_server_time(std::int64_t server_us, std::chrono::steady
     // the clock is corrected forward, and a client whose samples straddle both the
     // step back and the correction sees no step at all (net zero).
     const std::int64_t magnitude = step < 0 ? -step : step;
-    if (static_cast<double>(magnitude) > clock_jump_allowance_us(threshold, core_.options().clock_drift_factor,
+    if (static_cast<double>(magnitude) > clock_jump_allowance_us(threshold, host_.options().clock_drift_factor,
                                                                   local_us, last_time_->half_rtt_us + half_rtt_us)) {
       jumped_at_ = local_mid;
       jump_ms_ = step / 1000;
-      if (core_.observing()) {
-        const auto q = std::max(core_.quarantine_for(std::chrono::milliseconds(0)), core_.options().max_ttl);
-        note_quarantine(quarantine_reason::clock_jump, core_.now(), local_mid + q,
+      if (host_.observing()) {
+        const auto q = std::max(host_.restart_quarantine(), host_.options().max_ttl);
+        note_quarantine(quarantine_reason::clock_jump, host_.now(), local_mid + q,
                         std::string("server clock jumped ") + (jump_ms_ < 0 ? "back " : "forward ") +
                             std::to_string(jump_ms_ < 0 ? -jump_ms_ : jump_ms_) +
                             " ms: no acquire vote until the quarantine ends (clock-jump guard)");
@@ -387,23 +383,23 @@ void connection::observe_server_time(std::int64_t server_us, std::chrono::steady
 }
 
 void connection::become_ready() {
-  if (connect_timer_ != 0) core_.cancel_timer(connect_timer_);
+  if (connect_timer_ != 0) host_.cancel_timer(connect_timer_);
   connect_timer_ = 0;
   state_ = state::ready;
-  if (ever_connected_ && push_ == nullptr) core_.stats().reconnects.fetch_add(1, std::memory_order_relaxed);
-  if (core_.observing() && push_ == nullptr) {
+  if (ever_connected_ && push_ == nullptr) host_.note_reconnect();
+  if (host_.observing() && push_ == nullptr) {
     reported_down_ = false;
     node_event e;
-    e.at = core_.now();
+    e.at = host_.now();
     e.index = index_;
     e.node = address_.display;
-    core_.emit(&observer::on_node_up, e, "on_node_up");
+    host_.emit(&observer::on_node_up, e, "on_node_up");
   }
   ever_connected_ = true;
   failures_ = 0;
   permanent_failure_ = false;
   const std::uint64_t ready_deadline =
-      core_.now_ms() + static_cast<std::uint64_t>(core_.options().command_timeout.count());
+      host_.now_ms() + static_cast<std::uint64_t>(host_.options().command_timeout.count());
   for (request& r : queue_) {
     if (!r.sent && !r.expired) {
       encode(r);
@@ -411,13 +407,13 @@ void connection::become_ready() {
       if (r.deadline_ms != kNoDeadline) r.deadline_ms = r.overdue_ms;
     }
   }
-  if (deadline_timer_ != 0) core_.cancel_timer(deadline_timer_);
+  if (deadline_timer_ != 0) host_.cancel_timer(deadline_timer_);
   deadline_timer_ = 0;
   arm_deadline_timer();
   // Requests that expired while connecting were never sent: drop them.
   queue_.erase(std::remove_if(queue_.begin(), queue_.end(), [](const request& r) { return !r.sent; }),
                queue_.end());
-  core_.want_flush(this);
+  host_.want_flush(this);
   if (push_ != nullptr) push_->on_sub_ready(index_);
 }
 
@@ -469,9 +465,9 @@ void connection::submit(std::shared_ptr<const wire> cmd, bool force_eval, std::s
   r.force_eval = force_eval;
   r.target = std::move(s);
   r.tag = tag;
-  r.submitted = core_.now();
-  const std::uint64_t now_ms = core_.now_ms();
-  const auto cmd_ms = static_cast<std::uint64_t>(core_.options().command_timeout.count());
+  r.submitted = host_.now();
+  const std::uint64_t now_ms = host_.now_ms();
+  const auto cmd_ms = static_cast<std::uint64_t>(host_.options().command_timeout.count());
   // During the first connect, the connect timeout bounds the wait for the
   // connection and the command timeout starts when the request is written
   // (become_ready()). A node that was connected before and is reconnecting gets
@@ -484,12 +480,12 @@ void connection::submit(std::shared_ptr<const wire> cmd, bool force_eval, std::s
   queue_.push_back(std::move(r));
   if (state_ == state::ready) {
     encode(queue_.back());
-    core_.want_flush(this);
+    host_.want_flush(this);
   }
   if (deadline_timer_ == 0) {
     arm_deadline_timer();
   } else if (queue_.back().deadline_ms < deadline_armed_at_) {
-    core_.cancel_timer(deadline_timer_);
+    host_.cancel_timer(deadline_timer_);
     deadline_timer_ = 0;
     arm_deadline_timer();
   }
@@ -505,7 +501,7 @@ void connection::flush() {
   // The requests encoded since the last flush go out now (or wait in libuv's write
   // queue, which only a server that stopped reading fills): the stall detector
   // counts from here. They are at the back of the queue.
-  const std::uint64_t now_ms = core_.now_ms();
+  const std::uint64_t now_ms = host_.now_ms();
   for (auto it = queue_.rbegin(); it != queue_.rend() && it->sent && it->written_ms == kUnwritten; ++it) {
     it->written_ms = now_ms;
   }
@@ -550,7 +546,7 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
     // An error (TIME not permitted to this user) leaves the guard without a sample.
     if (const auto server_us = parse_time_reply(time_reply.get())) {
       const auto submitted = queue_.front().submitted;
-      const auto rtt = core_.now() - submitted;
+      const auto rtt = host_.now() - submitted;
       observe_server_time(*server_us, submitted + rtt / 2,
                           std::chrono::duration_cast<std::chrono::microseconds>(rtt).count() / 2 + 1);
       time_sampled = true;
@@ -559,21 +555,21 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
   redisReply* reply = owned.get();
   request r = std::move(queue_.front());
   queue_.pop_front();
-  if (core_.observing() && core_.options().slow_node_threshold.count() > 0) {
+  if (host_.observing() && host_.options().slow_node_threshold.count() > 0) {
     // Every reply, also one that arrives after its request timed out.
-    const auto latency = std::chrono::duration_cast<std::chrono::microseconds>(core_.now() - r.submitted);
-    if (latency > core_.options().slow_node_threshold) {
+    const auto latency = std::chrono::duration_cast<std::chrono::microseconds>(host_.now() - r.submitted);
+    if (latency > host_.options().slow_node_threshold) {
       node_slow_event e;
-      e.at = core_.now();
+      e.at = host_.now();
       e.index = index_;
       e.node = address_.display;
       e.latency = latency;
       e.kind = kind_of(r.cmd->script());
-      core_.emit(&observer::on_node_slow, e, "on_node_slow");
+      host_.emit(&observer::on_node_slow, e, "on_node_slow");
     }
   }
   if (r.expired) {
-    core_.note_quiet();
+    host_.note_quiet();
     return;
   }
   if (reply->type == REDIS_REPLY_ERROR && r.used_sha && r.cmd->script() == script_id::acquire_set &&
@@ -590,7 +586,7 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
   reply_event ev;
   ev.reply = reply;
   ev.time_sampled = time_sampled;
-  ev.latency = std::chrono::duration_cast<std::chrono::microseconds>(core_.now() - r.submitted);
+  ev.latency = std::chrono::duration_cast<std::chrono::microseconds>(host_.now() - r.submitted);
   if (reply->type == REDIS_REPLY_ERROR) {
     std::string_view e(reply->str, reply->len);
     if (is_auth_error(e)) {
@@ -599,12 +595,12 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
       std::string d = first_line(reply->str, reply->len);
       ev.detail = d;
       complete(r, ev);
-      core_.note_quiet();
+      host_.note_quiet();
       return;
     }
   }
   complete(r, ev);
-  core_.note_quiet();
+  host_.note_quiet();
 }
 
 std::uint64_t connection::stall_ms() const noexcept {
@@ -614,7 +610,7 @@ std::uint64_t connection::stall_ms() const noexcept {
   // reply): it is closed and reconnected. An idle connection is never stalled: the
   // time counts from the write, not from the last byte received. Generous, because
   // a starved client machine looks the same.
-  return std::max<std::uint64_t>(4 * static_cast<std::uint64_t>(core_.options().command_timeout.count()), 1000);
+  return std::max<std::uint64_t>(4 * static_cast<std::uint64_t>(host_.options().command_timeout.count()), 1000);
 }
 
 std::uint64_t connection::stall_at(std::uint64_t now) const noexcept {
@@ -638,19 +634,19 @@ void connection::arm_deadline_timer() {
       break;
     }
   }
-  const std::uint64_t now = core_.now_ms();
+  const std::uint64_t now = host_.now_ms();
   if (const std::uint64_t stall = stall_at(now); stall != 0 && (next == 0 || stall < next)) next = stall;
   if (next == 0) return;
   deadline_armed_at_ = next;
-  deadline_timer_ = core_.schedule(std::chrono::milliseconds(next > now ? next - now : 0), [this] {
+  deadline_timer_ = host_.schedule(std::chrono::milliseconds(next > now ? next - now : 0), [this] {
     deadline_timer_ = 0;
     on_deadline_timer();
   });
 }
 
 void connection::on_deadline_timer() {
-  const std::uint64_t now = core_.now_ms();
-  const std::uint64_t cmd_ms = static_cast<std::uint64_t>(core_.options().command_timeout.count());
+  const std::uint64_t now = host_.now_ms();
+  const std::uint64_t cmd_ms = static_cast<std::uint64_t>(host_.options().command_timeout.count());
   struct expiry {
     std::shared_ptr<sink> target;
     std::uint32_t tag;
@@ -679,14 +675,14 @@ void connection::on_deadline_timer() {
     return;
   }
   if (deadline_timer_ == 0) arm_deadline_timer();
-  core_.note_quiet();
+  host_.note_quiet();
 }
 
 void connection::fail_connection(node_status status, std::string detail, bool permanent) {
   if (state_ == state::closed || state_ == state::backoff) return;
-  if (connect_timer_ != 0) core_.cancel_timer(connect_timer_);
+  if (connect_timer_ != 0) host_.cancel_timer(connect_timer_);
   connect_timer_ = 0;
-  if (deadline_timer_ != 0) core_.cancel_timer(deadline_timer_);
+  if (deadline_timer_ != 0) host_.cancel_timer(deadline_timer_);
   deadline_timer_ = 0;
   link_.reset();
   out_.clear();
@@ -700,19 +696,19 @@ void connection::fail_connection(node_status status, std::string detail, bool pe
   ++failures_;
   // Events are about the node's voting connection, not a waiters' subscriber
   // connection to it (push_: lib/notify.h).
-  if (core_.observing() && push_ == nullptr && (was_ready || !reported_down_)) {
+  if (host_.observing() && push_ == nullptr && (was_ready || !reported_down_)) {
     // Before the requests it fails (their operations may finish now). Once per
     // outage: when a node that was up goes down, or the first failed attempt of a
     // node not seen up yet; later failed attempts of the same outage are
     // reconnect_scheduled events only.
     reported_down_ = true;
     node_event e;
-    e.at = core_.now();
+    e.at = host_.now();
     e.index = index_;
     e.node = address_.display;
     e.status = down_status_;
     e.detail = detail;
-    core_.emit(&observer::on_node_down, e, "on_node_down");
+    host_.emit(&observer::on_node_down, e, "on_node_down");
   }
   // Fail everything outstanding. Collect first: sinks may submit again.
   std::deque<request> pending;
@@ -726,29 +722,29 @@ void connection::fail_connection(node_status status, std::string detail, bool pe
     complete(r, ev);
   }
   if (push_ != nullptr) push_->on_sub_down(index_);
-  if (core_.closing()) {
+  if (host_.closing()) {
     state_ = state::closed;
-    core_.note_quiet();
+    host_.note_quiet();
     return;
   }
   // Capped exponential backoff with jitter in [d/2, d].
-  const auto& o = core_.options();
+  const auto& o = host_.options();
   std::int64_t d = std::max<std::int64_t>(1, o.reconnect_min_backoff.count());
   for (int i = 1; i < failures_ && d < o.reconnect_max_backoff.count(); ++i) d *= 2;
   d = std::min<std::int64_t>(d, std::max<std::int64_t>(1, o.reconnect_max_backoff.count()));
   if (permanent) d = std::max<std::int64_t>(d, o.reconnect_max_backoff.count());
-  const std::int64_t delay = d / 2 + static_cast<std::int64_t>(core_.jitter() % static_cast<std::uint64_t>(d / 2 + 1));
-  backoff_timer_ = core_.schedule(std::chrono::milliseconds(delay), [this] { connect_now(); });
-  if (core_.observing() && push_ == nullptr) {
+  const std::int64_t delay = d / 2 + static_cast<std::int64_t>(host_.jitter() % static_cast<std::uint64_t>(d / 2 + 1));
+  backoff_timer_ = host_.schedule(std::chrono::milliseconds(delay), [this] { connect_now(); });
+  if (host_.observing() && push_ == nullptr) {
     reconnect_scheduled e;
-    e.at = core_.now();
+    e.at = host_.now();
     e.index = index_;
     e.node = address_.display;
     e.backoff = std::chrono::milliseconds(delay);
     e.reason = down_detail_;
-    core_.emit(&observer::on_reconnect_scheduled, e, "on_reconnect_scheduled");
+    host_.emit(&observer::on_reconnect_scheduled, e, "on_reconnect_scheduled");
   }
-  core_.note_quiet();
+  host_.note_quiet();
 }
 
 bool connection::quiet() const noexcept {
@@ -759,10 +755,10 @@ bool connection::quiet() const noexcept {
 }
 
 void connection::shutdown() {
-  if (connect_timer_ != 0) core_.cancel_timer(connect_timer_);
-  if (backoff_timer_ != 0) core_.cancel_timer(backoff_timer_);
-  if (deadline_timer_ != 0) core_.cancel_timer(deadline_timer_);
-  if (quarantine_timer_ != 0) core_.cancel_timer(quarantine_timer_);
+  if (connect_timer_ != 0) host_.cancel_timer(connect_timer_);
+  if (backoff_timer_ != 0) host_.cancel_timer(backoff_timer_);
+  if (deadline_timer_ != 0) host_.cancel_timer(deadline_timer_);
+  if (quarantine_timer_ != 0) host_.cancel_timer(quarantine_timer_);
   connect_timer_ = backoff_timer_ = deadline_timer_ = quarantine_timer_ = 0;
   state_ = state::closed;
   link_.reset();

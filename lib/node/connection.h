@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "io/reactor.h"
+#include "node/host.h"
 #include "redlock/observer.h"
 #include "redlock/report.h"
 #include "protocol/info.h"  // for the ops files that judge maxmemory_policy() (eviction_risk_of); to go once they include it
@@ -27,8 +28,6 @@
 #include "pure/uri.h"
 
 namespace redlock::detail {
-
-class core;
 
 // How far a node's clock may run ahead of, or fall behind, the local monotonic
 // clock between two TIME samples `gap_us` apart before the clock-jump guard calls
@@ -75,7 +74,7 @@ class push_listener {
 
 class connection final : private link_events {
  public:
-  connection(core& owner, std::size_t index, node_address address);
+  connection(node_host& owner, std::size_t index, node_address address);
   ~connection();
   connection(const connection&) = delete;
   connection& operator=(const connection&) = delete;
@@ -87,7 +86,8 @@ class connection final : private link_events {
   // Queue a request. Fails at once (synchronously, through the sink) when the node
   // is known down (backing off) or closed.
   void submit(std::shared_ptr<const wire> w, bool force_eval, std::shared_ptr<sink> s, std::uint32_t tag);
-  // Writes what submit() buffered. Called by the core once per loop iteration.
+  // Writes what submit() buffered. Called by the owner once per loop iteration
+  // (node_host::want_flush).
   void flush();
   // True when no request awaits an answer within its deadline.
   bool quiet() const noexcept;
@@ -98,6 +98,10 @@ class connection final : private link_events {
   // SUBSCRIBE and UNSUBSCRIBE of one channel each answer like any request. Set
   // before start().
   void set_push_listener(push_listener* l) noexcept { push_ = l; }
+  // The owner's flush list (node_host::want_flush): whether this connection is on
+  // it. flush() takes it off.
+  bool flush_queued() const noexcept { return dirty_; }
+  void set_flush_queued(bool queued) noexcept { dirty_ = queued; }
 
   // Safety guards (loop thread). Why this node must not vote on an acquire now,
   // given the quarantine period; "" when it may.
@@ -178,7 +182,7 @@ class connection final : private link_events {
   std::chrono::steady_clock::time_point quarantine_end() const;
   void resend_with_body(request& r);
 
-  core& core_;
+  node_host& host_;
   push_listener* push_ = nullptr;
   std::size_t index_;
   node_address address_;
@@ -233,7 +237,6 @@ class connection final : private link_events {
   bool reported_down_ = false;
   std::uint64_t quarantine_timer_ = 0;
   quarantine_reason quarantine_reason_ = quarantine_reason::restart;
-  friend class core;
 };
 
 }  // namespace redlock::detail
