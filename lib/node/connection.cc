@@ -15,15 +15,11 @@ constexpr std::uint64_t kNoDeadline = ~std::uint64_t{0};
 
 }  // namespace
 
-double clock_jump_allowance_us(std::chrono::milliseconds threshold, double drift_factor, std::int64_t gap_us,
-                               std::int64_t uncertainty_us) {
-  const double threshold_us = static_cast<double>(threshold.count()) * 1000.0;
-  const double drift_us = static_cast<double>(std::max<std::int64_t>(gap_us, 0)) * drift_factor;
-  return threshold_us + std::min(threshold_us, drift_us) + static_cast<double>(std::max<std::int64_t>(uncertainty_us, 0));
-}
-
 connection::connection(node_host& owner, std::size_t index, node_address address)
-    : host_(owner), index_(index), address_(std::move(address)) {}
+    : host_(owner),
+      index_(index),
+      address_(std::move(address)),
+      guards_(guard_settings::of(owner.options(), owner.restart_quarantine())) {}
 
 connection::~connection() {
   if (reader_ != nullptr) redisReaderFree(reader_);
@@ -73,8 +69,7 @@ void connection::on_link_down(node_status status, std::string detail) {
 void connection::on_link_up() {
   state_ = state::handshake;
   handshake_steps_.clear();
-  maxmemory_.clear();
-  maxmemory_policy_.clear();  // read again on every connection: CONFIG SET may have changed it
+  guards_.forget_memory();  // read again on every connection: CONFIG SET may have changed it
   // The credentials for this attempt: the URI's, or the provider's (called once per
   // attempt that reached the server, so a rotated secret is picked up by the next
   // reconnect). A provider that throws fails this attempt like a refused connect: it
@@ -215,110 +210,39 @@ void connection::on_info(std::string_view info) {
   const std::string uptime = info_field(info, "uptime_in_seconds");
   if (run_id.empty() || uptime.empty()) return;
   const auto now = host_.now();
-  const auto started = now - std::chrono::seconds(std::atoll(uptime.c_str()));
-  const bool first = run_id_.empty();
-  if (!first && run_id != run_id_) {
-    // Another server process behind the address: it may be one that has been
-    // running for long (a failover, a re-pointed socket path or DNS name), so its
-    // uptime says nothing about the keys this address held. The quarantine counts
-    // from now, when this client saw it.
-    restarted_at_ = now;
-    if (host_.observing()) {
-      note_quarantine(quarantine_reason::restart, now, now + host_.restart_quarantine(),
-                      "new run_id (the server restarted, or another server took over the address): no acquire "
-                      "vote until the quarantine ends (restart guard)");
-    }
-  } else if (first && host_.options().restart_guard_first_sight) {
-    restarted_at_ = started;
-    if (host_.observing() && started + host_.restart_quarantine() > now) {
-      note_quarantine(quarantine_reason::first_sight, now,
-                      started + host_.restart_quarantine(),
-                      "first seen with an uptime of " + uptime +
-                          " s, below the quarantine: no acquire vote until it has been up that long (restart guard, "
-                          "first sight)");
-    }
-  }
-  // Another server process (maybe another machine) behind the address: its first
-  // TIME (next in this handshake) starts a new series. Only here: without INFO
-  // (restart guard off, or not permitted) the run_id is unknown and the sample is
-  // kept, so that a jump during a disconnection is never hidden.
-  if (!first && run_id != run_id_) last_time_.reset();
-  run_id_ = run_id;
+  const std::optional<quarantine_note> note = guards_.observe_server(run_id, uptime, now);
+  if (note && host_.observing()) note_quarantine(*note, now);
 }
 
 void connection::on_info_memory(std::string_view info) {
   // Kept printable: they reach reports, node_view and the CLI.
-  maxmemory_policy_ = printable_line(info_field(info, "maxmemory_policy"), 64);
-  maxmemory_ = printable_line(info_field(info, "maxmemory"), 32);
-  if (eviction_risk_of(maxmemory_policy_) == eviction_risk::none) return;
+  std::string policy = printable_line(info_field(info, "maxmemory_policy"), 64);
+  std::string maxmemory = printable_line(info_field(info, "maxmemory"), 32);
+  guards_.observe_memory(std::move(policy), std::move(maxmemory));
+  if (eviction_risk_of(guards_.maxmemory_policy()) == eviction_risk::none) return;
   if (!host_.options().on_warning && !host_.observing()) return;
   warning w;
   w.code = warning_code::eviction_policy;
   w.node = address_.display;
-  w.message = eviction_warning_text(address_.display, maxmemory_policy_, maxmemory_);
+  w.message = eviction_warning_text(address_.display, guards_.maxmemory_policy(), guards_.maxmemory());
   host_.warn(w);
-}
-
-std::string connection::fencing_exclusion() const {
-  if (host_.options().allow_fencing_on_evicting_nodes) return {};
-  if (eviction_risk_of(maxmemory_policy_) != eviction_risk::any_key) return {};
-  return "maxmemory-policy " + printable_line(maxmemory_policy_) +
-         " may evict the fence counter (a key without TTL): no vote for fenced acquires "
-         "(set noeviction, or client_options::allow_fencing_on_evicting_nodes)";
 }
 
 std::string connection::acquire_exclusion(std::chrono::steady_clock::time_point now,
                                           std::chrono::milliseconds quarantine) const {
-  using std::chrono::duration_cast;
-  using std::chrono::milliseconds;
-  // One server named twice (a unix socket and TCP, two names of one address, two
-  // dbs): the later-named node gets no vote, so one server never counts twice.
-  if (!run_id_.empty()) {
-    if (const std::string* other = host_.same_server(index_, run_id_)) {
-      return "same server as " + *other + " (run_id " + run_id_ + "): configure each server once";
-    }
-  }
-  if (restarted_at_ && quarantine.count() > 0 && now - *restarted_at_ < quarantine) {
-    const auto left = duration_cast<milliseconds>(quarantine - (now - *restarted_at_)).count();
-    return "restarted: no acquire vote for " + std::to_string(left) + " ms more (restart guard)";
-  }
-  return clock_exclusion(now, quarantine);
+  const std::string* same = guards_.run_id().empty() ? nullptr : host_.same_server(index_, guards_.run_id());
+  return guards_.acquire_exclusion(now, quarantine, same);
 }
 
-std::string connection::clock_exclusion(std::chrono::steady_clock::time_point now,
-                                        std::chrono::milliseconds quarantine) const {
-  using std::chrono::duration_cast;
-  using std::chrono::milliseconds;
-  // The jump quarantine is never shorter than max_ttl (the bound on every TTL),
-  // even with the restart guard off (restart_quarantine = 0).
-  const auto jump_quarantine = std::max(quarantine, host_.options().max_ttl);
-  if (jumped_at_ && now - *jumped_at_ < jump_quarantine) {
-    const auto left = duration_cast<milliseconds>(jump_quarantine - (now - *jumped_at_)).count();
-    return std::string("server clock jumped ") + (jump_ms_ < 0 ? "back " : "forward ") +
-           std::to_string(jump_ms_ < 0 ? -jump_ms_ : jump_ms_) + " ms: no acquire vote for " +
-           std::to_string(left) + " ms more (clock-jump guard)";
-  }
-  return {};
-}
-
-std::chrono::steady_clock::time_point connection::quarantine_end() const {
-  std::chrono::steady_clock::time_point end{};
-  const auto q = host_.restart_quarantine();
-  if (restarted_at_ && q.count() > 0) end = *restarted_at_ + q;
-  if (jumped_at_) end = std::max(end, *jumped_at_ + std::max(q, host_.options().max_ttl));
-  return end;
-}
-
-void connection::note_quarantine(quarantine_reason reason, std::chrono::steady_clock::time_point at,
-                                 std::chrono::steady_clock::time_point until, std::string detail) {
+void connection::note_quarantine(const quarantine_note& note, std::chrono::steady_clock::time_point at) {
   node_quarantine_event e;
   e.at = at;
   e.index = index_;
   e.node = address_.display;
-  e.reason = reason;
-  e.until = until;
-  e.detail = std::move(detail);
-  quarantine_reason_ = reason;
+  e.reason = note.reason;
+  e.until = note.until;
+  e.detail = note.detail;
+  guards_.note_reported(note.reason);
   host_.emit(&observer::on_node_quarantined, e, "on_node_quarantined");
   arm_quarantine_timer();
 }
@@ -328,18 +252,18 @@ void connection::arm_quarantine_timer() {
   // sent when the end of the latest quarantine has passed on the client's clock.
   if (quarantine_timer_ != 0 || state_ == state::closed || host_.closing()) return;
   const auto now = host_.now();
-  const auto end = quarantine_end();
+  const auto end = guards_.quarantine_end();
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - now) + std::chrono::milliseconds(1);
   quarantine_timer_ = host_.schedule(std::max(left, std::chrono::milliseconds(1)), [this] {
     quarantine_timer_ = 0;
     const auto t = host_.now();
-    const auto until = quarantine_end();
+    const auto until = guards_.quarantine_end();
     if (t < until) return arm_quarantine_timer();  // extended meanwhile (or the timer ran early)
     node_quarantine_event e;
     e.at = t;
     e.index = index_;
     e.node = address_.display;
-    e.reason = quarantine_reason_;
+    e.reason = guards_.last_reason();
     e.until = until;
     e.detail = "quarantine over: the node votes on acquires again";
     host_.emit(&observer::on_node_cleared, e, "on_node_cleared");
@@ -347,39 +271,13 @@ void connection::arm_quarantine_timer() {
 }
 
 bool connection::time_sample_due() const {
-  const auto& o = host_.options();
-  if (o.clock_jump_threshold.count() <= 0) return false;
-  // Interval 0 (the default): every acquire, without reading the clock.
-  return o.clock_sample_interval.count() == 0 || !last_time_ ||
-         host_.now() - last_time_->local_mid >= o.clock_sample_interval;
+  return guards_.time_sample_due([this] { return host_.now(); });
 }
 
 void connection::observe_server_time(std::int64_t server_us, std::chrono::steady_clock::time_point local_mid,
                                      std::int64_t half_rtt_us) {
-  const auto threshold = host_.options().clock_jump_threshold;
-  if (threshold.count() <= 0) return;
-  if (last_time_) {
-    const std::int64_t local_us =
-        std::chrono::duration_cast<std::chrono::microseconds>(local_mid - last_time_->local_mid).count();
-    const std::int64_t step = (server_us - last_time_->server_us) - local_us;
-    // Either direction: a key granted while the clock is behind expires early once
-    // the clock is corrected forward, and a client whose samples straddle both the
-    // step back and the correction sees no step at all (net zero).
-    const std::int64_t magnitude = step < 0 ? -step : step;
-    if (static_cast<double>(magnitude) > clock_jump_allowance_us(threshold, host_.options().clock_drift_factor,
-                                                                  local_us, last_time_->half_rtt_us + half_rtt_us)) {
-      jumped_at_ = local_mid;
-      jump_ms_ = step / 1000;
-      if (host_.observing()) {
-        const auto q = std::max(host_.restart_quarantine(), host_.options().max_ttl);
-        note_quarantine(quarantine_reason::clock_jump, host_.now(), local_mid + q,
-                        std::string("server clock jumped ") + (jump_ms_ < 0 ? "back " : "forward ") +
-                            std::to_string(jump_ms_ < 0 ? -jump_ms_ : jump_ms_) +
-                            " ms: no acquire vote until the quarantine ends (clock-jump guard)");
-      }
-    }
-  }
-  last_time_ = time_sample{local_mid, server_us, half_rtt_us};
+  const std::optional<quarantine_note> note = guards_.observe_server_time(server_us, local_mid, half_rtt_us);
+  if (note && host_.observing()) note_quarantine(*note, host_.now());
 }
 
 void connection::become_ready() {

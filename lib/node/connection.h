@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "io/reactor.h"
+#include "node/guards.h"
 #include "node/host.h"
 #include "redlock/observer.h"
 #include "redlock/report.h"
@@ -28,16 +29,6 @@
 #include "pure/uri.h"
 
 namespace redlock::detail {
-
-// How far a node's clock may run ahead of, or fall behind, the local monotonic
-// clock between two TIME samples `gap_us` apart before the clock-jump guard calls
-// it a jump: the threshold plus drift_factor x the gap, that drift part capped at
-// the threshold (so never more than 2 x threshold, however long the gap), plus
-// `uncertainty_us`: how far the two samples' local dates may be off (each is dated
-// at the middle of its round trip, so off by up to half of it; the caller passes
-// the sum of both halves). A real step larger than the result is always seen.
-double clock_jump_allowance_us(std::chrono::milliseconds threshold, double drift_factor, std::int64_t gap_us,
-                               std::int64_t uncertainty_us = 0);
 
 // What a sink gets for one request.
 struct reply_event {
@@ -109,26 +100,30 @@ class connection final : private link_events {
   // The clock-jump part of acquire_exclusion alone: why this node's clock is
   // suspect now; "" when it is not. Extensions use it (a restarted node that still
   // holds our key, from its AOF, may extend it).
-  std::string clock_exclusion(std::chrono::steady_clock::time_point now, std::chrono::milliseconds quarantine) const;
+  std::string clock_exclusion(std::chrono::steady_clock::time_point now, std::chrono::milliseconds quarantine) const {
+    return guards_.clock_exclusion(now, quarantine);
+  }
   // A server TIME sample taken at `local_mid` on the client's clock (the middle of
   // the request's round trip, `half_rtt_us` being half of that round trip: the
   // sample's dating uncertainty). Flags a clock step in either direction.
   void observe_server_time(std::int64_t server_us, std::chrono::steady_clock::time_point local_mid,
                            std::int64_t half_rtt_us);
   // The server's run_id from the last handshake INFO ("" if none was read).
-  const std::string& run_id() const noexcept { return run_id_; }
+  const std::string& run_id() const noexcept { return guards_.run_id(); }
   // The server's maxmemory-policy, read by the handshake of the current (or last)
   // connection; "" when unknown (INFO memory refused, or never connected).
-  const std::string& maxmemory_policy() const noexcept { return maxmemory_policy_; }
+  const std::string& maxmemory_policy() const noexcept { return guards_.maxmemory_policy(); }
   // Why this node must not vote on a fenced acquire: its policy may evict the fence
   // counter (allkeys-*), and allow_fencing_on_evicting_nodes is off; "" when it may.
-  std::string fencing_exclusion() const;
+  std::string fencing_exclusion() const { return guards_.fencing_exclusion(); }
   // Its maxmemory in bytes, as INFO gave it ("" when unknown).
-  const std::string& maxmemory() const noexcept { return maxmemory_; }
+  const std::string& maxmemory() const noexcept { return guards_.maxmemory(); }
   // The guards' raw state, for probe (lib/probe.cc): when the restart quarantine
   // counts from, and when a clock jump was seen (unset: none).
-  const std::optional<std::chrono::steady_clock::time_point>& restarted_at() const noexcept { return restarted_at_; }
-  const std::optional<std::chrono::steady_clock::time_point>& jumped_at() const noexcept { return jumped_at_; }
+  const std::optional<std::chrono::steady_clock::time_point>& restarted_at() const noexcept {
+    return guards_.restarted_at();
+  }
+  const std::optional<std::chrono::steady_clock::time_point>& jumped_at() const noexcept { return guards_.jumped_at(); }
 
  private:
   enum class state { idle, resolving, connecting, handshake, ready, backoff, closed };
@@ -174,18 +169,17 @@ class connection final : private link_events {
   std::uint64_t stall_at(std::uint64_t now) const noexcept;
   void on_deadline_timer();
   void complete(request& r, const reply_event& ev);
-  // Observer events: a guard quarantined this node until `until` (and the timer
-  // that sends on_node_cleared when the latest quarantine is over).
-  void note_quarantine(quarantine_reason reason, std::chrono::steady_clock::time_point at,
-                       std::chrono::steady_clock::time_point until, std::string detail);
+  // Observer events: a guard quarantined this node (on_node_quarantined, dated
+  // `at`), and the timer that sends on_node_cleared when the latest quarantine is over.
+  void note_quarantine(const quarantine_note& note, std::chrono::steady_clock::time_point at);
   void arm_quarantine_timer();
-  std::chrono::steady_clock::time_point quarantine_end() const;
   void resend_with_body(request& r);
 
   node_host& host_;
   push_listener* push_ = nullptr;
   std::size_t index_;
   node_address address_;
+  node_guards guards_;  // restart, clock-jump and fencing guards: what this node has shown
   state state_ = state::idle;
   std::unique_ptr<link> link_;  // the current connect attempt's byte stream
   redisReader* reader_ = nullptr;
@@ -195,8 +189,6 @@ class connection final : private link_events {
   std::string out_;            // encoded, not yet written
   bool dirty_ = false;
   std::deque<char> handshake_steps_;  // 'A'uth, 'S'elect, 'P'ing, 'I'nfo server, 'M' INFO memory, 'T'ime
-  std::string maxmemory_policy_;      // from the handshake's INFO memory; "" = unknown
-  std::string maxmemory_;
   std::uint64_t connect_timer_ = 0;
   std::uint64_t connect_deadline_ms_ = 0;  // on now_ms(): end of the current connect attempt
   std::uint64_t backoff_timer_ = 0;
@@ -213,30 +205,10 @@ class connection final : private link_events {
   std::size_t partial_reply_bytes_ = 0;
   unsigned scripts_loaded_ = 0;  // bit per script_id: body sent on this connection
   bool set_get_unsupported_ = false;  // the server refused SET ... NX ... GET
-  // Restart guard: the server's run_id, and when its quarantine starts on our clock
-  // once a restart was seen: when this client first saw the new run_id (a changed
-  // run_id may be another, long-running server taking over the address), or the
-  // server's start (now - uptime) on first sight in strict mode.
-  std::string run_id_;
-  std::optional<std::chrono::steady_clock::time_point> restarted_at_;
-  std::int64_t pending_uptime_s_ = -1;
-  std::string pending_run_id_;
-  // Clock-jump guard: the last TIME sample, and when a jump was seen. The sample
-  // outlives reconnects: it is dropped only when INFO shows a different run_id (a
-  // restart, which the restart guard handles), never when the run_id is unknown.
-  struct time_sample {
-    std::chrono::steady_clock::time_point local_mid;
-    std::int64_t server_us;
-    std::int64_t half_rtt_us;  // how far local_mid may be off
-  };
-  std::optional<time_sample> last_time_;
-  std::optional<std::chrono::steady_clock::time_point> jumped_at_;
-  std::int64_t jump_ms_ = 0;  // > 0 forward, < 0 back
-  std::chrono::steady_clock::time_point time_sent_;
+  std::chrono::steady_clock::time_point time_sent_;  // the handshake's TIME, for its sample's date
   // Observer events only: a node_down was sent and no node_up since; the cleared timer.
   bool reported_down_ = false;
   std::uint64_t quarantine_timer_ = 0;
-  quarantine_reason quarantine_reason_ = quarantine_reason::restart;
 };
 
 }  // namespace redlock::detail
