@@ -68,7 +68,6 @@ void connection::on_link_down(node_status status, std::string detail) {
 
 void connection::on_link_up() {
   state_ = state::handshake;
-  handshake_steps_.clear();
   guards_.forget_memory();  // read again on every connection: CONFIG SET may have changed it
   // The credentials for this attempt: the URI's, or the provider's (called once per
   // attempt that reached the server, so a rotated secret is picked up by the next
@@ -89,42 +88,16 @@ void connection::on_link_up() {
                              "retrying with backoff");
     }
   }
-  if (auth) {
-    if (username.empty()) {
-      append_resp(out_, {"AUTH", password});
-    } else {
-      append_resp(out_, {"AUTH", username, password});
-    }
-    handshake_steps_.push_back('A');
-  }
-  if (address_.db != 0) {
-    std::string db = std::to_string(address_.db);
-    append_resp(out_, {"SELECT", db});
-    handshake_steps_.push_back('S');
-  }
-  append_resp(out_, {"PING"});
-  handshake_steps_.push_back('P');
-  // A subscriber connection (push_: waiters' notifications, lib/notify.h) casts no
-  // vote: the guards and the eviction check watch the voting connection only.
-  const bool voting = push_ == nullptr;
-  if (voting && host_.options().restart_quarantine.count() != 0) {
-    append_resp(out_, {"INFO", "server"});
-    handshake_steps_.push_back('I');
-  }
-  // The eviction policy, for on_warning and fenced acquires: whenever a guard is
-  // on (the defaults; also with the restart guard off, as on persistent nodes).
-  // With both guards off the handshake stays AUTH/SELECT/PING alone, for servers
-  // and proxies that speak only the lock's commands. A separate INFO, not
-  // "INFO server memory": servers before 7.0 take one section and refuse two.
-  if (voting && (host_.options().restart_quarantine.count() != 0 || host_.options().clock_jump_threshold.count() > 0)) {
-    append_resp(out_, {"INFO", "memory"});
-    handshake_steps_.push_back('M');
-  }
-  if (voting && host_.options().clock_jump_threshold.count() > 0) {
-    append_resp(out_, {"TIME"});
-    handshake_steps_.push_back('T');
-    time_sent_ = host_.now();
-  }
+  handshake::plan p;
+  p.auth = auth;
+  p.username = std::move(username);
+  p.password = std::move(password);
+  p.db = address_.db;
+  p.voting = push_ == nullptr;
+  p.restart_guard = host_.options().restart_quarantine.count() != 0;
+  p.clock_guard = host_.options().clock_jump_threshold.count() > 0;
+  handshake_.begin(p, out_);
+  if (handshake_.asks_time()) time_sent_ = host_.now();
   host_.want_flush(this);
 }
 
@@ -169,40 +142,22 @@ void connection::on_link_data(const char* data, std::size_t n) {
 }
 
 void connection::on_handshake_reply(redisReply* r) {
-  const char step = handshake_steps_.empty() ? 'P' : handshake_steps_.front();
-  if (!handshake_steps_.empty()) handshake_steps_.pop_front();
-  if (r->type == REDIS_REPLY_ERROR) {
-    std::string err = first_line(r->str, r->len);
-    if (step == 'I' || step == 'M' || step == 'T') {
-      // No permission for INFO or TIME: the guards cannot watch this node (and its
-      // eviction policy stays unknown: no warning, no fencing exclusion).
-    } else if (is_permission_error(err)) {
-      // Authenticated, but the ACL forbids SELECT or PING: as permanent as a
-      // refused password; the detail keeps the server's NOPERM text.
-      return fail_connection(node_status::server_error, err, true);
-    } else if (is_auth_error(err)) {
-      // The status already reads "authentication refused": the detail is the server's word.
-      return fail_connection(node_status::auth_error, err, true);
-    } else {
-      return fail_connection(node_status::server_error, "handshake refused: " + err);
-    }
-  } else if (step == 'P' &&
-             (r->type != REDIS_REPLY_STATUS || std::string_view(r->str, r->len) != "PONG")) {
-    return fail_connection(node_status::protocol_error, "unexpected reply to PING (not a Redis server?)");
-  } else if (step == 'I' && r->type == REDIS_REPLY_STRING) {
-    on_info(std::string_view(r->str, r->len));
-  } else if (step == 'M' && r->type == REDIS_REPLY_STRING) {
-    on_info_memory(std::string_view(r->str, r->len));
-  } else if (step == 'T') {
+  const handshake::answer a = handshake_.take(*r);
+  if (a.verdict == handshake::answer::next::fail) return fail_connection(a.status, a.detail, a.permanent);
+  if (a.carries == handshake::answer::content::server_info) {
+    on_info(a.text);
+  } else if (a.carries == handshake::answer::content::memory_info) {
+    on_info_memory(a.text);
+  } else if (a.carries == handshake::answer::content::server_time) {
     // Compared with the sample from before the reconnect (if any): a jump while
     // the connection was down is a jump too.
-    if (const auto server_us = parse_time_reply(r)) {
+    if (const auto server_us = a.server_us) {
       const auto rtt = host_.now() - time_sent_;
       observe_server_time(*server_us, time_sent_ + rtt / 2,
                           std::chrono::duration_cast<std::chrono::microseconds>(rtt).count() / 2 + 1);
     }
   }
-  if (handshake_steps_.empty()) become_ready();
+  if (a.verdict == handshake::answer::next::ready) become_ready();
 }
 
 void connection::on_info(std::string_view info) {

@@ -20,6 +20,7 @@
 
 #include "io/reactor.h"
 #include "node/guards.h"
+#include "node/handshake.h"
 #include "node/host.h"
 #include "redlock/observer.h"
 #include "redlock/report.h"
@@ -188,7 +189,7 @@ class connection final : private link_events {
   std::unique_ptr<redisReply, reply_deleter> first_of_two_;
   std::string out_;            // encoded, not yet written
   bool dirty_ = false;
-  std::deque<char> handshake_steps_;  // 'A'uth, 'S'elect, 'P'ing, 'I'nfo server, 'M' INFO memory, 'T'ime
+  handshake handshake_;  // the current connect attempt's
   std::uint64_t connect_timer_ = 0;
   std::uint64_t connect_deadline_ms_ = 0;  // on now_ms(): end of the current connect attempt
   std::uint64_t backoff_timer_ = 0;
