@@ -1,7 +1,6 @@
 #include "node/connection.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <utility>
 #include <vector>
 

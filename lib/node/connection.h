@@ -1,7 +1,8 @@
-// One node's transport: a libuv stream carrying pipelined RESP, with deadlines,
-// background reconnects and a handshake (AUTH, SELECT, PING) on every connect.
-// hiredis is used for decoding replies only (redisReader); requests are encoded
-// by protocol/resp.h (wire, append_resp).
+// One node's transport: a link (io/reactor.h) carrying pipelined RESP, with
+// deadlines, stall detection, background reconnects, and on every connect a
+// handshake (node/handshake.h) whose INFO and TIME feed the node's guards
+// (node/guards.h). It sees its owner through node/host.h only. hiredis is used for
+// decoding replies only (redisReader); requests are encoded by protocol/resp.h.
 //
 // Loop thread only. Every submitted request gets exactly one sink call: a reply,
 // or timeout / connection_error / auth_error / cancelled.

@@ -93,12 +93,13 @@ class node_guards {
   // Why this node must not vote on an acquire at `now`, given the quarantine
   // period; "" when it may. `same_server`: the name of an earlier node that reported
   // this node's run_id (node_host::same_server), or null.
-  std::string acquire_exclusion(std::chrono::steady_clock::time_point now, std::chrono::milliseconds quarantine,
-                                const std::string* same_server) const;
+  std::string acquire_exclusion(std::chrono::steady_clock::time_point now,
+                                std::chrono::milliseconds quarantine, const std::string* same_server) const;
   // The clock-jump part of acquire_exclusion alone: why this node's clock is
   // suspect now; "" when it is not. Extensions use it (a restarted node that still
   // holds our key, from its AOF, may extend it).
-  std::string clock_exclusion(std::chrono::steady_clock::time_point now, std::chrono::milliseconds quarantine) const;
+  std::string clock_exclusion(std::chrono::steady_clock::time_point now,
+                              std::chrono::milliseconds quarantine) const;
   // Why this node must not vote on a fenced acquire: its policy may evict the fence
   // counter (allkeys-*), and allow_fencing_on_evicting_nodes is off; "" when it may.
   std::string fencing_exclusion() const;
@@ -113,8 +114,12 @@ class node_guards {
   // read), when the restart quarantine counts from and when a jump was seen
   // (unset: none), the eviction policy and maxmemory ("" when unknown).
   const std::string& run_id() const noexcept { return run_id_; }
-  const std::optional<std::chrono::steady_clock::time_point>& restarted_at() const noexcept { return restarted_at_; }
-  const std::optional<std::chrono::steady_clock::time_point>& jumped_at() const noexcept { return jumped_at_; }
+  const std::optional<std::chrono::steady_clock::time_point>& restarted_at() const noexcept {
+    return restarted_at_;
+  }
+  const std::optional<std::chrono::steady_clock::time_point>& jumped_at() const noexcept {
+    return jumped_at_;
+  }
   const std::string& maxmemory_policy() const noexcept { return maxmemory_policy_; }
   const std::string& maxmemory() const noexcept { return maxmemory_; }
 

@@ -71,7 +71,8 @@ class node_host {
   // observer's exception is swallowed and counted). `name` names the callback,
   // for the debug build's slow-observer notice.
   virtual void emit(void (observer::*fn)(const node_event&), const node_event& e, const char* name) = 0;
-  virtual void emit(void (observer::*fn)(const node_slow_event&), const node_slow_event& e, const char* name) = 0;
+  virtual void emit(void (observer::*fn)(const node_slow_event&), const node_slow_event& e,
+                    const char* name) = 0;
   virtual void emit(void (observer::*fn)(const node_quarantine_event&), const node_quarantine_event& e,
                     const char* name) = 0;
   virtual void emit(void (observer::*fn)(const reconnect_scheduled&), const reconnect_scheduled& e,

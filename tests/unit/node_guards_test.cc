@@ -1,13 +1,13 @@
 // The guards of one node (lib/node/guards.h) without a connection: the restart
 // guard, the clock-jump guard, the same-server check and the fencing exclusion,
 // each decision driven by hand-made samples on a manual clock.
-#include "node/guards.h"
-
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdint>
 #include <string>
+
+#include "node/guards.h"
 
 namespace redlock::detail {
 namespace {
@@ -192,7 +192,8 @@ TEST(NodeGuards, an_evicting_policy_excludes_the_node_from_fenced_acquires_only_
   g.observe_memory("allkeys-lru", "1000000");
   EXPECT_EQ(g.maxmemory_policy(), "allkeys-lru");
   EXPECT_EQ(g.maxmemory(), "1000000");
-  EXPECT_NE(g.fencing_exclusion().find("maxmemory-policy allkeys-lru may evict the fence counter"), std::string::npos);
+  EXPECT_NE(g.fencing_exclusion().find("maxmemory-policy allkeys-lru may evict the fence counter"),
+            std::string::npos);
   g.observe_memory("volatile-lru", "0");
   EXPECT_EQ(g.fencing_exclusion(), "") << "volatile-*: fence counters have no TTL";
   g.observe_memory("allkeys-lru", "0");
@@ -213,7 +214,7 @@ TEST(NodeGuards, the_quarantine_ends_at_the_later_of_restart_and_jump) {
   (void)g.observe_server("run-a", "100", at_ms(0));
   (void)g.observe_server_time(server_us(0), at_ms(0), 1);
   (void)g.observe_server_time(server_us(15'000), at_ms(10'000), 1);  // jump: ends at 70 s
-  (void)g.observe_server("run-b", "100", at_ms(65'000));              // restart: ends at 75 s
+  (void)g.observe_server("run-b", "100", at_ms(65'000));             // restart: ends at 75 s
   EXPECT_EQ(g.quarantine_end(), at_ms(75'000));
   g.note_reported(quarantine_reason::restart);
   EXPECT_EQ(g.last_reason(), quarantine_reason::restart);
