@@ -77,6 +77,7 @@ TEST(Handshake, pipelines_auth_select_ping_and_the_guards_requests_in_order) {
   EXPECT_EQ(server.carries, content::server_info);
   EXPECT_EQ(server.text, "# Server\r\nrun_id:abc\r\nuptime:1");
   const auto memory = take(h, "$8\r\n# Memory\r\n");
+  EXPECT_EQ(memory.verdict, next::more);
   EXPECT_EQ(memory.carries, content::memory_info);
   EXPECT_EQ(memory.text, "# Memory");
   const auto time = take(h, "*2\r\n$10\r\n1700000000\r\n$6\r\n250000\r\n");
