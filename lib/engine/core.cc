@@ -210,8 +210,8 @@ void core::run_tasks() {
 }
 
 void core::want_flush(connection* c) {
-  if (c->dirty_) return;
-  c->dirty_ = true;
+  if (c->flush_queued()) return;
+  c->set_flush_queued(true);
   dirty_.push_back(c);
   if (!finished_ && !idle_on_) {
     idle_on_ = true;
@@ -221,7 +221,7 @@ void core::want_flush(connection* c) {
 
 void core::forget_conn(connection* c) {
   dirty_.erase(std::remove(dirty_.begin(), dirty_.end(), c), dirty_.end());
-  c->dirty_ = false;
+  c->set_flush_queued(false);
 }
 
 void core::on_idle() {
@@ -363,6 +363,13 @@ void core::note_observer_time(const char* name, std::chrono::steady_clock::durat
 std::chrono::milliseconds core::quarantine_for(std::chrono::milliseconds) const noexcept {
   const auto q = options_.restart_quarantine;
   return q.count() < 0 ? options_.max_ttl : q;
+}
+
+const std::string* core::same_server(std::size_t before, const std::string& run_id) const {
+  for (std::size_t j = 0; j < before; ++j) {
+    if (conns_[j]->run_id() == run_id) return &conns_[j]->name();
+  }
+  return nullptr;
 }
 
 std::string core::ttl_problem(std::chrono::milliseconds ttl) const {

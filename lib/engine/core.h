@@ -23,6 +23,7 @@
 
 #include "node/connection.h"
 #include "engine/service.h"
+#include "node/host.h"
 #include "io/reactor.h"
 #include "redlock/client.h"
 #include "redlock/observer.h"
@@ -49,7 +50,7 @@ inline const report& report_of(const report& r) noexcept { return r; }
 inline const report& report_of(const acquire_result& r) noexcept { return r.report; }
 inline const report& report_of(const inspect_result& r) noexcept { return r.report; }
 
-class core final : public std::enable_shared_from_this<core>, private reactor::driver {
+class core final : public std::enable_shared_from_this<core>, private reactor::driver, public node_host {
  public:
   // `io`: the world the core runs in (reactor.h). `own_thread`: start() runs the
   // reactor's loop on a thread of the core's own (uv_reactor with its own loop).
@@ -66,7 +67,7 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   // Runs fn on the loop thread, soon. Any thread. Returns false once stopped (fn not run).
   bool post(std::function<void()> fn);
   bool on_loop_thread() const noexcept;
-  std::chrono::steady_clock::time_point now() const noexcept;
+  std::chrono::steady_clock::time_point now() const noexcept override;
 
   // A synchronous call from this thread must be refused (would_deadlock): it is
   // the loop thread, and the loop cannot be driven from here (reactor::drive).
@@ -101,16 +102,16 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   void wait_for(std::chrono::milliseconds d);
 
   // Loop thread only.
-  reactor& io() noexcept { return *io_; }
-  std::uint64_t now_ms() const { return io_->now_ms(); }  // the loop's millisecond clock
-  std::uint64_t schedule(std::chrono::milliseconds delay, std::function<void()> fn);
-  void cancel_timer(std::uint64_t id) noexcept;
-  void want_flush(connection* c);
+  reactor& io() noexcept override { return *io_; }
+  std::uint64_t now_ms() const override { return io_->now_ms(); }  // the loop's millisecond clock
+  std::uint64_t schedule(std::chrono::milliseconds delay, std::function<void()> fn) override;
+  void cancel_timer(std::uint64_t id) noexcept override;
+  void want_flush(connection* c) override;
   // `c` is about to be destroyed (a closed subscriber connection): no flush for it.
   void forget_conn(connection* c);
-  std::uint64_t jitter() noexcept { return rng_.next(); }
-  bool closing() const noexcept { return closing_; }
-  void note_quiet();  // a connection may have become quiet; finishes a pending stop
+  std::uint64_t jitter() noexcept override { return rng_.next(); }
+  bool closing() const noexcept override { return closing_; }
+  void note_quiet() override;  // a connection may have become quiet; finishes a pending stop
   // The operations' long-lived services (engine/service.h), installed once by
   // install_services (ops/services.h), before start(). The core owns them, asks
   // each of them at its stop (begin_stop, quiet, finish_stop, in the order they
@@ -153,6 +154,7 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   // The restart-guard quarantine (see options.h: restart_quarantine, max_ttl); the
   // TTL is not used: every TTL is bounded by max_ttl.
   std::chrono::milliseconds quarantine_for(std::chrono::milliseconds ttl) const noexcept;
+  std::chrono::milliseconds restart_quarantine() const noexcept override { return quarantine_for(std::chrono::milliseconds(0)); }
   // "" if `ttl` may be used for an acquire or extend (drift, max_ttl), else the problem.
   std::string ttl_problem(std::chrono::milliseconds ttl) const;
   // cancel() support for an acquire_async whose task has not run yet (any thread
@@ -162,7 +164,7 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   bool cancel_unstarted(std::uint64_t id);  // true: remembered, the acquire will be cancelled
   bool start_op(std::uint64_t id);          // true: cancelled before it started
   std::string key_for(const std::string& resource) const { return options_.key_prefix + resource; }
-  const client_options& options() const noexcept { return options_; }
+  const client_options& options() const noexcept override { return options_; }
   std::size_t size() const noexcept { return nodes_.size(); }
   const std::vector<node_address>& nodes() const noexcept { return nodes_; }
   connection& conn(std::size_t i) { return *conns_[i]; }
@@ -177,7 +179,7 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   // observers pays that one branch, no allocation. No site runs with tasks_mu_ or
   // unstarted_mu_ held (the only mutexes; taken for a few lines around the
   // queues, never around operation code), so events need no deferral.
-  bool observing() const noexcept { return observing_; }
+  bool observing() const noexcept override { return observing_; }
   // Delivers `e` to every observer, in list order. An observer that throws has
   // its exception swallowed and counted (client_stats::observer_errors); the event
   // still goes to the observers after it, and the client goes on. Debug builds
@@ -201,6 +203,23 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
 #endif
     }
   }
+  // node_host: a node's events go through the template above.
+  void emit(void (observer::*fn)(const node_event&), const node_event& e, const char* name) override {
+    emit<node_event>(fn, e, name);
+  }
+  void emit(void (observer::*fn)(const node_slow_event&), const node_slow_event& e, const char* name) override {
+    emit<node_slow_event>(fn, e, name);
+  }
+  void emit(void (observer::*fn)(const node_quarantine_event&), const node_quarantine_event& e,
+            const char* name) override {
+    emit<node_quarantine_event>(fn, e, name);
+  }
+  void emit(void (observer::*fn)(const reconnect_scheduled&), const reconnect_scheduled& e,
+            const char* name) override {
+    emit<reconnect_scheduled>(fn, e, name);
+  }
+  void note_reconnect() noexcept override { stats_.reconnects.fetch_add(1, std::memory_order_relaxed); }
+  const std::string* same_server(std::size_t before, const std::string& run_id) const override;
   // operation_started now, and a completion that sends operation_finished (with
   // its report) before calling `done`. Without observers: `done` itself.
   template <class R>
@@ -226,7 +245,7 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   }
   // A configuration warning: to client_options::on_warning (exceptions swallowed)
   // and to the observers.
-  void warn(const warning& w);
+  void warn(const warning& w) override;
   // lock_event for a held lock, now (valid_until: the handle's, unless released).
   // ops/held.cc, beside the state it reads.
   lock_event lock_event_of(const held& h, bool released) const;

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "node/connection.h"
+#include "io/resolve.h"
 #include "io/tls.h"
 
 namespace redlock::detail {

@@ -1,16 +1,10 @@
 #include "node/connection.h"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
-#include <atomic>
-#include <cstdlib>
-#include <charconv>
-#include <cstring>
 #include <utility>
 #include <vector>
 
-#include "engine/core.h"
+#include "protocol/info.h"
 #include "protocol/reply.h"
 
 namespace redlock::detail {
@@ -18,179 +12,13 @@ namespace {
 
 constexpr std::uint64_t kNoDeadline = ~std::uint64_t{0};
 
-std::string first_line(const char* s, std::size_t n) { return printable_line(std::string_view(s, n)); }
-
-// An authentication refusal. (An ACL refusal of an authenticated user, NOPERM, is
-// not one: see is_permission_error.)
-bool is_auth_error(std::string_view e) {
-  return e.rfind("NOAUTH", 0) == 0 || e.rfind("WRONGPASS", 0) == 0 ||
-         e.rfind("ERR invalid password", 0) == 0 || e.rfind("ERR invalid username-password", 0) == 0 ||
-         e.rfind("ERR AUTH", 0) == 0 || e.rfind("ERR Client sent AUTH", 0) == 0;
-}
-
-std::atomic<resolver_override> g_resolver_override{nullptr};
-
 }  // namespace
 
-std::string info_field(std::string_view info, std::string_view name) {
-  // Fields are "name:value" lines; match at a line start only (the text begins
-  // with a "# Section" line, so every field follows a newline).
-  std::size_t from = 0;
-  while (true) {
-    const std::size_t at = info.find(name, from);
-    if (at == std::string_view::npos) return {};
-    const std::size_t colon = at + name.size();
-    if (at > 0 && info[at - 1] == '\n' && colon < info.size() && info[colon] == ':') {
-      const std::size_t end = info.find_first_of("\r\n", colon + 1);
-      return std::string(info.substr(colon + 1, end == std::string_view::npos ? std::string_view::npos : end - colon - 1));
-    }
-    from = at + 1;
-  }
-}
-
-eviction_risk eviction_risk_of(std::string_view policy) {
-  if (policy.empty() || policy == "noeviction") return eviction_risk::none;
-  if (policy.rfind("volatile-", 0) == 0) return eviction_risk::keys_with_ttl;
-  // allkeys-*, and any policy this client does not know: assume the worst.
-  return eviction_risk::any_key;
-}
-
-std::string eviction_warning_text(std::string_view node, std::string_view policy, std::string_view maxmemory) {
-  std::string m = std::string(node) + ": maxmemory-policy " + printable_line(policy);
-  if (eviction_risk_of(policy) == eviction_risk::keys_with_ttl) {
-    m += " may evict keys that have a TTL when memory runs out: held locks (every lock key has one), so a second "
-         "client can acquire a lock still held; fence counters (no TTL) are not evicted";
-  } else {
-    m += " may evict any key when memory runs out: held locks (a second client can acquire a lock still held) and "
-         "fence counters (fencing tokens can go backwards; fenced acquires do not count this node)";
-  }
-  if (maxmemory == "0") {
-    m += "; maxmemory is 0 now (no limit), but it can be set at run time";
-  } else if (!maxmemory.empty()) {
-    m += "; maxmemory " + printable_line(maxmemory) + " bytes";
-  }
-  m += ". Lock nodes need maxmemory-policy noeviction";
-  return m;
-}
-
-void set_resolver_override(resolver_override fn) noexcept { g_resolver_override.store(fn); }
-resolver_override current_resolver_override() noexcept { return g_resolver_override.load(); }
-
-std::vector<sockaddr_storage> connect_order(const struct addrinfo* list) {
-  std::vector<sockaddr_storage> out;
-  for (const addrinfo* ai = list; ai != nullptr; ai = ai->ai_next) {
-    if (ai->ai_addr == nullptr || (ai->ai_family != AF_INET && ai->ai_family != AF_INET6)) continue;
-    const std::size_t len = ai->ai_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
-    if (static_cast<std::size_t>(ai->ai_addrlen) < len) continue;
-    sockaddr_storage ss{};
-    std::memcpy(&ss, ai->ai_addr, len);
-    const bool seen = std::any_of(out.begin(), out.end(), [&](const sockaddr_storage& o) {
-      return o.ss_family == ss.ss_family && std::memcmp(&o, &ss, len) == 0;
-    });
-    if (!seen) out.push_back(ss);
-  }
-  return out;
-}
-
-double clock_jump_allowance_us(std::chrono::milliseconds threshold, double drift_factor, std::int64_t gap_us,
-                               std::int64_t uncertainty_us) {
-  const double threshold_us = static_cast<double>(threshold.count()) * 1000.0;
-  const double drift_us = static_cast<double>(std::max<std::int64_t>(gap_us, 0)) * drift_factor;
-  return threshold_us + std::min(threshold_us, drift_us) + static_cast<double>(std::max<std::int64_t>(uncertainty_us, 0));
-}
-
-std::string address_text(const sockaddr_storage& a) {
-  char ip[INET6_ADDRSTRLEN] = {};
-  if (a.ss_family == AF_INET6) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&a);
-    uv_ip6_name(in6, ip, sizeof ip);
-    return "[" + std::string(ip) + "]:" + std::to_string(ntohs(in6->sin6_port));
-  }
-  const auto* in4 = reinterpret_cast<const sockaddr_in*>(&a);
-  uv_ip4_name(in4, ip, sizeof ip);
-  return std::string(ip) + ":" + std::to_string(ntohs(in4->sin_port));
-}
-
-namespace {
-void append_resp_array(std::string& out, const std::string_view* argv, std::size_t n) {
-  char num[24];
-  auto put_len = [&](char prefix, std::size_t len) {
-    out.push_back(prefix);
-    auto res = std::to_chars(num, num + sizeof num, len);
-    out.append(num, res.ptr);
-    out.append("\r\n", 2);
-  };
-  put_len('*', n);
-  for (std::size_t i = 0; i < n; ++i) {
-    put_len('$', argv[i].size());
-    out.append(argv[i].data(), argv[i].size());
-    out.append("\r\n", 2);
-  }
-}
-}  // namespace
-
-void append_resp(std::string& out, std::initializer_list<std::string_view> argv) {
-  append_resp_array(out, argv.begin(), argv.size());
-}
-
-void append_resp(std::string& out, const std::vector<std::string_view>& argv) {
-  append_resp_array(out, argv.data(), argv.size());
-}
-
-wire::wire(command c) : cmd_(std::move(c)) {
-  if (!cmd_.force_eval) sha_ = encode(false);
-}
-
-const std::string& wire::eval_form() const {
-  if (eval_.empty()) eval_ = encode(true);
-  return eval_;
-}
-
-const std::string& wire::timed_form() const {
-  if (timed_.empty()) {
-    timed_ = sha_.empty() ? encode(false) : sha_;
-    append_resp(timed_, {"TIME"});
-  }
-  return timed_;
-}
-
-std::string wire::encode(bool with_body) const {
-  const redlock::detail::script& sc = get_script(cmd_.script);
-  const std::string_view verb = with_body ? "EVAL" : "EVALSHA";
-  const std::string_view code = with_body ? std::string_view(sc.body) : std::string_view(sc.sha());
-  const std::string_view nkeys = sc.num_keys > 1 ? "2" : "1";
-  std::string out;
-  out.reserve(64 + code.size() + cmd_.key.size() * 2 + cmd_.arg1.size() + cmd_.arg2.size());
-  if (cmd_.script == script_id::ping) {
-    append_resp(out, {"PING"});
-  } else if (cmd_.script == script_id::acquire_set && !with_body) {
-    append_resp(out, {"SET", cmd_.key, cmd_.arg1, "NX", "PX", cmd_.arg2, "GET"});
-  } else if (sc.num_keys == 0) {
-    // A set script: every key, then the arguments (lib/scripts.h, kAcquireMany ...).
-    const std::string count = std::to_string(cmd_.keys.size());
-    std::vector<std::string_view> argv{verb, code, count};
-    for (const std::string& k : cmd_.keys) argv.push_back(k);
-    argv.push_back(cmd_.arg1);
-    if (!cmd_.arg2.empty()) argv.push_back(cmd_.arg2);
-    append_resp(out, argv);
-  } else if (cmd_.script == script_id::inspect) {
-    append_resp(out, {verb, code, nkeys, cmd_.key});
-  } else if (sc.num_keys > 1) {
-    if (cmd_.arg2.empty()) {
-      append_resp(out, {verb, code, nkeys, cmd_.key, cmd_.key2, cmd_.arg1});
-    } else {
-      append_resp(out, {verb, code, nkeys, cmd_.key, cmd_.key2, cmd_.arg1, cmd_.arg2});
-    }
-  } else if (cmd_.arg2.empty()) {
-    append_resp(out, {verb, code, nkeys, cmd_.key, cmd_.arg1});
-  } else {
-    append_resp(out, {verb, code, nkeys, cmd_.key, cmd_.arg1, cmd_.arg2});
-  }
-  return out;
-}
-
-connection::connection(core& owner, std::size_t index, node_address address)
-    : core_(owner), index_(index), address_(std::move(address)) {}
+connection::connection(node_host& owner, std::size_t index, node_address address)
+    : host_(owner),
+      index_(index),
+      address_(std::move(address)),
+      guards_(guard_settings::of(owner.options(), owner.restart_quarantine())) {}
 
 connection::~connection() {
   if (reader_ != nullptr) redisReaderFree(reader_);
@@ -206,17 +34,17 @@ void connection::connect_now() {
   partial_reply_bytes_ = 0;
   last_reply_ms_ = 0;
   scripts_loaded_ = 0;
-  connect_deadline_ms_ = core_.now_ms() + static_cast<std::uint64_t>(core_.options().connect_timeout.count());
-  connect_timer_ = core_.schedule(core_.options().connect_timeout, [this] {
+  connect_deadline_ms_ = host_.now_ms() + static_cast<std::uint64_t>(host_.options().connect_timeout.count());
+  connect_timer_ = host_.schedule(host_.options().connect_timeout, [this] {
     connect_timer_ = 0;
     fail_connection(node_status::timeout,
-                    "connect/handshake took longer than " + std::to_string(core_.options().connect_timeout.count()) +
+                    "connect/handshake took longer than " + std::to_string(host_.options().connect_timeout.count()) +
                         " ms");
   });
   state_ = state::connecting;
   node_status status = node_status::connection_error;
   std::string error;
-  link_ = core_.io().open(address_, connect_deadline_ms_, *this, status, error);
+  link_ = host_.io().open(address_, connect_deadline_ms_, *this, status, error);
   if (!link_) fail_connection(status, std::move(error));
 }
 
@@ -239,9 +67,7 @@ void connection::on_link_down(node_status status, std::string detail) {
 
 void connection::on_link_up() {
   state_ = state::handshake;
-  handshake_steps_.clear();
-  maxmemory_.clear();
-  maxmemory_policy_.clear();  // read again on every connection: CONFIG SET may have changed it
+  guards_.forget_memory();  // read again on every connection: CONFIG SET may have changed it
   // The credentials for this attempt: the URI's, or the provider's (called once per
   // attempt that reached the server, so a rotated secret is picked up by the next
   // reconnect). A provider that throws fails this attempt like a refused connect: it
@@ -249,7 +75,7 @@ void connection::on_link_up() {
   std::string username = address_.username;
   std::string password = address_.password;
   bool auth = address_.has_password;
-  if (const auto& provider = core_.options().credentials_provider) {
+  if (const auto& provider = host_.options().credentials_provider) {
     try {
       credentials c = provider(address_.display);
       username = std::move(c.username);
@@ -261,43 +87,17 @@ void connection::on_link_up() {
                              "retrying with backoff");
     }
   }
-  if (auth) {
-    if (username.empty()) {
-      append_resp(out_, {"AUTH", password});
-    } else {
-      append_resp(out_, {"AUTH", username, password});
-    }
-    handshake_steps_.push_back('A');
-  }
-  if (address_.db != 0) {
-    std::string db = std::to_string(address_.db);
-    append_resp(out_, {"SELECT", db});
-    handshake_steps_.push_back('S');
-  }
-  append_resp(out_, {"PING"});
-  handshake_steps_.push_back('P');
-  // A subscriber connection (push_: waiters' notifications, lib/notify.h) casts no
-  // vote: the guards and the eviction check watch the voting connection only.
-  const bool voting = push_ == nullptr;
-  if (voting && core_.options().restart_quarantine.count() != 0) {
-    append_resp(out_, {"INFO", "server"});
-    handshake_steps_.push_back('I');
-  }
-  // The eviction policy, for on_warning and fenced acquires: whenever a guard is
-  // on (the defaults; also with the restart guard off, as on persistent nodes).
-  // With both guards off the handshake stays AUTH/SELECT/PING alone, for servers
-  // and proxies that speak only the lock's commands. A separate INFO, not
-  // "INFO server memory": servers before 7.0 take one section and refuse two.
-  if (voting && (core_.options().restart_quarantine.count() != 0 || core_.options().clock_jump_threshold.count() > 0)) {
-    append_resp(out_, {"INFO", "memory"});
-    handshake_steps_.push_back('M');
-  }
-  if (voting && core_.options().clock_jump_threshold.count() > 0) {
-    append_resp(out_, {"TIME"});
-    handshake_steps_.push_back('T');
-    time_sent_ = core_.now();
-  }
-  core_.want_flush(this);
+  handshake::plan p;
+  p.auth = auth;
+  p.username = std::move(username);
+  p.password = std::move(password);
+  p.db = address_.db;
+  p.voting = push_ == nullptr;
+  p.restart_guard = host_.options().restart_quarantine.count() != 0;
+  p.clock_guard = host_.options().clock_jump_threshold.count() > 0;
+  handshake_.begin(p, out_);
+  if (handshake_.asks_time()) time_sent_ = host_.now();
+  host_.want_flush(this);
 }
 
 void connection::on_link_data(const char* data, std::size_t n) {
@@ -319,7 +119,7 @@ void connection::on_link_data(const char* data, std::size_t n) {
       // Bytes that do not complete a reply neither count as progress for the stall
       // detector nor may pile up: the reader holds at most max_reply_bytes (plus
       // one read buffer) of an unfinished reply.
-      const std::size_t cap = core_.options().max_reply_bytes;
+      const std::size_t cap = host_.options().max_reply_bytes;
       if (partial_reply_bytes_ > cap) {
         fail_connection(node_status::protocol_error, "reply larger than max_reply_bytes (" + std::to_string(cap) +
                                                          " bytes): connection closed");
@@ -329,7 +129,7 @@ void connection::on_link_data(const char* data, std::size_t n) {
     // A complete reply: progress. What stays buffered belongs to the next one (the
     // parts of it already parsed out of the buffer are not counted: at most one
     // read buffer).
-    last_reply_ms_ = core_.now_ms();
+    last_reply_ms_ = host_.now_ms();
     partial_reply_bytes_ = reader_->len - reader_->pos;
     std::unique_ptr<redisReply, reply_deleter> r(static_cast<redisReply*>(reply));
     if (state_ == state::handshake) {
@@ -341,244 +141,117 @@ void connection::on_link_data(const char* data, std::size_t n) {
 }
 
 void connection::on_handshake_reply(redisReply* r) {
-  const char step = handshake_steps_.empty() ? 'P' : handshake_steps_.front();
-  if (!handshake_steps_.empty()) handshake_steps_.pop_front();
-  if (r->type == REDIS_REPLY_ERROR) {
-    std::string err = first_line(r->str, r->len);
-    if (step == 'I' || step == 'M' || step == 'T') {
-      // No permission for INFO or TIME: the guards cannot watch this node (and its
-      // eviction policy stays unknown: no warning, no fencing exclusion).
-    } else if (is_permission_error(err)) {
-      // Authenticated, but the ACL forbids SELECT or PING: as permanent as a
-      // refused password; the detail keeps the server's NOPERM text.
-      return fail_connection(node_status::server_error, err, true);
-    } else if (is_auth_error(err)) {
-      // The status already reads "authentication refused": the detail is the server's word.
-      return fail_connection(node_status::auth_error, err, true);
-    } else {
-      return fail_connection(node_status::server_error, "handshake refused: " + err);
-    }
-  } else if (step == 'P' &&
-             (r->type != REDIS_REPLY_STATUS || std::string_view(r->str, r->len) != "PONG")) {
-    return fail_connection(node_status::protocol_error, "unexpected reply to PING (not a Redis server?)");
-  } else if (step == 'I' && r->type == REDIS_REPLY_STRING) {
-    on_info(std::string_view(r->str, r->len));
-  } else if (step == 'M' && r->type == REDIS_REPLY_STRING) {
-    on_info_memory(std::string_view(r->str, r->len));
-  } else if (step == 'T') {
+  const handshake::answer a = handshake_.take(*r);
+  if (a.verdict == handshake::answer::next::fail) return fail_connection(a.status, a.detail, a.permanent);
+  if (a.carries == handshake::answer::content::server_info) {
+    on_info(a.text);
+  } else if (a.carries == handshake::answer::content::memory_info) {
+    on_info_memory(a.text);
+  } else if (a.carries == handshake::answer::content::server_time) {
     // Compared with the sample from before the reconnect (if any): a jump while
     // the connection was down is a jump too.
-    if (const auto server_us = parse_time_reply(r)) {
-      const auto rtt = core_.now() - time_sent_;
+    if (const auto server_us = a.server_us) {
+      const auto rtt = host_.now() - time_sent_;
       observe_server_time(*server_us, time_sent_ + rtt / 2,
                           std::chrono::duration_cast<std::chrono::microseconds>(rtt).count() / 2 + 1);
     }
   }
-  if (handshake_steps_.empty()) become_ready();
+  if (a.verdict == handshake::answer::next::ready) become_ready();
 }
 
 void connection::on_info(std::string_view info) {
   const std::string run_id = info_field(info, "run_id");
   const std::string uptime = info_field(info, "uptime_in_seconds");
   if (run_id.empty() || uptime.empty()) return;
-  const auto now = core_.now();
-  const auto started = now - std::chrono::seconds(std::atoll(uptime.c_str()));
-  const bool first = run_id_.empty();
-  if (!first && run_id != run_id_) {
-    // Another server process behind the address: it may be one that has been
-    // running for long (a failover, a re-pointed socket path or DNS name), so its
-    // uptime says nothing about the keys this address held. The quarantine counts
-    // from now, when this client saw it.
-    restarted_at_ = now;
-    if (core_.observing()) {
-      note_quarantine(quarantine_reason::restart, now, now + core_.quarantine_for(std::chrono::milliseconds(0)),
-                      "new run_id (the server restarted, or another server took over the address): no acquire "
-                      "vote until the quarantine ends (restart guard)");
-    }
-  } else if (first && core_.options().restart_guard_first_sight) {
-    restarted_at_ = started;
-    if (core_.observing() && started + core_.quarantine_for(std::chrono::milliseconds(0)) > now) {
-      note_quarantine(quarantine_reason::first_sight, now,
-                      started + core_.quarantine_for(std::chrono::milliseconds(0)),
-                      "first seen with an uptime of " + uptime +
-                          " s, below the quarantine: no acquire vote until it has been up that long (restart guard, "
-                          "first sight)");
-    }
-  }
-  // Another server process (maybe another machine) behind the address: its first
-  // TIME (next in this handshake) starts a new series. Only here: without INFO
-  // (restart guard off, or not permitted) the run_id is unknown and the sample is
-  // kept, so that a jump during a disconnection is never hidden.
-  if (!first && run_id != run_id_) last_time_.reset();
-  run_id_ = run_id;
+  const auto now = host_.now();
+  const std::optional<quarantine_note> note = guards_.observe_server(run_id, uptime, now);
+  if (note && host_.observing()) note_quarantine(*note, now);
 }
 
 void connection::on_info_memory(std::string_view info) {
   // Kept printable: they reach reports, node_view and the CLI.
-  maxmemory_policy_ = printable_line(info_field(info, "maxmemory_policy"), 64);
-  maxmemory_ = printable_line(info_field(info, "maxmemory"), 32);
-  if (eviction_risk_of(maxmemory_policy_) == eviction_risk::none) return;
-  if (!core_.options().on_warning && !core_.observing()) return;
+  std::string policy = printable_line(info_field(info, "maxmemory_policy"), 64);
+  std::string maxmemory = printable_line(info_field(info, "maxmemory"), 32);
+  guards_.observe_memory(std::move(policy), std::move(maxmemory));
+  if (eviction_risk_of(guards_.maxmemory_policy()) == eviction_risk::none) return;
+  if (!host_.options().on_warning && !host_.observing()) return;
   warning w;
   w.code = warning_code::eviction_policy;
   w.node = address_.display;
-  w.message = eviction_warning_text(address_.display, maxmemory_policy_, maxmemory_);
-  core_.warn(w);
-}
-
-std::string connection::fencing_exclusion() const {
-  if (core_.options().allow_fencing_on_evicting_nodes) return {};
-  if (eviction_risk_of(maxmemory_policy_) != eviction_risk::any_key) return {};
-  return "maxmemory-policy " + printable_line(maxmemory_policy_) +
-         " may evict the fence counter (a key without TTL): no vote for fenced acquires "
-         "(set noeviction, or client_options::allow_fencing_on_evicting_nodes)";
+  w.message = eviction_warning_text(address_.display, guards_.maxmemory_policy(), guards_.maxmemory());
+  host_.warn(w);
 }
 
 std::string connection::acquire_exclusion(std::chrono::steady_clock::time_point now,
                                           std::chrono::milliseconds quarantine) const {
-  using std::chrono::duration_cast;
-  using std::chrono::milliseconds;
-  // One server named twice (a unix socket and TCP, two names of one address, two
-  // dbs): the later-named node gets no vote, so one server never counts twice.
-  if (!run_id_.empty()) {
-    for (std::size_t j = 0; j < index_; ++j) {
-      if (core_.conn(j).run_id() == run_id_) {
-        return "same server as " + core_.conn(j).name() + " (run_id " + run_id_ + "): configure each server once";
-      }
-    }
-  }
-  if (restarted_at_ && quarantine.count() > 0 && now - *restarted_at_ < quarantine) {
-    const auto left = duration_cast<milliseconds>(quarantine - (now - *restarted_at_)).count();
-    return "restarted: no acquire vote for " + std::to_string(left) + " ms more (restart guard)";
-  }
-  return clock_exclusion(now, quarantine);
+  const std::string* same = guards_.run_id().empty() ? nullptr : host_.same_server(index_, guards_.run_id());
+  return guards_.acquire_exclusion(now, quarantine, same);
 }
 
-std::string connection::clock_exclusion(std::chrono::steady_clock::time_point now,
-                                        std::chrono::milliseconds quarantine) const {
-  using std::chrono::duration_cast;
-  using std::chrono::milliseconds;
-  // The jump quarantine is never shorter than max_ttl (the bound on every TTL),
-  // even with the restart guard off (restart_quarantine = 0).
-  const auto jump_quarantine = std::max(quarantine, core_.options().max_ttl);
-  if (jumped_at_ && now - *jumped_at_ < jump_quarantine) {
-    const auto left = duration_cast<milliseconds>(jump_quarantine - (now - *jumped_at_)).count();
-    return std::string("server clock jumped ") + (jump_ms_ < 0 ? "back " : "forward ") +
-           std::to_string(jump_ms_ < 0 ? -jump_ms_ : jump_ms_) + " ms: no acquire vote for " +
-           std::to_string(left) + " ms more (clock-jump guard)";
-  }
-  return {};
-}
-
-operation_kind kind_of(script_id s) noexcept {
-  switch (s) {
-    case script_id::extend: return operation_kind::extend;
-    case script_id::release: return operation_kind::release;
-    case script_id::inspect:
-    case script_id::ping: return operation_kind::inspect;
-    default: return operation_kind::acquire;  // acquire scripts, SET NX, the fence commit
-  }
-}
-
-std::chrono::steady_clock::time_point connection::quarantine_end() const {
-  std::chrono::steady_clock::time_point end{};
-  const auto q = core_.quarantine_for(std::chrono::milliseconds(0));
-  if (restarted_at_ && q.count() > 0) end = *restarted_at_ + q;
-  if (jumped_at_) end = std::max(end, *jumped_at_ + std::max(q, core_.options().max_ttl));
-  return end;
-}
-
-void connection::note_quarantine(quarantine_reason reason, std::chrono::steady_clock::time_point at,
-                                 std::chrono::steady_clock::time_point until, std::string detail) {
+void connection::note_quarantine(const quarantine_note& note, std::chrono::steady_clock::time_point at) {
   node_quarantine_event e;
   e.at = at;
   e.index = index_;
   e.node = address_.display;
-  e.reason = reason;
-  e.until = until;
-  e.detail = std::move(detail);
-  quarantine_reason_ = reason;
-  core_.emit(&observer::on_node_quarantined, e, "on_node_quarantined");
+  e.reason = note.reason;
+  e.until = note.until;
+  e.detail = note.detail;
+  guards_.note_reported(note.reason);
+  host_.emit(&observer::on_node_quarantined, e, "on_node_quarantined");
   arm_quarantine_timer();
 }
 
 void connection::arm_quarantine_timer() {
   // One timer per node while it is quarantined (observers only): "cleared" is
   // sent when the end of the latest quarantine has passed on the client's clock.
-  if (quarantine_timer_ != 0 || state_ == state::closed || core_.closing()) return;
-  const auto now = core_.now();
-  const auto end = quarantine_end();
+  if (quarantine_timer_ != 0 || state_ == state::closed || host_.closing()) return;
+  const auto now = host_.now();
+  const auto end = guards_.quarantine_end();
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - now) + std::chrono::milliseconds(1);
-  quarantine_timer_ = core_.schedule(std::max(left, std::chrono::milliseconds(1)), [this] {
+  quarantine_timer_ = host_.schedule(std::max(left, std::chrono::milliseconds(1)), [this] {
     quarantine_timer_ = 0;
-    const auto t = core_.now();
-    const auto until = quarantine_end();
+    const auto t = host_.now();
+    const auto until = guards_.quarantine_end();
     if (t < until) return arm_quarantine_timer();  // extended meanwhile (or the timer ran early)
     node_quarantine_event e;
     e.at = t;
     e.index = index_;
     e.node = address_.display;
-    e.reason = quarantine_reason_;
+    e.reason = guards_.last_reason();
     e.until = until;
     e.detail = "quarantine over: the node votes on acquires again";
-    core_.emit(&observer::on_node_cleared, e, "on_node_cleared");
+    host_.emit(&observer::on_node_cleared, e, "on_node_cleared");
   });
 }
 
 bool connection::time_sample_due() const {
-  const auto& o = core_.options();
-  if (o.clock_jump_threshold.count() <= 0) return false;
-  // Interval 0 (the default): every acquire, without reading the clock.
-  return o.clock_sample_interval.count() == 0 || !last_time_ ||
-         core_.now() - last_time_->local_mid >= o.clock_sample_interval;
+  return guards_.time_sample_due([this] { return host_.now(); });
 }
 
 void connection::observe_server_time(std::int64_t server_us, std::chrono::steady_clock::time_point local_mid,
                                      std::int64_t half_rtt_us) {
-  const auto threshold = core_.options().clock_jump_threshold;
-  if (threshold.count() <= 0) return;
-  if (last_time_) {
-    const std::int64_t local_us =
-        std::chrono::duration_cast<std::chrono::microseconds>(local_mid - last_time_->local_mid).count();
-    const std::int64_t step = (server_us - last_time_->server_us) - local_us;
-    // Either direction: a key granted while the clock is behind expires early once
-    // the clock is corrected forward, and a client whose samples straddle both the
-    // step back and the correction sees no step at all (net zero).
-    const std::int64_t magnitude = step < 0 ? -step : step;
-    if (static_cast<double>(magnitude) > clock_jump_allowance_us(threshold, core_.options().clock_drift_factor,
-                                                                  local_us, last_time_->half_rtt_us + half_rtt_us)) {
-      jumped_at_ = local_mid;
-      jump_ms_ = step / 1000;
-      if (core_.observing()) {
-        const auto q = std::max(core_.quarantine_for(std::chrono::milliseconds(0)), core_.options().max_ttl);
-        note_quarantine(quarantine_reason::clock_jump, core_.now(), local_mid + q,
-                        std::string("server clock jumped ") + (jump_ms_ < 0 ? "back " : "forward ") +
-                            std::to_string(jump_ms_ < 0 ? -jump_ms_ : jump_ms_) +
-                            " ms: no acquire vote until the quarantine ends (clock-jump guard)");
-      }
-    }
-  }
-  last_time_ = time_sample{local_mid, server_us, half_rtt_us};
+  const std::optional<quarantine_note> note = guards_.observe_server_time(server_us, local_mid, half_rtt_us);
+  if (note && host_.observing()) note_quarantine(*note, host_.now());
 }
 
 void connection::become_ready() {
-  if (connect_timer_ != 0) core_.cancel_timer(connect_timer_);
+  if (connect_timer_ != 0) host_.cancel_timer(connect_timer_);
   connect_timer_ = 0;
   state_ = state::ready;
-  if (ever_connected_ && push_ == nullptr) core_.stats().reconnects.fetch_add(1, std::memory_order_relaxed);
-  if (core_.observing() && push_ == nullptr) {
+  if (ever_connected_ && push_ == nullptr) host_.note_reconnect();
+  if (host_.observing() && push_ == nullptr) {
     reported_down_ = false;
     node_event e;
-    e.at = core_.now();
+    e.at = host_.now();
     e.index = index_;
     e.node = address_.display;
-    core_.emit(&observer::on_node_up, e, "on_node_up");
+    host_.emit(&observer::on_node_up, e, "on_node_up");
   }
   ever_connected_ = true;
   failures_ = 0;
   permanent_failure_ = false;
   const std::uint64_t ready_deadline =
-      core_.now_ms() + static_cast<std::uint64_t>(core_.options().command_timeout.count());
+      host_.now_ms() + static_cast<std::uint64_t>(host_.options().command_timeout.count());
   for (request& r : queue_) {
     if (!r.sent && !r.expired) {
       encode(r);
@@ -586,13 +259,13 @@ void connection::become_ready() {
       if (r.deadline_ms != kNoDeadline) r.deadline_ms = r.overdue_ms;
     }
   }
-  if (deadline_timer_ != 0) core_.cancel_timer(deadline_timer_);
+  if (deadline_timer_ != 0) host_.cancel_timer(deadline_timer_);
   deadline_timer_ = 0;
   arm_deadline_timer();
   // Requests that expired while connecting were never sent: drop them.
   queue_.erase(std::remove_if(queue_.begin(), queue_.end(), [](const request& r) { return !r.sent; }),
                queue_.end());
-  core_.want_flush(this);
+  host_.want_flush(this);
   if (push_ != nullptr) push_->on_sub_ready(index_);
 }
 
@@ -644,9 +317,9 @@ void connection::submit(std::shared_ptr<const wire> cmd, bool force_eval, std::s
   r.force_eval = force_eval;
   r.target = std::move(s);
   r.tag = tag;
-  r.submitted = core_.now();
-  const std::uint64_t now_ms = core_.now_ms();
-  const auto cmd_ms = static_cast<std::uint64_t>(core_.options().command_timeout.count());
+  r.submitted = host_.now();
+  const std::uint64_t now_ms = host_.now_ms();
+  const auto cmd_ms = static_cast<std::uint64_t>(host_.options().command_timeout.count());
   // During the first connect, the connect timeout bounds the wait for the
   // connection and the command timeout starts when the request is written
   // (become_ready()). A node that was connected before and is reconnecting gets
@@ -659,12 +332,12 @@ void connection::submit(std::shared_ptr<const wire> cmd, bool force_eval, std::s
   queue_.push_back(std::move(r));
   if (state_ == state::ready) {
     encode(queue_.back());
-    core_.want_flush(this);
+    host_.want_flush(this);
   }
   if (deadline_timer_ == 0) {
     arm_deadline_timer();
   } else if (queue_.back().deadline_ms < deadline_armed_at_) {
-    core_.cancel_timer(deadline_timer_);
+    host_.cancel_timer(deadline_timer_);
     deadline_timer_ = 0;
     arm_deadline_timer();
   }
@@ -680,7 +353,7 @@ void connection::flush() {
   // The requests encoded since the last flush go out now (or wait in libuv's write
   // queue, which only a server that stopped reading fills): the stall detector
   // counts from here. They are at the back of the queue.
-  const std::uint64_t now_ms = core_.now_ms();
+  const std::uint64_t now_ms = host_.now_ms();
   for (auto it = queue_.rbegin(); it != queue_.rend() && it->sent && it->written_ms == kUnwritten; ++it) {
     it->written_ms = now_ms;
   }
@@ -725,7 +398,7 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
     // An error (TIME not permitted to this user) leaves the guard without a sample.
     if (const auto server_us = parse_time_reply(time_reply.get())) {
       const auto submitted = queue_.front().submitted;
-      const auto rtt = core_.now() - submitted;
+      const auto rtt = host_.now() - submitted;
       observe_server_time(*server_us, submitted + rtt / 2,
                           std::chrono::duration_cast<std::chrono::microseconds>(rtt).count() / 2 + 1);
       time_sampled = true;
@@ -734,21 +407,21 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
   redisReply* reply = owned.get();
   request r = std::move(queue_.front());
   queue_.pop_front();
-  if (core_.observing() && core_.options().slow_node_threshold.count() > 0) {
+  if (host_.observing() && host_.options().slow_node_threshold.count() > 0) {
     // Every reply, also one that arrives after its request timed out.
-    const auto latency = std::chrono::duration_cast<std::chrono::microseconds>(core_.now() - r.submitted);
-    if (latency > core_.options().slow_node_threshold) {
+    const auto latency = std::chrono::duration_cast<std::chrono::microseconds>(host_.now() - r.submitted);
+    if (latency > host_.options().slow_node_threshold) {
       node_slow_event e;
-      e.at = core_.now();
+      e.at = host_.now();
       e.index = index_;
       e.node = address_.display;
       e.latency = latency;
       e.kind = kind_of(r.cmd->script());
-      core_.emit(&observer::on_node_slow, e, "on_node_slow");
+      host_.emit(&observer::on_node_slow, e, "on_node_slow");
     }
   }
   if (r.expired) {
-    core_.note_quiet();
+    host_.note_quiet();
     return;
   }
   if (reply->type == REDIS_REPLY_ERROR && r.used_sha && r.cmd->script() == script_id::acquire_set &&
@@ -765,7 +438,7 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
   reply_event ev;
   ev.reply = reply;
   ev.time_sampled = time_sampled;
-  ev.latency = std::chrono::duration_cast<std::chrono::microseconds>(core_.now() - r.submitted);
+  ev.latency = std::chrono::duration_cast<std::chrono::microseconds>(host_.now() - r.submitted);
   if (reply->type == REDIS_REPLY_ERROR) {
     std::string_view e(reply->str, reply->len);
     if (is_auth_error(e)) {
@@ -774,12 +447,12 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
       std::string d = first_line(reply->str, reply->len);
       ev.detail = d;
       complete(r, ev);
-      core_.note_quiet();
+      host_.note_quiet();
       return;
     }
   }
   complete(r, ev);
-  core_.note_quiet();
+  host_.note_quiet();
 }
 
 std::uint64_t connection::stall_ms() const noexcept {
@@ -789,7 +462,7 @@ std::uint64_t connection::stall_ms() const noexcept {
   // reply): it is closed and reconnected. An idle connection is never stalled: the
   // time counts from the write, not from the last byte received. Generous, because
   // a starved client machine looks the same.
-  return std::max<std::uint64_t>(4 * static_cast<std::uint64_t>(core_.options().command_timeout.count()), 1000);
+  return std::max<std::uint64_t>(4 * static_cast<std::uint64_t>(host_.options().command_timeout.count()), 1000);
 }
 
 std::uint64_t connection::stall_at(std::uint64_t now) const noexcept {
@@ -813,19 +486,19 @@ void connection::arm_deadline_timer() {
       break;
     }
   }
-  const std::uint64_t now = core_.now_ms();
+  const std::uint64_t now = host_.now_ms();
   if (const std::uint64_t stall = stall_at(now); stall != 0 && (next == 0 || stall < next)) next = stall;
   if (next == 0) return;
   deadline_armed_at_ = next;
-  deadline_timer_ = core_.schedule(std::chrono::milliseconds(next > now ? next - now : 0), [this] {
+  deadline_timer_ = host_.schedule(std::chrono::milliseconds(next > now ? next - now : 0), [this] {
     deadline_timer_ = 0;
     on_deadline_timer();
   });
 }
 
 void connection::on_deadline_timer() {
-  const std::uint64_t now = core_.now_ms();
-  const std::uint64_t cmd_ms = static_cast<std::uint64_t>(core_.options().command_timeout.count());
+  const std::uint64_t now = host_.now_ms();
+  const std::uint64_t cmd_ms = static_cast<std::uint64_t>(host_.options().command_timeout.count());
   struct expiry {
     std::shared_ptr<sink> target;
     std::uint32_t tag;
@@ -854,14 +527,14 @@ void connection::on_deadline_timer() {
     return;
   }
   if (deadline_timer_ == 0) arm_deadline_timer();
-  core_.note_quiet();
+  host_.note_quiet();
 }
 
 void connection::fail_connection(node_status status, std::string detail, bool permanent) {
   if (state_ == state::closed || state_ == state::backoff) return;
-  if (connect_timer_ != 0) core_.cancel_timer(connect_timer_);
+  if (connect_timer_ != 0) host_.cancel_timer(connect_timer_);
   connect_timer_ = 0;
-  if (deadline_timer_ != 0) core_.cancel_timer(deadline_timer_);
+  if (deadline_timer_ != 0) host_.cancel_timer(deadline_timer_);
   deadline_timer_ = 0;
   link_.reset();
   out_.clear();
@@ -875,19 +548,19 @@ void connection::fail_connection(node_status status, std::string detail, bool pe
   ++failures_;
   // Events are about the node's voting connection, not a waiters' subscriber
   // connection to it (push_: lib/notify.h).
-  if (core_.observing() && push_ == nullptr && (was_ready || !reported_down_)) {
+  if (host_.observing() && push_ == nullptr && (was_ready || !reported_down_)) {
     // Before the requests it fails (their operations may finish now). Once per
     // outage: when a node that was up goes down, or the first failed attempt of a
     // node not seen up yet; later failed attempts of the same outage are
     // reconnect_scheduled events only.
     reported_down_ = true;
     node_event e;
-    e.at = core_.now();
+    e.at = host_.now();
     e.index = index_;
     e.node = address_.display;
     e.status = down_status_;
     e.detail = detail;
-    core_.emit(&observer::on_node_down, e, "on_node_down");
+    host_.emit(&observer::on_node_down, e, "on_node_down");
   }
   // Fail everything outstanding. Collect first: sinks may submit again.
   std::deque<request> pending;
@@ -901,29 +574,29 @@ void connection::fail_connection(node_status status, std::string detail, bool pe
     complete(r, ev);
   }
   if (push_ != nullptr) push_->on_sub_down(index_);
-  if (core_.closing()) {
+  if (host_.closing()) {
     state_ = state::closed;
-    core_.note_quiet();
+    host_.note_quiet();
     return;
   }
   // Capped exponential backoff with jitter in [d/2, d].
-  const auto& o = core_.options();
+  const auto& o = host_.options();
   std::int64_t d = std::max<std::int64_t>(1, o.reconnect_min_backoff.count());
   for (int i = 1; i < failures_ && d < o.reconnect_max_backoff.count(); ++i) d *= 2;
   d = std::min<std::int64_t>(d, std::max<std::int64_t>(1, o.reconnect_max_backoff.count()));
   if (permanent) d = std::max<std::int64_t>(d, o.reconnect_max_backoff.count());
-  const std::int64_t delay = d / 2 + static_cast<std::int64_t>(core_.jitter() % static_cast<std::uint64_t>(d / 2 + 1));
-  backoff_timer_ = core_.schedule(std::chrono::milliseconds(delay), [this] { connect_now(); });
-  if (core_.observing() && push_ == nullptr) {
+  const std::int64_t delay = d / 2 + static_cast<std::int64_t>(host_.jitter() % static_cast<std::uint64_t>(d / 2 + 1));
+  backoff_timer_ = host_.schedule(std::chrono::milliseconds(delay), [this] { connect_now(); });
+  if (host_.observing() && push_ == nullptr) {
     reconnect_scheduled e;
-    e.at = core_.now();
+    e.at = host_.now();
     e.index = index_;
     e.node = address_.display;
     e.backoff = std::chrono::milliseconds(delay);
     e.reason = down_detail_;
-    core_.emit(&observer::on_reconnect_scheduled, e, "on_reconnect_scheduled");
+    host_.emit(&observer::on_reconnect_scheduled, e, "on_reconnect_scheduled");
   }
-  core_.note_quiet();
+  host_.note_quiet();
 }
 
 bool connection::quiet() const noexcept {
@@ -934,10 +607,10 @@ bool connection::quiet() const noexcept {
 }
 
 void connection::shutdown() {
-  if (connect_timer_ != 0) core_.cancel_timer(connect_timer_);
-  if (backoff_timer_ != 0) core_.cancel_timer(backoff_timer_);
-  if (deadline_timer_ != 0) core_.cancel_timer(deadline_timer_);
-  if (quarantine_timer_ != 0) core_.cancel_timer(quarantine_timer_);
+  if (connect_timer_ != 0) host_.cancel_timer(connect_timer_);
+  if (backoff_timer_ != 0) host_.cancel_timer(backoff_timer_);
+  if (deadline_timer_ != 0) host_.cancel_timer(deadline_timer_);
+  if (quarantine_timer_ != 0) host_.cancel_timer(quarantine_timer_);
   connect_timer_ = backoff_timer_ = deadline_timer_ = quarantine_timer_ = 0;
   state_ = state::closed;
   link_.reset();

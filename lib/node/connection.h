@@ -1,14 +1,14 @@
-// One node's transport: a libuv stream carrying pipelined RESP, with deadlines,
-// background reconnects and a handshake (AUTH, SELECT, PING) on every connect.
-// hiredis is used for decoding replies only (redisReader); requests are encoded
-// here (append_resp).
+// One node's transport: a link (io/reactor.h) carrying pipelined RESP, with
+// deadlines, stall detection, background reconnects, and on every connect a
+// handshake (node/handshake.h) whose INFO and TIME feed the node's guards
+// (node/guards.h). It sees its owner through node/host.h only. hiredis is used for
+// decoding replies only (redisReader); requests are encoded by protocol/resp.h.
 //
 // Loop thread only. Every submitted request gets exactly one sink call: a reply,
 // or timeout / connection_error / auth_error / cancelled.
 #pragma once
 
 #include <hiredis/hiredis.h>
-#include <uv.h>
 
 #include <chrono>
 #include <cstdint>
@@ -20,98 +20,17 @@
 #include <vector>
 
 #include "io/reactor.h"
+#include "node/guards.h"
+#include "node/handshake.h"
+#include "node/host.h"
 #include "redlock/observer.h"
 #include "redlock/report.h"
+#include "protocol/info.h"  // for the ops files that judge maxmemory_policy() (eviction_risk_of); to go once they include it
+#include "protocol/resp.h"
 #include "protocol/scripts.h"
 #include "pure/uri.h"
 
 namespace redlock::detail {
-
-class core;
-
-// A script call, the same for every node of a round.
-struct command {
-  script_id script = script_id::release;
-  std::string key;
-  std::string key2;  // second key for scripts with two keys
-  std::vector<std::string> keys;  // every key, for the set scripts (num_keys 0); `key` unused
-  std::string arg1;
-  std::string arg2;
-  bool force_eval = false;  // send the script body (EVAL), not EVALSHA
-  // No per-request deadline (command_timeout does not apply): for rounds that set
-  // their own (round::set_deadline). The stall detector still applies.
-  bool untimed = false;
-};
-
-// A command encoded once per round and shared by every node's request: the
-// EVALSHA form, and the EVAL form (encoded on first need).
-class wire {
- public:
-  explicit wire(command c);
-  // A plain command, not a script: `encoded` is its RESP form, sent as is (probe:
-  // INFO). Its replies are delivered like a PING's.
-  struct plain_tag {};
-  wire(plain_tag, std::string encoded) : sha_(encoded), eval_(std::move(encoded)) { cmd_.script = script_id::ping; }
-  script_id script() const noexcept { return cmd_.script; }
-  bool force_eval() const noexcept { return cmd_.force_eval; }
-  bool untimed() const noexcept { return cmd_.untimed; }
-  const std::string& sha_form() const noexcept { return sha_; }
-  const std::string& eval_form() const;  // loop thread only
-  // acquire_set only: the plain SET followed by a pipelined TIME (two replies),
-  // the clock-jump guard's sample for the node (encoded on first need).
-  const std::string& timed_form() const;  // loop thread only
-
- private:
-  std::string encode(bool with_body) const;
-  command cmd_;
-  std::string sha_;
-  mutable std::string eval_;
-  mutable std::string timed_;
-};
-
-// The addresses one connect attempt tries, in turn: the resolver's list in its
-// order (IPv4 and IPv6 only), duplicates dropped.
-std::vector<sockaddr_storage> connect_order(const struct addrinfo* list);
-// "127.0.0.1:6379" or "[::1]:6379".
-std::string address_text(const sockaddr_storage& a);
-
-// How far a node's clock may run ahead of, or fall behind, the local monotonic
-// clock between two TIME samples `gap_us` apart before the clock-jump guard calls
-// it a jump: the threshold plus drift_factor x the gap, that drift part capped at
-// the threshold (so never more than 2 x threshold, however long the gap), plus
-// `uncertainty_us`: how far the two samples' local dates may be off (each is dated
-// at the middle of its round trip, so off by up to half of it; the caller passes
-// the sum of both halves). A real step larger than the result is always seen.
-double clock_jump_allowance_us(std::chrono::milliseconds threshold, double drift_factor, std::int64_t gap_us,
-                               std::int64_t uncertainty_us = 0);
-
-// Test seam: resolves a host name (never a numeric address) in place of
-// getaddrinfo, returning numeric addresses in the order to try them. Null (the
-// default) = the system resolver. Set it before creating a client; any thread.
-using resolver_override = std::vector<std::string> (*)(const std::string& host);
-void set_resolver_override(resolver_override fn) noexcept;
-resolver_override current_resolver_override() noexcept;
-
-// The value of field `name` in an INFO reply ("" if absent).
-std::string info_field(std::string_view info, std::string_view name);
-
-// What a node's maxmemory-policy may evict when memory runs out.
-enum class eviction_risk {
-  none,           // noeviction, or unknown (INFO not permitted / not read yet)
-  keys_with_ttl,  // volatile-*: keys with a TTL, i.e. every lock key; never a fence counter
-  any_key,        // allkeys-* (and policies this client does not know): lock keys and fence counters
-};
-eviction_risk eviction_risk_of(std::string_view policy);
-// The warning_code::eviction_policy message: node (redacted), policy, what it can
-// evict, maxmemory ("" if unknown). One line.
-std::string eviction_warning_text(std::string_view node, std::string_view policy, std::string_view maxmemory);
-
-// The operation kind a request of this script belongs to (for on_node_slow).
-operation_kind kind_of(script_id s) noexcept;
-
-// Appends a RESP array of bulk strings.
-void append_resp(std::string& out, std::initializer_list<std::string_view> argv);
-void append_resp(std::string& out, const std::vector<std::string_view>& argv);
 
 // What a sink gets for one request.
 struct reply_event {
@@ -148,7 +67,7 @@ class push_listener {
 
 class connection final : private link_events {
  public:
-  connection(core& owner, std::size_t index, node_address address);
+  connection(node_host& owner, std::size_t index, node_address address);
   ~connection();
   connection(const connection&) = delete;
   connection& operator=(const connection&) = delete;
@@ -160,7 +79,8 @@ class connection final : private link_events {
   // Queue a request. Fails at once (synchronously, through the sink) when the node
   // is known down (backing off) or closed.
   void submit(std::shared_ptr<const wire> w, bool force_eval, std::shared_ptr<sink> s, std::uint32_t tag);
-  // Writes what submit() buffered. Called by the core once per loop iteration.
+  // Writes what submit() buffered. Called by the owner once per loop iteration
+  // (node_host::want_flush).
   void flush();
   // True when no request awaits an answer within its deadline.
   bool quiet() const noexcept;
@@ -171,6 +91,10 @@ class connection final : private link_events {
   // SUBSCRIBE and UNSUBSCRIBE of one channel each answer like any request. Set
   // before start().
   void set_push_listener(push_listener* l) noexcept { push_ = l; }
+  // The owner's flush list (node_host::want_flush): whether this connection is on
+  // it. flush() takes it off.
+  bool flush_queued() const noexcept { return dirty_; }
+  void set_flush_queued(bool queued) noexcept { dirty_ = queued; }
 
   // Safety guards (loop thread). Why this node must not vote on an acquire now,
   // given the quarantine period; "" when it may.
@@ -178,26 +102,30 @@ class connection final : private link_events {
   // The clock-jump part of acquire_exclusion alone: why this node's clock is
   // suspect now; "" when it is not. Extensions use it (a restarted node that still
   // holds our key, from its AOF, may extend it).
-  std::string clock_exclusion(std::chrono::steady_clock::time_point now, std::chrono::milliseconds quarantine) const;
+  std::string clock_exclusion(std::chrono::steady_clock::time_point now, std::chrono::milliseconds quarantine) const {
+    return guards_.clock_exclusion(now, quarantine);
+  }
   // A server TIME sample taken at `local_mid` on the client's clock (the middle of
   // the request's round trip, `half_rtt_us` being half of that round trip: the
   // sample's dating uncertainty). Flags a clock step in either direction.
   void observe_server_time(std::int64_t server_us, std::chrono::steady_clock::time_point local_mid,
                            std::int64_t half_rtt_us);
   // The server's run_id from the last handshake INFO ("" if none was read).
-  const std::string& run_id() const noexcept { return run_id_; }
+  const std::string& run_id() const noexcept { return guards_.run_id(); }
   // The server's maxmemory-policy, read by the handshake of the current (or last)
   // connection; "" when unknown (INFO memory refused, or never connected).
-  const std::string& maxmemory_policy() const noexcept { return maxmemory_policy_; }
+  const std::string& maxmemory_policy() const noexcept { return guards_.maxmemory_policy(); }
   // Why this node must not vote on a fenced acquire: its policy may evict the fence
   // counter (allkeys-*), and allow_fencing_on_evicting_nodes is off; "" when it may.
-  std::string fencing_exclusion() const;
+  std::string fencing_exclusion() const { return guards_.fencing_exclusion(); }
   // Its maxmemory in bytes, as INFO gave it ("" when unknown).
-  const std::string& maxmemory() const noexcept { return maxmemory_; }
+  const std::string& maxmemory() const noexcept { return guards_.maxmemory(); }
   // The guards' raw state, for probe (lib/probe.cc): when the restart quarantine
   // counts from, and when a clock jump was seen (unset: none).
-  const std::optional<std::chrono::steady_clock::time_point>& restarted_at() const noexcept { return restarted_at_; }
-  const std::optional<std::chrono::steady_clock::time_point>& jumped_at() const noexcept { return jumped_at_; }
+  const std::optional<std::chrono::steady_clock::time_point>& restarted_at() const noexcept {
+    return guards_.restarted_at();
+  }
+  const std::optional<std::chrono::steady_clock::time_point>& jumped_at() const noexcept { return guards_.jumped_at(); }
 
  private:
   enum class state { idle, resolving, connecting, handshake, ready, backoff, closed };
@@ -243,18 +171,17 @@ class connection final : private link_events {
   std::uint64_t stall_at(std::uint64_t now) const noexcept;
   void on_deadline_timer();
   void complete(request& r, const reply_event& ev);
-  // Observer events: a guard quarantined this node until `until` (and the timer
-  // that sends on_node_cleared when the latest quarantine is over).
-  void note_quarantine(quarantine_reason reason, std::chrono::steady_clock::time_point at,
-                       std::chrono::steady_clock::time_point until, std::string detail);
+  // Observer events: a guard quarantined this node (on_node_quarantined, dated
+  // `at`), and the timer that sends on_node_cleared when the latest quarantine is over.
+  void note_quarantine(const quarantine_note& note, std::chrono::steady_clock::time_point at);
   void arm_quarantine_timer();
-  std::chrono::steady_clock::time_point quarantine_end() const;
   void resend_with_body(request& r);
 
-  core& core_;
+  node_host& host_;
   push_listener* push_ = nullptr;
   std::size_t index_;
   node_address address_;
+  node_guards guards_;  // restart, clock-jump and fencing guards: what this node has shown
   state state_ = state::idle;
   std::unique_ptr<link> link_;  // the current connect attempt's byte stream
   redisReader* reader_ = nullptr;
@@ -263,9 +190,7 @@ class connection final : private link_events {
   std::unique_ptr<redisReply, reply_deleter> first_of_two_;
   std::string out_;            // encoded, not yet written
   bool dirty_ = false;
-  std::deque<char> handshake_steps_;  // 'A'uth, 'S'elect, 'P'ing, 'I'nfo server, 'M' INFO memory, 'T'ime
-  std::string maxmemory_policy_;      // from the handshake's INFO memory; "" = unknown
-  std::string maxmemory_;
+  handshake handshake_;  // the current connect attempt's
   std::uint64_t connect_timer_ = 0;
   std::uint64_t connect_deadline_ms_ = 0;  // on now_ms(): end of the current connect attempt
   std::uint64_t backoff_timer_ = 0;
@@ -282,31 +207,10 @@ class connection final : private link_events {
   std::size_t partial_reply_bytes_ = 0;
   unsigned scripts_loaded_ = 0;  // bit per script_id: body sent on this connection
   bool set_get_unsupported_ = false;  // the server refused SET ... NX ... GET
-  // Restart guard: the server's run_id, and when its quarantine starts on our clock
-  // once a restart was seen: when this client first saw the new run_id (a changed
-  // run_id may be another, long-running server taking over the address), or the
-  // server's start (now - uptime) on first sight in strict mode.
-  std::string run_id_;
-  std::optional<std::chrono::steady_clock::time_point> restarted_at_;
-  std::int64_t pending_uptime_s_ = -1;
-  std::string pending_run_id_;
-  // Clock-jump guard: the last TIME sample, and when a jump was seen. The sample
-  // outlives reconnects: it is dropped only when INFO shows a different run_id (a
-  // restart, which the restart guard handles), never when the run_id is unknown.
-  struct time_sample {
-    std::chrono::steady_clock::time_point local_mid;
-    std::int64_t server_us;
-    std::int64_t half_rtt_us;  // how far local_mid may be off
-  };
-  std::optional<time_sample> last_time_;
-  std::optional<std::chrono::steady_clock::time_point> jumped_at_;
-  std::int64_t jump_ms_ = 0;  // > 0 forward, < 0 back
-  std::chrono::steady_clock::time_point time_sent_;
+  std::chrono::steady_clock::time_point time_sent_;  // the handshake's TIME, for its sample's date
   // Observer events only: a node_down was sent and no node_up since; the cleared timer.
   bool reported_down_ = false;
   std::uint64_t quarantine_timer_ = 0;
-  quarantine_reason quarantine_reason_ = quarantine_reason::restart;
-  friend class core;
 };
 
 }  // namespace redlock::detail

@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "node/connection.h"
+#include "io/resolve.h"
 #include "fake_listener.h"
 #include "redlock/uv.h"
 #include "test_util.h"

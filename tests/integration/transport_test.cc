@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-#include "node/connection.h"
+#include "io/resolve.h"
 #include "fake_listener.h"
 #include "redlock/uv.h"
 #include "test_util.h"

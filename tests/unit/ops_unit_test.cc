@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "node/connection.h"
+#include "protocol/info.h"
 #include "ops/support.h"
 
 namespace redlock::detail {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "io/resolve.h"
 #include "node/connection.h"
 #include "protocol/reply.h"
 

@@ -1,0 +1,65 @@
+// The handshake of one connection: the requests pipelined on every connect (AUTH,
+// SELECT, PING, and the guards' INFO server, INFO memory and TIME) and the verdict
+// on each reply: more to come, ready, or fail (status, detail, permanent). It sends
+// nothing and holds no guard: the connection writes the requests, feeds the
+// replies in order and hands what INFO and TIME carried to its guards
+// (node/guards.h).
+//
+// Loop thread only (one per connection; begin() starts it again on every connect).
+#pragma once
+
+#include <hiredis/hiredis.h>
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "redlock/report.h"
+
+namespace redlock::detail {
+
+class handshake {
+ public:
+  // What this connect attempt's handshake asks.
+  struct plan {
+    bool auth = false;  // AUTH [username] password
+    std::string username;
+    std::string password;
+    long db = 0;                 // SELECT db unless 0
+    bool voting = true;          // false: a subscriber connection, no guard watches it
+    bool restart_guard = false;  // restart_quarantine != 0
+    bool clock_guard = false;    // clock_jump_threshold > 0
+  };
+  // Starts a handshake: appends its requests to `out` (pipelined, in order).
+  void begin(const plan& p, std::string& out);
+  // True when the current handshake asked for TIME (the clock-jump guard's sample,
+  // dated by the caller when it sends).
+  bool asks_time() const noexcept { return asks_time_; }
+
+  // The verdict on one reply.
+  struct answer {
+    enum class next { more, ready, fail };
+    next verdict = next::more;
+    // fail: the connection fails with these.
+    node_status status = node_status::server_error;
+    std::string detail;
+    bool permanent = false;
+    // What the reply carried for the guards (not on fail): the INFO text of
+    // `INFO server` or `INFO memory` (valid during the reply), or the TIME sample.
+    enum class content { nothing, server_info, memory_info, server_time };
+    content carries = content::nothing;
+    std::string_view text;
+    std::optional<std::int64_t> server_us;
+  };
+  // Takes the next reply, in request order.
+  answer take(const redisReply& r);
+
+ private:
+  enum class step : char { auth, select, ping, info_server, info_memory, time };
+  std::deque<step> steps_;
+  bool asks_time_ = false;
+};
+
+}  // namespace redlock::detail
