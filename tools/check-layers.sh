@@ -18,8 +18,10 @@
 #
 # <hiredis/...> only in protocol/ and node/; <uv.h> only in io/; <openssl/...>
 # only in io/ (TLS), pure/sha1.cc and testing/.
+#
+#   tools/check-layers.sh [LIB_DIR]     (default: this checkout's lib/)
 set -euo pipefail
-lib="$(cd "$(dirname "$0")/../lib" && pwd)"
+lib="$(cd "${1:-$(dirname "$0")/../lib}" && pwd)"
 declare -A allow=(
   [primitives]="api ops engine pure"
   [api]="ops engine pure io/uv_reactor.h"

@@ -238,6 +238,13 @@ main() {
   bash tools/deps.sh
   local start
   start=$(date +%s)
+  echo "== lib/'s layer rule (tools/check-layers.sh, docs/design.md)"
+  if bash tools/check-layers.sh; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    finish_failed
+  fi
   echo "== build and test (RelWithDebInfo, -Werror)"
   run_suite release build-ci -DCMAKE_BUILD_TYPE=RelWithDebInfo
   echo "== benchmark smoke runs (prove they work; figures in docs/benchmarks.md)"
