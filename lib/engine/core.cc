@@ -92,7 +92,7 @@ void core::answered_blocking_caller() {
   if (lingering_) return;
   lingering_ = true;
   {
-    std::lock_guard<std::mutex> g(tasks_mu_);
+    lock_guard g(tasks_mu_);
     awake_ = true;
   }
   if (!idle_on_) {
@@ -104,7 +104,7 @@ void core::answered_blocking_caller() {
 void core::end_linger() {
   lingering_ = false;
   {
-    std::lock_guard<std::mutex> g(tasks_mu_);
+    lock_guard g(tasks_mu_);
     awake_ = false;
   }
   // Tasks posted while the loop was awake came without a wake-up: run them now.
@@ -178,7 +178,7 @@ bool core::post(std::function<void()> fn) {
     // From the loop itself: no lock, no wake-up; runs in the next idle phase (or,
     // once the handles are closing, in the final drain).
     {
-      std::lock_guard<std::mutex> g(tasks_mu_);
+      lock_guard g(tasks_mu_);
       if (stopped_) return false;
     }
     deferred_.push_back(std::move(fn));
@@ -189,7 +189,7 @@ bool core::post(std::function<void()> fn) {
     return true;
   }
   {
-    std::lock_guard<std::mutex> g(tasks_mu_);
+    lock_guard g(tasks_mu_);
     if (stopped_) return false;
     tasks_.push_back(std::move(fn));
     // Sent under the lock: finish_stop() sets async_closed_ under it before closing
@@ -202,7 +202,7 @@ bool core::post(std::function<void()> fn) {
 
 void core::run_tasks() {
   {
-    std::lock_guard<std::mutex> g(tasks_mu_);
+    lock_guard g(tasks_mu_);
     local_.swap(tasks_);
   }
   for (auto& fn : local_) fn();
@@ -384,17 +384,17 @@ std::string core::ttl_problem(std::chrono::milliseconds ttl) const {
 }
 
 void core::expect_op(std::uint64_t id) {
-  std::lock_guard<std::mutex> g(unstarted_mu_);
+  lock_guard g(unstarted_mu_);
   unstarted_.insert(id);
 }
 
 void core::forget_unstarted(std::uint64_t id) {
-  std::lock_guard<std::mutex> g(unstarted_mu_);
+  lock_guard g(unstarted_mu_);
   unstarted_.erase(id);
 }
 
 bool core::cancel_unstarted(std::uint64_t id) {
-  std::lock_guard<std::mutex> g(unstarted_mu_);
+  lock_guard g(unstarted_mu_);
   if (unstarted_.count(id) == 0) return false;
   cancelled_early_.insert(id);
   return true;
@@ -449,7 +449,7 @@ void core::finish_stop() {
   finished_ = true;
   lingering_ = false;
   {
-    std::lock_guard<std::mutex> g(tasks_mu_);
+    lock_guard g(tasks_mu_);
     async_closed_ = true;
   }
   // Tasks posted before the stop still run (their operations see "cancelled"); so
@@ -485,7 +485,7 @@ void core::final_drain() {
   // that posts more work; then posts fail (their callers run callbacks themselves).
   for (int round = 0;; ++round) {
     {
-      std::lock_guard<std::mutex> g(tasks_mu_);
+      lock_guard g(tasks_mu_);
       if (round >= 8) stopped_ = true;
       if (tasks_.empty() && deferred_.empty()) {
         stopped_ = true;

@@ -25,6 +25,7 @@
 #include "engine/service.h"
 #include "node/host.h"
 #include "io/reactor.h"
+#include "pure/thread_annotations.h"
 #include "redlock/client.h"
 #include "redlock/observer.h"
 #include "pure/retry.h"
@@ -282,15 +283,15 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   // core (a later thread may be given the same id). Any thread reads it.
   std::atomic<std::thread::id> loop_thread_id_{};
   bool idle_on_ = false;
-  std::mutex tasks_mu_;
-  std::vector<std::function<void()>> tasks_;  // guarded by tasks_mu_
-  bool stopped_ = false;                      // guarded by tasks_mu_; no more tasks
-  bool async_closed_ = false;                 // guarded by tasks_mu_; no more wake-ups
+  mutex tasks_mu_;
+  std::vector<std::function<void()>> tasks_ REDLOCK_GUARDED_BY(tasks_mu_);
+  bool stopped_ REDLOCK_GUARDED_BY(tasks_mu_) = false;       // no more tasks
+  bool async_closed_ REDLOCK_GUARDED_BY(tasks_mu_) = false;  // no more wake-ups
   std::vector<std::function<void()>> local_;  // loop thread: tasks swapped out
   std::vector<std::function<void()>> deferred_;  // loop thread: posted from the loop itself
   std::vector<connection*> dirty_;
   // Lingering after answering a blocking caller (answered_blocking_caller).
-  bool awake_ = false;     // guarded by tasks_mu_: the loop polls tasks_ without a wake-up
+  bool awake_ REDLOCK_GUARDED_BY(tasks_mu_) = false;  // the loop polls tasks_ without a wake-up
   bool lingering_ = false;  // loop thread
   std::chrono::steady_clock::time_point linger_until_{};  // loop thread
   void end_linger();
@@ -307,8 +308,8 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   std::uint64_t timer_armed_for_ = 0;
 
   std::unordered_map<std::uint64_t, std::weak_ptr<acquire_op>> ops_;
-  std::mutex unstarted_mu_;
-  std::unordered_set<std::uint64_t> unstarted_;        // guarded by unstarted_mu_
+  mutex unstarted_mu_;
+  std::unordered_set<std::uint64_t> unstarted_ REDLOCK_GUARDED_BY(unstarted_mu_);
   std::unordered_set<std::uint64_t> cancelled_early_;  // loop thread
   bool closing_ = false;
   bool finished_ = false;
