@@ -1,11 +1,14 @@
 // Rollbacks through a faulty network: a failed acquire must not leave its key on a
 // node whose grant arrives late, or whose connection is down or reset when the
-// rollback is sent. Each node is behind a fault_proxy.
+// rollback is sent. Each node is behind a fault_proxy. Grants the clock-jump guard
+// excludes after the fact, and resent acquires whose reply is lost, are rolled back too.
 #include <gtest/gtest.h>
 
 #include <future>
 #include <thread>
 
+#include "clock_shim.h"
+#include "fault_proxy.h"
 #include "fault_util.h"
 
 namespace redlock::test {
@@ -153,4 +156,91 @@ TEST(Rollback, a_stopping_client_abandons_undeliverable_rollbacks_at_the_drain_b
 }
 
 }  // namespace
+}  // namespace redlock::test
+
+// === Grants excluded after the fact, and resent acquires whose reply is lost, are rolled back
+// (adversarial review of the issue-9 hardening)
+namespace redlock::test {
+namespace late_grants {  // the section's helpers stay apart from the file's
+namespace {
+
+// Guarantee (operations.cc cleanup/rollback, docs/safety.md on rollbacks): a failed
+// attempt's key is removed from every node that may hold it. Attack: a node whose
+// clock jumped forward grants the SET (the key IS written), and the clock-jump
+// guard, reading the TIME pipelined behind it, turns the vote into `excluded`
+// (round::on_reply). rollback() skips every `excluded` node on the assumption that
+// an excluded node was never asked; this one was, and keeps the failed attempt's
+// key for the whole TTL, blocking that node for every other client.
+TEST(RollbackLateGrant, a_grant_the_clock_jump_guard_excludes_after_the_fact_is_rolled_back) {
+  std::vector<std::unique_ptr<shimmed_node>> n;
+  for (int i = 0; i < 3; ++i) n.push_back(std::make_unique<shimmed_node>());
+  std::vector<std::string> uris;
+  for (auto& s : n) uris.push_back(s->node().uri());
+  client c(scenario_options(uris));
+  ASSERT_TRUE(wait_connected(c));  // every handshake took a TIME sample
+  n[0]->clock().set_offset(std::chrono::milliseconds(30000));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the shim picks it up within ~1 ms
+  // Nodes 2 and 3 do not answer in time: the decision waits for their timeouts, so
+  // node 1's (excluded) grant is in before it.
+  n[1]->node().pause();
+  n[2]->node().pause();
+  const std::string res = "excluded-grant";
+  auto r = c.acquire(res, once(std::chrono::milliseconds(10000)));
+  n[1]->node().resume();
+  n[2]->node().resume();
+  ASSERT_FALSE(r) << r.report.message();
+  ASSERT_EQ(r.report.nodes[0].status, node_status::excluded) << r.report.message();
+  const bool cleaned = eventually([&] { return !n[0]->node().exists(res); }, std::chrono::milliseconds(3000));
+  EXPECT_TRUE(cleaned) << "the failed attempt's key stays on the excluded node, PTTL " << n[0]->node().pttl(res)
+                       << " ms, value " << n[0]->node().get(res).value_or("(none)") << "; report: "
+                       << r.report.message();
+  // The other nodes were rolled back once they answered.
+  EXPECT_TRUE(eventually([&] { return !n[1]->node().exists(res) && !n[2]->node().exists(res); }));
+}
+
+// Guarantee (items 8/9, operations.cc on_late: "release any grant that arrives after
+// a failed attempt was decided"; rollbacks delivered until confirmed). Attack: a
+// fenced acquire whose EVALSHA meets NOSCRIPT on node 1 after the attempt was
+// decided (contended on nodes 2 and 3). The rollback was queued first, so it runs
+// first (not owner: "confirmed"); the resent acquire (EVAL) then writes the key.
+// If the resend's reply is lost (a partition that drops replies, a reset after
+// the server applied it), the request times out, its late reply can never reach
+// on_late (dropped at the connection as expired, or failed with the connection),
+// and nothing deletes the key: it stays for the whole TTL.
+TEST(RollbackLateGrant, a_resent_acquire_whose_reply_is_lost_after_the_decision_is_rolled_back) {
+  redis_cluster nodes(3);
+  fault_proxy px(nodes[0].port());
+  const std::vector<std::string> uris = {px.uri(), nodes[1].uri(), nodes[2].uri()};
+  client_options o = scenario_options(uris);
+  o.command_timeout = std::chrono::milliseconds(1000);
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  acquire_options fenced = once(std::chrono::milliseconds(10000));
+  fenced.fencing = true;
+  {
+    auto warm = c.acquire("warm-scripts", fenced);  // the connections now use EVALSHA
+    ASSERT_TRUE(warm) << warm.report.message();
+    ASSERT_FALSE(warm.lock.release().error);
+  }
+  const std::string res = "resend-lost";
+  nodes[1].command({"SET", res, "someone-else", "PX", "30000"});
+  nodes[2].command({"SET", res, "someone-else", "PX", "30000"});
+  nodes[0].command({"SCRIPT", "FLUSH"});
+  px.latency(std::chrono::milliseconds(300));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = c.acquire(res, fenced);
+  ASSERT_FALSE(r);
+  ASSERT_EQ(r.report.error, errc::contended) << r.report.message();
+  // NOSCRIPT reaches the client at ~600 ms, the resend reaches node 1 at ~900 ms.
+  std::this_thread::sleep_until(t0 + std::chrono::milliseconds(750));
+  px.drop_replies();
+  std::this_thread::sleep_until(t0 + std::chrono::milliseconds(2500));  // the resend timed out
+  px.pass();
+  const bool cleaned = eventually([&] { return !nodes[0].exists(res); }, std::chrono::milliseconds(3000));
+  EXPECT_TRUE(cleaned) << "the failed attempt's key stays on node 1: value "
+                       << nodes[0].get(res).value_or("(none)") << ", PTTL " << nodes[0].pttl(res) << " ms";
+}
+
+}  // namespace
+}  // namespace late_grants
 }  // namespace redlock::test

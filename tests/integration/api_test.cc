@@ -1,6 +1,8 @@
 // The public API tells the truth: TTL bound and restart quarantine, node
 // identity, lock-handle state after validity ends or the client shuts down,
-// release retries, watchdog interval checks, cancel-before-start, timings.
+// release retries, watchdog interval checks, cancel-before-start, timings; one server
+// under two names, a lease read after a shutdown loss, a handle's lease extended through
+// the client.
 #include <gtest/gtest.h>
 #include <uv.h>
 
@@ -776,4 +778,131 @@ TEST(MaxHold, an_extension_never_moves_the_validity_past_acquisition_plus_max_ho
 }
 
 }  // namespace
+}  // namespace redlock::test
+
+// === A lease read after a shutdown loss, one server under two names, a handle's lease extended
+// through the client (adversarial review of the issue-9 hardening)
+namespace redlock::test {
+namespace lease_truth {  // the section's helpers stay apart from the file's
+namespace {
+
+using clk = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// Guarantee (item 25, client.h lock::info): a lease read after the loss must not
+// look valid. Attack: an explicit lock::extend is in flight when the client shuts
+// down (the watchdog's lock is declared lost, validity lowered to now); the
+// extension's success then arrives during the drain and extension_succeeded()
+// moves valid_until forward again, since extend_held's callback checks
+// `finished` but not `lost`.
+TEST(ShutdownLease, lease_read_after_shutdown_loss_does_not_look_valid_when_an_extension_lands_in_the_drain) {
+  redis_cluster nodes(3);
+  client_options o = options_for(nodes.uris());
+  auto c = std::make_unique<client>(o);
+  ASSERT_TRUE(wait_connected(*c));
+  acquire_options ao = once(10000ms);
+  ao.auto_extend = true;
+  auto r = c->acquire("drain-extend", ao);
+  ASSERT_TRUE(r) << r.report.message();
+  redlock::lock l = std::move(r.lock);
+
+  nodes[0].pause();
+  nodes[1].pause();
+  std::atomic<bool> extended{false};
+  report ext;
+  std::thread t([&] {
+    ext = l.extend(10000ms);
+    extended = true;
+  });
+  std::this_thread::sleep_for(30ms);  // the extension is in flight on the paused nodes
+  std::thread stopper([&] { c.reset(); });  // shutdown: the watched lock is declared lost
+  std::this_thread::sleep_for(40ms);
+  nodes[0].resume();
+  nodes[1].resume();
+  stopper.join();
+  t.join();
+  ASSERT_TRUE(l.lost()) << "the shutdown declares the watched lock lost";
+  const auto until = l.info().valid_until;
+  ASSERT_TRUE(until.has_value());
+  EXPECT_LE(*until, clk::now()) << "lease after loss still looks valid for "
+                                << std::chrono::duration_cast<milliseconds>(*until - clk::now()).count()
+                                << " ms (extension result: " << ext.message() << ")";
+}
+
+// Guarantee (item 5, client.h/options.h: every node must be an independent master;
+// one server named twice is a configuration error). Attack: the same server named
+// once by its unix socket and once by TCP (or through a symlinked socket path) is
+// accepted, and that one server alone then forms a quorum of 3. Names cannot be
+// compared without connecting, but the handshake's INFO gives every node's run_id:
+// two nodes with one run_id are one server.
+TEST(NodeIdentityAliases, one_server_named_by_its_unix_socket_and_by_tcp_never_forms_a_quorum_alone) {
+  node_config unix_cfg;
+  unix_cfg.unix_socket = true;
+  redis_node x(unix_cfg), y;
+  // Another database on the socket: the keys do not collide, as with
+  // redis://h:p/0 and redis://h:p/1, which validate() rejects.
+  const std::vector<std::string> uris = {x.unix_uri() + "?db=1", x.uri(), y.uri()};
+  std::unique_ptr<client> c;
+  try {
+    c = std::make_unique<client>(options_for(uris));
+  } catch (const config_error&) {
+    SUCCEED() << "rejected at construction";
+    return;
+  }
+  ASSERT_TRUE(wait_connected(*c));
+  y.pause();
+  auto r = c->acquire("one-server", once(5000ms));
+  y.resume();
+  EXPECT_FALSE(r) << "one redis-server (" << x.uri() << ", also as " << x.unix_uri()
+                  << ") granted a quorum alone: " << r.report.message();
+}
+
+// The same attack with TCP only: "127.1" is 127.0.0.1 to the resolver (inet_aton
+// form) but not to validate()'s inet_pton comparison; with db 1 the keys do not
+// collide either.
+TEST(NodeIdentityAliases, one_server_named_as_127_1_and_127_0_0_1_never_forms_a_quorum_alone) {
+  redis_node x, y;
+  const std::vector<std::string> uris = {"redis://127.1:" + std::to_string(x.port()) + "/1", x.uri(), y.uri()};
+  std::unique_ptr<client> c;
+  try {
+    c = std::make_unique<client>(options_for(uris));
+  } catch (const config_error&) {
+    SUCCEED() << "rejected at construction";
+    return;
+  }
+  ASSERT_TRUE(wait_connected(*c));
+  y.pause();
+  auto r = c->acquire("one-server-tcp", once(5000ms));
+  y.resume();
+  EXPECT_FALSE(r) << "one redis-server (" << x.uri() << ", also as " << uris[0]
+                  << ") granted a quorum alone: " << r.report.message();
+}
+
+// Guarantee (client.h: owns_lock()/remaining_validity() never outlive what the
+// nodes hold; "the belief never outlives a key this extension may have
+// shortened"). Attack, with no fault at all: the handle's lease extended through
+// client::extend(lease) to a shorter TTL (both are public; client.h only notes that
+// a handle does "this bookkeeping itself"). The extension succeeds and shortens the
+// keys, but the handle never hears of it: owns_lock() stays true with ~10 s left
+// while another client acquires.
+TEST(LeaseExtendBehindHandle, extending_a_handles_lease_through_the_client_to_a_shorter_ttl_never_leaves_two_holders) {
+  redis_cluster nodes(3);
+  client a(options_for(nodes.uris()));
+  client b(options_for(nodes.uris()));
+  ASSERT_TRUE(wait_connected(a));
+  ASSERT_TRUE(wait_connected(b));
+  const std::string res = "lease-extend-behind-the-handle";
+  auto held = a.acquire(res, once(10000ms));
+  ASSERT_TRUE(held) << held.report.message();
+  report ext = a.extend(held.lock.info(), 300ms);
+  ASSERT_FALSE(ext.error) << ext.message();
+  std::this_thread::sleep_for(400ms);
+  auto rival = b.acquire(res, once(10000ms));
+  const bool a_holds = held.lock.owns_lock();
+  EXPECT_FALSE(rival && a_holds) << "two holders: A's handle has " << held.lock.remaining_validity().count()
+                                 << " ms left, B acquired: " << rival.report.message();
+}
+
+}  // namespace
+}  // namespace lease_truth
 }  // namespace redlock::test

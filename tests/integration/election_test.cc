@@ -1,18 +1,27 @@
 // Leader election on real redis-server nodes: one leader among five candidates,
 // resign hands over, observe never names a leader whose lock a quorum does not
-// hold, demotion fires the loss token, and a history of beliefs never overlaps.
+// hold, demotion fires the loss token, and a history of beliefs never overlaps;
+// a paused leader and its successor, unbounded campaigns (24 h slices) that do not spin.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "fault_proxy.h"
+#include "redis_node.h"
+#include "redlock/election.h"
+#include "redlock/observer.h"
 #include "test_util.h"
+#include "wait_util.h"
 
 namespace redlock::test {
 namespace {
@@ -694,4 +703,283 @@ TEST(election, extensions_held_back_by_a_partition_do_not_outlive_the_demotions_
 }
 
 }  // namespace
+}  // namespace redlock::test
+
+// === Resign hands over at once; a paused leader and its successor never both believe
+// (review 13, docs/review-13.md)
+namespace redlock::test {
+namespace paused_leader {  // the section's helpers stay apart from the file's
+namespace {
+
+using namespace wait_util;
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+
+// Short command timeouts: the watchdog of a sub-second TTL needs
+// extend_interval + command_timeout <= ttl - drift.
+client_options fast(const std::vector<std::string>& uris) {
+  client_options o = options_for(uris);
+  o.command_timeout = 100ms;
+  o.connect_timeout = 1000ms;
+  return o;
+}
+
+redis_cluster& nodes() {
+  static redis_cluster* cl = new redis_cluster(3);
+  return *cl;
+}
+
+// Blocks `c`'s loop thread for `d` (a callback that sleeps: the in-process stand-in
+// for a SIGSTOP / VM pause of the holder). Returns once the loop is blocked.
+void block_loop(client& c, milliseconds d) {
+  auto started = std::make_shared<std::promise<void>>();
+  auto f = started->get_future();
+  c.probe_async([started, d](probe_result) {
+    started->set_value();
+    std::this_thread::sleep_for(d);
+  });
+  f.wait();
+}
+
+// ---- Attack E1: campaign() with the default deadline (0 = without bound) does
+// not wait for the release notification: the campaign's acquire has
+// retry.deadline = 0, and acquire_op only waits for releases when
+// retry.deadline > 0. docs/coordination.md: "Release notifications for waiting
+// acquires, when they land, remove the retry_delay from the hand-over without any
+// change here." Expected: a resign hands over well under retry_delay (5 s).
+// Seen: 2.5-5 s.
+TEST(ElectionHandover, resign_hands_over_without_retry_delay_default_deadline) {
+  std::promise<campaign_result> pb;
+  auto fb = pb.get_future();
+  client a(opts(nodes().uris()));
+  client b(opts(nodes().uris()));
+  ASSERT_TRUE(wait_connected(a));
+  ASSERT_TRUE(wait_connected(b));
+  election ea(a), eb(b);
+  const std::string role = unique("e1");
+  campaign_options o;
+  o.ttl = 10000ms;
+  o.retry_delay = 5000ms;  // deadline: 0 (the default)
+  auto wa = ea.campaign(role, "A", o);
+  ASSERT_TRUE(wa) << wa.report.error.message();
+  (void)eb.campaign_async(role, "B", o, [&pb](campaign_result r) { pb.set_value(std::move(r)); });
+  std::this_thread::sleep_for(300ms);  // B's first attempt has failed
+  const auto t0 = clock_type::now();
+  (void)wa.leadership.resign();
+  ASSERT_EQ(fb.wait_for(8000ms), std::future_status::ready);
+  auto wb = fb.get();
+  const auto took = since(t0);
+  EXPECT_TRUE(wb) << wb.report.error.message();
+  EXPECT_LT(took, 1000ms) << "retry_delay is 5 s";
+  if (wb) (void)wb.leadership.resign();
+}
+
+// ---- Attack E2 (expected to hold): a leader whose loop is blocked past its TTL
+// (a pause) while another candidate wins. Sampled from a third thread, the two
+// beliefs (is_leader()) never overlap, and observe() names the new leader.
+TEST(ElectionPausedLeader, paused_leader_and_new_leader_never_both_believe) {
+  std::mutex mu;
+  std::optional<campaign_result> wb;
+  client a(fast(nodes().uris()));
+  client b(fast(nodes().uris()));
+  client c(fast(nodes().uris()));
+  ASSERT_TRUE(wait_connected(a));
+  ASSERT_TRUE(wait_connected(b));
+  ASSERT_TRUE(wait_connected(c));
+  election ea(a), eb(b), ec(c);
+  const std::string role = unique("e2");
+  campaign_options o;
+  o.ttl = 600ms;
+  o.retry_delay = 50ms;
+  auto wa = ea.campaign(role, "A", o);
+  ASSERT_TRUE(wa) << wa.report.error.message();
+  campaign_options ob = o;
+  ob.deadline = 5000ms;
+  (void)eb.campaign_async(role, "B", ob, [&](campaign_result r) {
+    std::lock_guard<std::mutex> g(mu);
+    wb.emplace(std::move(r));
+  });
+  block_loop(a, 1500ms);
+  const auto t0 = clock_type::now();
+  int overlaps = 0;
+  bool b_led = false;
+  while (since(t0) < 1400ms) {
+    const bool la = wa.leadership.is_leader();
+    bool lb = false;
+    {
+      std::lock_guard<std::mutex> g(mu);
+      lb = wb && wb->leadership.is_leader();
+    }
+    b_led = b_led || lb;
+    if (la && lb) ++overlaps;
+    std::this_thread::sleep_for(2ms);
+  }
+  EXPECT_EQ(overlaps, 0);
+  EXPECT_TRUE(b_led);
+  auto who = ec.observe(role);
+  EXPECT_EQ(who.identity.value_or("none"), "B");
+  std::this_thread::sleep_for(300ms);  // a's loop runs again
+  EXPECT_FALSE(wa.leadership.is_leader());
+  std::lock_guard<std::mutex> g(mu);
+  if (wb && *wb) {
+    EXPECT_GT(wb->leadership.term(), wa.leadership.term());
+    (void)wb->leadership.resign();
+  }
+}
+
+}  // namespace
+}  // namespace paused_leader
+}  // namespace redlock::test
+
+// === Unbounded campaigns in 24 h slices: no spin, errors end them, cancel while waiting
+// (review 13b, docs/review-13.md: attacks on the E1 fix)
+namespace redlock::test {
+namespace unbounded_campaign {  // the section's helpers stay apart from the file's
+namespace {
+
+using namespace wait_util;
+
+redis_cluster& nodes() {
+  static redis_cluster* cl = new redis_cluster(3);
+  return *cl;
+}
+
+// ---- A7: election. An unbounded campaign (deadline 0) against a cluster that is
+// down: the acquire retries at retry_delay inside its 24 h slice; no spin of
+// acquires. Cancel ends it promptly.
+class counting : public observer {
+ public:
+  void on_operation_started(const operation_started& e) override {
+    if (e.kind == operation_kind::acquire && !e.background) ++acquires;
+  }
+  void on_retry_scheduled(const retry_scheduled&) override { ++retries; }
+  std::atomic<int> acquires{0}, retries{0};
+};
+
+TEST(ElectionUnbounded, unbounded_campaign_on_down_cluster_does_not_spin) {
+  std::vector<std::unique_ptr<fault_proxy>> px;
+  std::vector<std::string> uris;
+  for (std::size_t i = 0; i < 3; ++i) {
+    px.push_back(std::make_unique<fault_proxy>(nodes()[i].port()));
+    px.back()->reset();
+    uris.push_back(px.back()->uri());
+  }
+  auto obs = std::make_shared<counting>();
+  client_options o = options_for(uris);
+  o.observers.push_back(obs);
+  std::promise<campaign_result> p;
+  auto f = p.get_future();
+  client c(o);
+  election e(c);
+  campaign_options co;
+  co.ttl = 2000ms;
+  co.retry_delay = 100ms;
+  const auto id = e.campaign_async(unique("a7"), "X", co, [&p](campaign_result r) { p.set_value(std::move(r)); });
+  std::this_thread::sleep_for(1500ms);
+  EXPECT_EQ(f.wait_for(0ms), std::future_status::timeout) << "an unbounded campaign ended on a down cluster";
+  EXPECT_LE(obs->acquires.load(), 2) << "acquires restarted in a loop";
+  // The delay is drawn from [retry_delay / 2, retry_delay]: at most 1500 / 50 + 1.
+  EXPECT_LE(obs->retries.load(), 31) << "retries faster than retry_delay / 2";
+  const auto t0 = clock_type::now();
+  e.cancel(id);
+  ASSERT_EQ(f.wait_for(2000ms), std::future_status::ready);
+  EXPECT_LT(since(t0), 1000ms);
+  EXPECT_EQ(f.get().report.error, errc::cancelled);
+}
+
+// A7d: an unbounded campaign whose acquire succeeds but whose publication is
+// refused on every node (an ACL user without access to the record key
+// "election:<role>:leader"). Expected: no loop of acquire + publish + release
+// rounds at the speed of the network — the campaign either ends (a permanent
+// error) or acquires again no faster than retry_delay — and cancel ends it.
+TEST(ElectionUnbounded, unbounded_campaign_refused_publication_does_not_spin) {
+  const std::string role = unique("a7d");
+  node_config cfg;
+  cfg.acl_users = {"user camp on >camp-pw ~election:" + role + " ~election:" + role + ":fence +@all"};
+  redis_cluster cl(3, cfg);
+  auto obs = std::make_shared<counting>();
+  client_options o = opts(uris_as(cl, "camp", "camp-pw"));
+  o.observers.push_back(obs);
+  std::promise<campaign_result> p;
+  auto f = p.get_future();
+  client c(o);
+  std::this_thread::sleep_for(300ms);  // connected (the probe key is not this user's)
+  election e(c);
+  campaign_options co;
+  co.ttl = 5000ms;
+  co.retry_delay = 200ms;
+  const auto id = e.campaign_async(role, "X", co, [&p](campaign_result r) { p.set_value(std::move(r)); });
+  std::this_thread::sleep_for(1000ms);
+  const int acquires = obs->acquires.load();
+  const long long evals = cl[0].calls("eval") + cl[0].calls("evalsha");
+  // Fixed: three publications short of a quorum in a row end the campaign.
+  EXPECT_LE(acquires, 3) << "acquires in 1 s; EVALs on node 1: " << evals;
+  if (f.wait_for(0ms) == std::future_status::ready) {
+    auto r = f.get();
+    EXPECT_FALSE(r);
+    EXPECT_EQ(r.report.error, errc::unavailable) << r.report.message();
+    // The last lock it took was released: nothing left of the campaign.
+    EXPECT_TRUE(eventually([&] { return cl.count_key("election:" + role) == 0; })) << cl.count_key("election:" + role);
+  } else {
+    ADD_FAILURE() << "the campaign did not end after its publications were refused; acquires: " << acquires;
+    e.cancel(id);
+    ASSERT_EQ(f.wait_for(2000ms), std::future_status::ready);
+    EXPECT_EQ(f.get().report.error, errc::cancelled);
+  }
+}
+
+// A7b: an unbounded campaign whose acquire fails with a non-retryable error (a TTL
+// the client refuses) ends with it at once, without a loop of acquires.
+TEST(ElectionUnbounded, unbounded_campaign_non_retryable_error_ends) {
+  auto obs = std::make_shared<counting>();
+  client_options o = opts(nodes().uris());
+  o.observers.push_back(obs);
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  election e(c);
+  campaign_options co;
+  co.ttl = 1ms;  // below the drift: invalid_argument
+  co.retry_delay = 100ms;
+  const auto t0 = clock_type::now();
+  auto r = e.campaign(unique("a7b"), "X", co);
+  EXPECT_LT(since(t0), 500ms);
+  EXPECT_FALSE(r);
+  EXPECT_EQ(r.report.error, errc::invalid_argument) << r.report.error.message();
+  EXPECT_LE(obs->acquires.load(), 1);
+}
+
+// A7c: an unbounded campaign waiting on a held role, cancelled while its acquire
+// waits (joined, with notifications): cancelled at once; the leader resigning
+// afterwards does not make it leader.
+TEST(ElectionUnbounded, unbounded_campaign_cancel_during_wait) {
+  std::promise<campaign_result> p;
+  auto f = p.get_future();
+  client a(opts(nodes().uris()));
+  client b(opts(nodes().uris()));
+  ASSERT_TRUE(wait_connected(a));
+  ASSERT_TRUE(wait_connected(b));
+  election ea(a), eb(b);
+  const std::string role = unique("a7c");
+  campaign_options co;
+  co.ttl = 5000ms;
+  co.retry_delay = 5000ms;
+  auto wa = ea.campaign(role, "A", co);
+  ASSERT_TRUE(wa);
+  const auto id = eb.campaign_async(role, "B", co, [&p](campaign_result r) { p.set_value(std::move(r)); });
+  ASSERT_TRUE(eventually([&] { return all_subscribed(nodes(), "election:" + role); }, 3000ms));
+  std::this_thread::sleep_for(100ms);
+  const auto t0 = clock_type::now();
+  eb.cancel(id);
+  ASSERT_EQ(f.wait_for(2000ms), std::future_status::ready);
+  EXPECT_LT(since(t0), 500ms);
+  auto rb = f.get();
+  EXPECT_EQ(rb.report.error, errc::cancelled);
+  (void)wa.leadership.resign();
+  std::this_thread::sleep_for(300ms);
+  auto who = eb.observe(role);
+  EXPECT_FALSE(who.identity.has_value()) << "a cancelled campaign took the role: " << who.identity.value_or("");
+}
+
+}  // namespace
+}  // namespace unbounded_campaign
 }  // namespace redlock::test

@@ -10,7 +10,7 @@
 // fenced_read_script (or a compare-and-set) none is.
 //
 // FencingScripts: the scripts' contracts, edge cases and error replies, run on one
-// redis-server.
+// redis-server. FenceCounterKeys: no key prefix makes a lock key a fence counter.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -551,4 +551,39 @@ TEST_F(FencingScripts, fenced_read_of_a_missing_value_is_nil_on_resp3) {
 }
 
 }  // namespace
+}  // namespace redlock::test
+
+// === A key prefix cannot make a lock key collide with a fence counter (adversarial review of the
+// issue-9 hardening)
+namespace redlock::test {
+namespace fence_keys {  // the section's helpers stay apart from the file's
+namespace {
+
+// Guarantee (item 11, docs/fencing.md: names ending in ":fence" are reserved so
+// that no lock key collides with a fence counter). Attack: the check is on the
+// resource name, not on the key: a client whose key_prefix ends in "orders:" locking
+// "fence" uses the key "orders:fence", the fence counter of "orders" for a client
+// without a prefix. The lock is then contended forever (SET NX finds the counter).
+TEST(FenceCounterKeys, a_key_prefix_cannot_make_a_lock_key_collide_with_a_fence_counter) {
+  redis_cluster nodes(3);
+  client plain(options_for(nodes.uris()));
+  client_options po = options_for(nodes.uris());
+  po.key_prefix = "orders:";
+  client prefixed(po);
+  ASSERT_TRUE(wait_connected(plain));
+  ASSERT_TRUE(wait_connected(prefixed));
+  acquire_options fenced = once(5000ms);
+  fenced.fencing = true;
+  {
+    auto r = plain.acquire("orders", fenced);
+    ASSERT_TRUE(r) << r.report.message();
+    ASSERT_FALSE(r.lock.release().error);
+  }
+  auto other = prefixed.acquire("fence", once(5000ms));
+  EXPECT_TRUE(other || other.report.error == errc::invalid_argument)
+      << "key 'orders:fence' is the fence counter of 'orders': " << other.report.message();
+}
+
+}  // namespace
+}  // namespace fence_keys
 }  // namespace redlock::test

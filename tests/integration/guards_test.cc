@@ -1,9 +1,12 @@
 // The client-side safety guards: restart quarantine, the extension cap, and how
-// the clock-jump guard samples the servers' TIME. (Clock jumps themselves are
+// the clock-jump guard samples the servers' TIME; an address taken over by a
+// long-running server, a paused node that is no clock jump. (Clock jumps themselves are
 // exercised in tests/fault with a clock shim.)
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <thread>
@@ -245,4 +248,103 @@ TEST(ClockSample, a_user_without_TIME_permission_still_acquires) {
 }
 
 }  // namespace
+}  // namespace redlock::test
+
+// === An address taken over by a long-running server; a paused node is no clock jump
+// (adversarial review of the issue-9 hardening)
+namespace redlock::test {
+namespace takeover {  // the section's helpers stay apart from the file's
+namespace {
+
+using clk = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// Points `link` at `target` atomically (a new symlink renamed over the old one).
+void point(const std::string& link, const std::string& target) {
+  const std::string tmp = link + ".tmp";
+  ::unlink(tmp.c_str());
+  ASSERT_EQ(::symlink(target.c_str(), tmp.c_str()), 0);
+  ASSERT_EQ(::rename(tmp.c_str(), link.c_str()), 0);
+}
+
+// Guarantee (docs/safety.md, options.h restart_quarantine): a node that may have
+// lost its keys (another server process behind the address: a new run_id) gets no
+// acquire vote for max_ttl. Attack: the address is taken over by a server that has
+// been running for longer than max_ttl (failover to another process, a socket
+// path or DNS name re-pointed). Its run_id is new, but the quarantine is counted
+// from ITS start (uptime), not from when this client first saw it, so it votes at
+// once: two of three addresses swapped give B a quorum while A still holds.
+TEST(RestartGuardTakeover, address_taken_over_by_a_long_running_server_gets_no_vote_while_a_lock_may_be_valid) {
+  node_config unix_cfg;
+  unix_cfg.unix_socket = true;
+  redis_node y1(unix_cfg), y2(unix_cfg);  // the long-running servers that take over
+  const auto y_started = clk::now();
+  redis_node x1(unix_cfg), x2(unix_cfg), z;
+  const std::string dir = "/tmp/redlock-review-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string p1 = dir + "/n1.sock", p2 = dir + "/n2.sock";
+  point(p1, x1.unix_path());
+  point(p2, x2.unix_path());
+  const std::vector<std::string> uris = {"unix://" + p1, "unix://" + p2, z.uri()};
+
+  client_options o = options_for(uris);
+  o.max_ttl = 3000ms;  // restart_quarantine defaults to it
+  client a(o);
+  client b(o);
+  ASSERT_TRUE(wait_connected(a));
+  ASSERT_TRUE(wait_connected(b));  // B has seen X1's and X2's run_ids
+  // Y1 and Y2 have been up for longer than the quarantine.
+  std::this_thread::sleep_until(y_started + 4500ms);
+
+  const std::string res = "takeover";
+  auto held = a.acquire(res, once(3000ms));
+  ASSERT_TRUE(held) << held.report.message();
+
+  point(p1, y1.unix_path());
+  point(p2, y2.unix_path());
+  x1.command({"CLIENT", "KILL", "TYPE", "normal"});
+  x2.command({"CLIENT", "KILL", "TYPE", "normal"});
+  // B reconnects to both addresses (now Y1 and Y2), well within A's validity.
+  ASSERT_TRUE(eventually([&] { return b.inspect("probe").report.count(node_status::ok) == 3; }, 1500ms));
+
+  auto rival = b.acquire(res, once(3000ms));
+  const bool a_holds = held.lock.owns_lock();
+  const auto a_left = held.lock.remaining_validity();
+  EXPECT_FALSE(rival && a_holds) << "two holders: A has " << a_left.count() << " ms of validity left, B acquired: "
+                                 << rival.report.message();
+  std::filesystem::remove_all(dir);
+}
+
+// Guarantee (options.h clock_jump_threshold: a node is quarantined when its clock
+// advanced faster than the local clock by more than the allowance). Attack: no
+// clock moves at all; the node is only paused (SIGSTOP, a fork for BGSAVE, a VM
+// hiccup) for 3 s, shorter than the stall detector (4 x command_timeout) while an
+// acquire's SET + TIME is outstanding. The late TIME is still observed
+// (connection.cc: before the expired check) and dated at the midpoint between the
+// submission and the late reply, 1.5 s before the server really answered: a
+// "jump" of 1.5 s, and the node gets no acquire vote for max_ttl (60 s). The same
+// misdating hides up to that much of a real forward jump in the next comparison.
+TEST(ClockJumpPausedNode, a_paused_node_is_not_taken_for_a_clock_jump) {
+  redis_cluster nodes(3);
+  client_options o = options_for(nodes.uris());
+  o.command_timeout = 1000ms;  // far below the TTLs in use (30 s)
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  nodes[0].pause();
+  {
+    auto r = c.acquire("pause-then-jump-1", once(30000ms));
+    ASSERT_TRUE(r) << r.report.message();  // nodes 2 and 3
+    std::this_thread::sleep_for(3000ms);  // < the 4 s stall bound
+    nodes[0].resume();
+    ASSERT_FALSE(r.lock.release().error);
+  }
+  std::this_thread::sleep_for(200ms);
+  auto r2 = c.acquire("pause-then-jump-2", once(30000ms));
+  ASSERT_TRUE(r2) << r2.report.message();
+  EXPECT_NE(r2.report.nodes[0].status, node_status::excluded)
+      << "node 1 was only paused, its clock never moved: " << r2.report.message();
+}
+
+}  // namespace
+}  // namespace takeover
 }  // namespace redlock::test

@@ -1,18 +1,27 @@
 // Several resources at once (client::acquire_many) on real redis-server nodes:
 // all or none per node, contention between sets and single keys, rollback of
-// partial grants, extension, release and the watchdog of a set, errors.
+// partial grants, extension, release and the watchdog of a set, errors; sets under
+// node pauses, what a set's rollback and release publish to waiters, sets mixed with
+// single keys under pauses.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "fault_proxy.h"
+#include "history.h"
+#include "redis_node.h"
 #include "test_util.h"
+#include "wait_util.h"
 
 namespace redlock::test {
 namespace {
@@ -383,4 +392,236 @@ TEST(AcquireMany, overlapping_sets_exclude_each_other_per_resource_without_deadl
 }
 
 }  // namespace
+}  // namespace redlock::test
+
+// === Overlapping sets under node pauses never share a key (review 13, docs/review-13.md W2)
+namespace redlock::test {
+namespace sets_under_pauses {  // the section's helpers stay apart from the file's
+namespace {
+
+using namespace wait_util;
+
+redis_cluster& nodes() {
+  static redis_cluster* cl = new redis_cluster(3);
+  return *cl;
+}
+
+// ---- Attack M1 (expected to hold): overlapping sets {p,q} and {q,r} acquired
+// concurrently by two clients, with a random node paused in some rounds and a
+// short command_timeout (lost replies). Never both succeed with validity left
+// while the other still holds validity: the common key q has one holder.
+TEST(AcquireManyUnderPauses, overlapping_sets_under_pauses_never_share_a_key) {
+  client_options o = options_for(nodes().uris());
+  o.command_timeout = 100ms;
+  o.connect_timeout = 300ms;
+  client a(o), b(o);
+  ASSERT_TRUE(wait_connected(a));
+  ASSERT_TRUE(wait_connected(b));
+  std::mt19937 rng(1313);
+  int both = 0, wins = 0;
+  for (int it = 0; it < 20; ++it) {
+    const std::string p = unique("m1p"), q = unique("m1q"), r = unique("m1r");
+    const int pause = int(rng() % 4);  // 3 = none
+    if (pause < 3) nodes()[static_cast<std::size_t>(pause)].pause();
+    acquire_options ao = once(2000ms);
+    auto fa = std::async(std::launch::async, [&] { return a.acquire_many({p, q}, ao); });
+    auto fb = std::async(std::launch::async, [&] { return b.acquire_many({q, r}, ao); });
+    auto ra = fa.get();
+    auto rb = fb.get();
+    if (ra.lock && rb.lock && ra.lock.owns_lock() && rb.lock.owns_lock()) ++both;
+    wins += int(bool(ra.lock)) + int(bool(rb.lock));
+    if (ra.lock) (void)ra.lock.release();
+    if (rb.lock) (void)rb.lock.release();
+    if (pause < 3) nodes()[static_cast<std::size_t>(pause)].resume();
+  }
+  EXPECT_EQ(both, 0);
+  EXPECT_GT(wins, 0);
+}
+
+}  // namespace
+}  // namespace sets_under_pauses
+}  // namespace redlock::test
+
+// === What a set's rollback and release publish to waiters, and sets mixed with single keys
+// (review 13b, docs/review-13.md: attacks on the W2 fix)
+namespace redlock::test {
+namespace set_publish {  // the section's helpers stay apart from the file's
+namespace {
+
+using namespace wait_util;
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+
+redis_cluster& nodes() {
+  static redis_cluster* cl = new redis_cluster(3);
+  return *cl;
+}
+
+// An acquire's outcome, delivered from the loop thread.
+struct pending {
+  std::promise<acquire_result> p;
+  std::future<acquire_result> f = p.get_future();
+  std::atomic<int> calls{0};
+  clock_type::time_point at{};
+  std::function<void(acquire_result)> cb() {
+    return [this](acquire_result r) {
+      at = clock_type::now();
+      if (calls.fetch_add(1) == 0) p.set_value(std::move(r));
+    };
+  }
+};
+
+// ---- A4: the rollback of a failed set attempt publishes nothing, with a partial
+// grant (node 3 free, nodes 1 and 2 held by a foreign token) and a late grant
+// (node 3 behind a 400 ms proxy, command_timeout 150 ms). Expected: no key of the
+// attempt left, no PUBLISH on any node, a waiter of y (another client) not woken.
+TEST(AcquireManyPublish, set_rollback_partial_and_late_grants_publish_nothing) {
+  fault_proxy px(nodes()[2].port());
+  std::vector<std::string> uris = nodes().uris();
+  uris[2] = px.uri();
+  client_options ob = options_for(uris);
+  client b(ob);
+  ASSERT_TRUE(wait_connected(b));
+  const std::string x = unique("a4x"), y = unique("a4y");
+  // Foreign holds of x on nodes 1 and 2: a set attempt gets node 3 only.
+  for (std::size_t i = 0; i < 2; ++i) nodes()[i].command({"SET", x, "foreign", "PX", "20000"});
+  auto publishes = [] {
+    long long p = 0;
+    for (std::size_t i = 0; i < 3; ++i) p += nodes()[i].calls("publish");
+    return p;
+  };
+  const long long p0 = publishes();
+  // Partial grant: node 3 granted {x, y}, rolled back.
+  auto r1 = b.acquire_many({y, x}, once());
+  EXPECT_EQ(r1.report.error, errc::contended);
+  EXPECT_TRUE(eventually([&] { return nodes()[2].get(x) == std::nullopt && !nodes()[2].exists(y); }, 2000ms));
+  // Late grant: node 3 answers after the round decided (held on 1 and 2 at once).
+  px.latency(400ms);
+  auto r2 = b.acquire_many({x, y}, once());
+  EXPECT_EQ(r2.report.error, errc::contended);
+  // The late grant and its delete (behind it on the connection), 2 x 400 ms each;
+  // the proxy never drains meanwhile (the client's own traffic keeps it busy).
+  std::this_thread::sleep_for(1500ms);
+  px.pass();
+  EXPECT_TRUE(eventually([&] { return !nodes()[2].exists(x) && !nodes()[2].exists(y); }, 3000ms))
+      << "a late grant of the set left on node 3";
+  EXPECT_FALSE(nodes()[0].exists(y));
+  EXPECT_FALSE(nodes()[1].exists(y));
+  EXPECT_EQ(publishes(), p0) << "a rollback (or late-grant delete) published a release";
+  for (std::size_t i = 0; i < 2; ++i) nodes()[i].command({"DEL", x});
+}
+
+// ---- A5: a set release that deleted on one node only (nodes 2 and 3 paused)
+// publishes there and wakes a set waiter; its attempt is a normal quorum round and
+// must not grant while two nodes still hold the keys.
+TEST(AcquireManyPublish, set_release_on_one_node_does_not_grant_a_waiter) {
+  pending w;
+  client a(opts(nodes().uris()));
+  client b(opts(nodes().uris()));
+  ASSERT_TRUE(wait_connected(a));
+  ASSERT_TRUE(wait_connected(b));
+  const std::string x = unique("a5x"), y = unique("a5y");
+  auto held = a.acquire_many({x, y}, once(20000ms));
+  ASSERT_TRUE(held.lock);
+  (void)b.acquire_many_async({y, x}, waiting(5000ms, 15000ms), w.cb());
+  ASSERT_TRUE(eventually([&] { return all_subscribed(nodes(), y) || all_subscribed(nodes(), x); }, 3000ms));
+  std::this_thread::sleep_for(50ms);
+  const long long msgs0 = nodes()[0].calls("publish");
+  nodes()[1].pause();
+  nodes()[2].pause();
+  resume_on_exit g1{nodes()[1]}, g2{nodes()[2]};
+  auto rel = std::async(std::launch::async, [&] { return held.lock.release(); });
+  ASSERT_TRUE(eventually([&] { return nodes()[0].calls("publish") >= msgs0 + 2; }, 2000ms)) << "node 1 published";
+  std::this_thread::sleep_for(1200ms);  // the woken attempt times out on 2 and 3
+  EXPECT_EQ(w.calls.load(), 0) << "granted on a release seen on one node of three";
+  const auto resumed = clock_type::now();
+  nodes()[1].resume();
+  nodes()[2].resume();
+  (void)rel.get();
+  ASSERT_EQ(w.f.wait_for(8000ms), std::future_status::ready);
+  auto r = w.f.get();
+  ASSERT_TRUE(r.lock) << r.report.error.message();
+  EXPECT_GE(w.at, resumed);
+  (void)r.lock.release();
+}
+
+// ---- A6: sets and single keys mixed, overlapping, concurrent, waiting with
+// notifications, with nodes paused now and then. Per key, no two holders'
+// windows (completion to min(validity end, release)) overlap.
+TEST(AcquireManyMixedSafety, mixed_sets_and_singles_never_share_a_key) {
+  client_options o = options_for(nodes().uris());
+  o.command_timeout = 150ms;
+  o.connect_timeout = 400ms;
+  constexpr int kClients = 3, kThreads = 2, kOps = 15;
+  std::vector<std::unique_ptr<client>> cls;
+  for (int i = 0; i < kClients; ++i) {
+    cls.push_back(std::make_unique<client>(o));
+    ASSERT_TRUE(wait_connected(*cls.back()));
+  }
+  const std::vector<std::string> keys{unique("a6a"), unique("a6b"), unique("a6c")};
+  const std::vector<std::vector<int>> shapes{{0}, {1}, {2}, {0, 1}, {1, 2}, {2, 0}, {0, 1, 2}};
+  std::mutex mu;
+  std::map<std::string, std::vector<grant>> per_key;
+  std::atomic<int> wins{0}, fails{0};
+  std::atomic<bool> stop{false};
+  std::thread pauser([&] {
+    std::mt19937 rng(77);
+    for (int i = 0; i < 40 && !stop.load(); ++i) {
+      redis_node& n = nodes()[rng() % 3];
+      n.pause();
+      std::this_thread::sleep_for(milliseconds(50 + rng() % 200));
+      n.resume();
+      std::this_thread::sleep_for(milliseconds(100 + rng() % 200));
+    }
+  });
+  std::vector<std::thread> ts;
+  for (int ci = 0; ci < kClients; ++ci) {
+    for (int ti = 0; ti < kThreads; ++ti) {
+      ts.emplace_back([&, ci, ti] {
+        std::mt19937 rng(static_cast<unsigned>(ci * 31 + ti));
+        const std::string owner = "c" + std::to_string(ci) + "t" + std::to_string(ti);
+        for (int k = 0; k < kOps; ++k) {
+          const auto& shape = shapes[rng() % shapes.size()];
+          std::vector<std::string> rs;
+          for (int s : shape) rs.push_back(keys[static_cast<std::size_t>(s)]);
+          acquire_options ao = waiting(milliseconds(20 + rng() % 30), 1500ms, 1000ms);
+          const std::int64_t inv = mono_ns();
+          acquire_result r = rs.size() == 1 ? cls[ci]->acquire(rs[0], ao) : cls[ci]->acquire_many(rs, ao);
+          const std::int64_t done = mono_ns();
+          if (!r.lock) {
+            ++fails;
+            continue;
+          }
+          ++wins;
+          grant g;
+          g.owner = owner;
+          g.token = r.lock.info().token;
+          g.invoke_ns = inv;
+          g.complete_ns = done;
+          g.valid_until_ns = done + duration_cast<std::chrono::nanoseconds>(r.report.validity).count();
+          std::this_thread::sleep_for(milliseconds(rng() % 15));
+          g.release_ns = mono_ns();
+          (void)r.lock.release();
+          std::lock_guard<std::mutex> l(mu);
+          for (const auto& k2 : rs) per_key[k2].push_back(g);
+        }
+      });
+    }
+  }
+  for (auto& t : ts) t.join();
+  stop = true;
+  pauser.join();
+  for (std::size_t i = 0; i < 3; ++i) nodes()[i].resume();
+  for (const auto& [k, gs] : per_key) {
+    const auto ov = check_mutual_exclusion(gs);
+    EXPECT_TRUE(ov.empty()) << k << ": " << ov.size() << " overlaps, first: " << describe(gs, ov.front());
+  }
+  EXPECT_GT(wins.load(), kClients * kThreads * kOps / 3) << "fails " << fails.load();
+  for (const auto& k : keys) {
+    EXPECT_TRUE(eventually([&] { return nodes().count_key(k) == 0; }, 3000ms)) << k << " left behind";
+  }
+}
+
+}  // namespace
+}  // namespace set_publish
 }  // namespace redlock::test

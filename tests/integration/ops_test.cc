@@ -1,6 +1,7 @@
 // Operations: the eviction-policy check (on_warning, node_view, fenced acquires),
 // the credentials provider, the minimal ACL of docs/operations.md, and the lock
-// node configuration fragment docs/redis-lock-node.conf. Real redis-servers.
+// node configuration fragment docs/redis-lock-node.conf; a policy changed between
+// connects. Real redis-servers.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -610,4 +611,52 @@ TEST(LockNodeConf, the_fragment_parses_and_its_acl_user_can_lock) {
 }
 
 }  // namespace
+}  // namespace redlock::test
+
+// === An eviction policy changed between connects (review 11 of the eviction check, 6496edc..6cb9606)
+namespace redlock::test {
+namespace policy_change {  // the section's helpers stay apart from the file's
+namespace {
+
+std::string unique(const std::string& base) {
+  static std::atomic<int> n{0};
+  return base + "-" + std::to_string(++n) + "-" +
+         ::testing::UnitTest::GetInstance()->current_test_info()->name();
+}
+
+// Guarantee (safety.md, eviction check): fenced acquires give no vote to a node
+// whose maxmemory-policy may evict fence counters, read in every handshake.
+// Attack: the nodes are noeviction when the client connects; a majority is
+// switched to allkeys-lru by CONFIG SET and their connections are cut; the fenced
+// acquire is made at once, while the client may still be reconnecting (its check
+// before send sees the policy cleared by on_link_up as "unknown"). The grants must
+// still be judged at their replies with the new policy: no fenced lock.
+TEST(EvictionPolicyChange, a_policy_changed_between_connects_excludes_the_node_from_fenced_acquires) {
+  redis_cluster nodes(3);
+  client_options o = options_for(nodes.uris());
+  client c(o);
+  ASSERT_TRUE(wait_connected(c));
+  acquire_options a = once();
+  a.fencing = true;
+  {
+    auto first = c.acquire(unique("fenced-before"), a);
+    ASSERT_TRUE(first) << first.report.message();
+  }
+  for (int i = 0; i < 2; ++i) {
+    nodes[static_cast<std::size_t>(i)].command({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"});
+    nodes[static_cast<std::size_t>(i)].command({"CLIENT", "KILL", "TYPE", "normal"});
+  }
+  const auto r = c.acquire(unique("fenced-after"), a);
+  EXPECT_FALSE(r) << "a fenced lock granted by a majority of allkeys-lru nodes: " << r.report.message();
+  // And once reconnected, too.
+  std::this_thread::sleep_for(300ms);
+  const auto r2 = c.acquire(unique("fenced-later"), a);
+  EXPECT_FALSE(r2) << r2.report.message();
+  // A plain acquire is still allowed (warned about, not refused).
+  const auto plain = c.acquire(unique("plain"), once());
+  EXPECT_TRUE(plain) << plain.report.message();
+}
+
+}  // namespace
+}  // namespace policy_change
 }  // namespace redlock::test

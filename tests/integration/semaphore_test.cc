@@ -2,22 +2,29 @@
 // acquire and release, a full semaphore is contended (and down nodes are not),
 // extra permits won in one round are released, the watchdog and loss of a permit,
 // fences per permit, cancel; and the safety run: 3 nodes, 2 permits, 6 contenders
-// under node pauses and lost replies, checked for never more than 2 holders.
+// under node pauses and lost replies, checked for never more than 2 holders; a paused
+// permit holder never lets a third holder in.
 #include "redlock/semaphore.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "fault_proxy.h"
 #include "history.h"
+#include "redis_node.h"
 #include "test_util.h"
+#include "wait_util.h"
 
 namespace redlock::test {
 namespace {
@@ -435,4 +442,88 @@ TEST(Semaphore, a_shutdown_between_an_extra_win_and_its_release_reports_only_the
 }
 
 }  // namespace
+}  // namespace redlock::test
+
+// === A paused permit holder never lets a third holder in (review 13, docs/review-13.md)
+namespace redlock::test {
+namespace paused_holder {  // the section's helpers stay apart from the file's
+namespace {
+
+using namespace wait_util;
+using std::chrono::duration_cast;
+using std::chrono::milliseconds;
+
+// Short command timeouts: the watchdog of a sub-second TTL needs
+// extend_interval + command_timeout <= ttl - drift.
+client_options fast(const std::vector<std::string>& uris) {
+  client_options o = options_for(uris);
+  o.command_timeout = 100ms;
+  o.connect_timeout = 1000ms;
+  return o;
+}
+
+redis_cluster& nodes() {
+  static redis_cluster* cl = new redis_cluster(3);
+  return *cl;
+}
+
+// Blocks `c`'s loop thread for `d` (a callback that sleeps: the in-process stand-in
+// for a SIGSTOP / VM pause of the holder). Returns once the loop is blocked.
+void block_loop(client& c, milliseconds d) {
+  auto started = std::make_shared<std::promise<void>>();
+  auto f = started->get_future();
+  c.probe_async([started, d](probe_result) {
+    started->set_value();
+    std::this_thread::sleep_for(d);
+  });
+  f.wait();
+}
+
+// ---- Attack S1 (expected to hold): K = 2; a holder whose loop is blocked past
+// its TTL while two other clients take both permits. At no sampled instant do
+// more than 2 handles believe they hold a permit.
+TEST(SemaphorePausedHolder, semaphore_paused_holder_never_a_third_holder) {
+  client a(fast(nodes().uris()));
+  client b(fast(nodes().uris()));
+  client c(fast(nodes().uris()));
+  ASSERT_TRUE(wait_connected(a));
+  ASSERT_TRUE(wait_connected(b));
+  ASSERT_TRUE(wait_connected(c));
+  const std::string name = unique("s1");
+  semaphore_options so;
+  so.permits = 2;
+  semaphore sa(a, name, so), sb(b, name, so), sc(c, name, so);
+  acquire_options ao;
+  ao.ttl = 500ms;
+  ao.auto_extend = true;
+  auto ha = sa.acquire(ao);
+  ASSERT_TRUE(ha) << ha.report.error.message();
+  acquire_options wo = ao;
+  wo.retry.max_attempts = 1000;
+  wo.retry.base_delay = 20ms;
+  wo.retry.max_delay = 20ms;
+  wo.retry.deadline = 3000ms;
+  block_loop(a, 1500ms);
+  auto fb = std::async(std::launch::async, [&] { return sb.acquire(wo); });
+  auto fc = std::async(std::launch::async, [&] { return sc.acquire(wo); });
+  // b and c contend with a's permit until it expires: sample a alone first, then
+  // all three once b and c are in.
+  auto hb = fb.get();
+  auto hc = fc.get();
+  ASSERT_TRUE(hb) << hb.report.error.message();
+  ASSERT_TRUE(hc) << hc.report.error.message();
+  EXPECT_NE(hb.permit, hc.permit);
+  int over = 0;
+  for (int i = 0; i < 100; ++i) {
+    const int n = int(ha.lock.owns_lock()) + int(hb.lock.owns_lock()) + int(hc.lock.owns_lock());
+    if (n > 2) ++over;
+    std::this_thread::sleep_for(2ms);
+  }
+  EXPECT_EQ(over, 0);
+  (void)hb.lock.release();
+  (void)hc.lock.release();
+}
+
+}  // namespace
+}  // namespace paused_holder
 }  // namespace redlock::test

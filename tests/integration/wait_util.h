@@ -1,5 +1,5 @@
 // Helpers of the tests of waiting acquires and the coordination primitives
-// (wait_test.cc, review13_test.cc, review13b_test.cc): names, options, and what
+// (wait_test.cc, multi_test.cc, election_test.cc, semaphore_test.cc): names, options, and what
 // the nodes say about the release channels.
 #pragma once
 

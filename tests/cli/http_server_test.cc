@@ -1,5 +1,6 @@
-// Review 12: the monitor's HTTP /metrics server (tools/redlock/http_server.cc),
-// in process: a peer that never reads a large response, pipelined requests.
+// The monitor's HTTP /metrics server (tools/redlock/http_server.cc),
+// in process: a peer that never reads a large response, pipelined requests, a
+// connection beyond the limit.
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -84,7 +85,7 @@ std::size_t occurrences(const std::string& s, const std::string& part) {
 // many nodes, many buckets) cannot be written out. The server must not keep the
 // connection (and the body's copy) forever: the header says slow clients are
 // closed; here the linger (2 s) never starts because the write never completes.
-TEST(Review12Http, a_peer_that_never_reads_a_large_response_is_closed) {
+TEST(HttpServer, a_peer_that_never_reads_a_large_response_is_closed) {
   const std::string big(8u << 20, 'x');  // 8 MiB: more than the kernel buffers (1 MiB passes)
   redlock::cli::http_server s;
   redlock::cli::http_server::settings cfg;
@@ -107,7 +108,7 @@ TEST(Review12Http, a_peer_that_never_reads_a_large_response_is_closed) {
 }
 
 // Two requests pipelined in one write: exactly one response, then the close.
-TEST(Review12Http, pipelined_requests_get_one_response) {
+TEST(HttpServer, pipelined_requests_get_one_response) {
   redlock::cli::http_server s;
   redlock::cli::http_server::settings cfg;
   cfg.host = "127.0.0.1";
@@ -127,7 +128,7 @@ TEST(Review12Http, pipelined_requests_get_one_response) {
 
 // At max_connections, a further connection is not accepted (no descriptor of the
 // server's) and is served as soon as one of the open ones closes.
-TEST(Review12Http, a_connection_beyond_the_limit_waits_for_a_slot_and_is_then_served) {
+TEST(HttpServer, a_connection_beyond_the_limit_waits_for_a_slot_and_is_then_served) {
   redlock::cli::http_server s;
   redlock::cli::http_server::settings cfg;
   cfg.host = "127.0.0.1";
