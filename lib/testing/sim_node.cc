@@ -1,7 +1,6 @@
 #include "sim_node.h"
 
 #include <locale.h>
-#include <openssl/evp.h>
 
 #include <algorithm>
 #include <charconv>
@@ -12,6 +11,7 @@
 
 #include "redlock/fencing.h"
 #include "protocol/scripts.h"
+#include "pure/sha1.h"
 
 namespace redlock::sim {
 namespace {
@@ -171,19 +171,6 @@ bool glob_match(std::string_view pat, std::string_view str) {
   return glob_match(pat, str, give_up);
 }
 
-// SHA-1 as 40 lowercase hex digits (script names), from libcrypto.
-std::string sha1_hex(std::string_view data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (EVP_Digest(data.data(), data.size(), md, &len, EVP_sha1(), nullptr) != 1 || len != 20) std::abort();
-  static const char digits[] = "0123456789abcdef";
-  std::string out(40, '0');
-  for (unsigned int i = 0; i < len; ++i) {
-    out[2 * i] = digits[md[i] >> 4];
-    out[2 * i + 1] = digits[md[i] & 15];
-  }
-  return out;
-}
 
 std::uint64_t splitmix64(std::uint64_t& state) {
   std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
@@ -424,7 +411,7 @@ const std::array<bool, static_cast<std::size_t>(script_id::count)>& script_enabl
   static const auto enabled = [] {
     std::array<bool, static_cast<std::size_t>(script_id::count)> e{};
     for (const known_script& k : kKnownScripts)
-      e[static_cast<std::size_t>(k.id)] = sha1_hex(k.body) == k.pinned_sha;
+      e[static_cast<std::size_t>(k.id)] = detail::sha1_hex(k.body) == k.pinned_sha;
     return e;
   }();
   return enabled;
@@ -447,7 +434,7 @@ const known_script* script_by_sha(std::string_view sha) {
 }
 
 std::string unsupported_script(std::string_view body) {
-  return "ERR redlock::sim does not support this script (sha1 " + sha1_hex(body) +
+  return "ERR redlock::sim does not support this script (sha1 " + detail::sha1_hex(body) +
          "): it runs only the scripts of lib/scripts.h and redlock/fencing.h";
 }
 
