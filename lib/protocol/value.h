@@ -9,9 +9,11 @@
 namespace redlock::detail {
 
 struct resp_value {
-  enum class kind { nil, string, integer, array, other };
+  // string: a bulk string; status: a status reply (+text), kept apart as the
+  // hiredis walk it replaced did (a script's array of GETs never holds one).
+  enum class kind { nil, string, status, integer, array, other };
   kind type = kind::nil;
-  std::string text;                 // string (bulk or status)
+  std::string text;                 // string, status
   std::int64_t integer = 0;         // integer
   std::vector<resp_value> elements;  // array
 };

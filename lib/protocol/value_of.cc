@@ -9,8 +9,11 @@ resp_value value_of(const redisReply& r) {
       v.type = resp_value::kind::nil;
       break;
     case REDIS_REPLY_STRING:
-    case REDIS_REPLY_STATUS:
       v.type = resp_value::kind::string;
+      v.text.assign(r.str, r.len);
+      break;
+    case REDIS_REPLY_STATUS:
+      v.type = resp_value::kind::status;
       v.text.assign(r.str, r.len);
       break;
     case REDIS_REPLY_INTEGER:
