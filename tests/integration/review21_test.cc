@@ -262,6 +262,47 @@ TEST(Review21Shutdown, handles_destroyed_on_other_threads_while_the_client_stops
   }
 }
 
+// The client destroyed from its own loop thread (inside an acquire's callback):
+// the stop is posted and the thread detached; the watched lock still hears
+// on_lost once, the waiter is cancelled once, and both run after the destructor
+// returned, on the detached loop thread.
+TEST(Review21Shutdown, a_client_destroyed_in_its_own_callback_still_stops_its_watchdog_and_waiters) {
+  redis_cluster cl(3);
+  auto holder = std::make_unique<client>(wait_util::opts(cl.uris()));
+  ASSERT_TRUE(wait_connected(*holder));
+  for (int round = 0; round < 5; ++round) {
+    const std::string busy = unique("self-busy");
+    auto h = holder->acquire(busy, once(20000ms));
+    ASSERT_TRUE(h) << h.report.message();
+    auto state = std::make_shared<std::atomic<int>>(0);  // lost * 1 + waiter * 100
+    auto waiter_code = std::make_shared<std::atomic<int>>(-1);
+    auto c = std::make_shared<std::unique_ptr<client>>(std::make_unique<client>(wait_util::opts(cl.uris())));
+    ASSERT_TRUE(wait_connected(**c));
+    auto o = watched(3000ms);
+    o.on_lost = [state](const lease&, const report&) { state->fetch_add(1); };
+    auto mine = (*c)->acquire(unique("self-mine"), o);
+    ASSERT_TRUE(mine) << mine.report.message();
+    (*c)->acquire_async(busy, waiting(5000ms, 20000ms), [state, waiter_code](acquire_result r) {
+      waiter_code->store(r.report.error.value());
+      state->fetch_add(100);
+    });
+    ASSERT_TRUE(eventually([&] { return wait_util::all_subscribed(cl, busy); }, 5000ms));
+    std::atomic<bool> destroyed{false};
+    (*c)->probe_async([c, &destroyed](probe_result) {
+      c->reset();  // on the loop thread
+      destroyed = true;
+    });
+    ASSERT_TRUE(eventually([&] { return destroyed.load(); }, 5000ms));
+    EXPECT_TRUE(eventually([&] { return state->load() == 101; }, 5000ms)) << "state " << state->load();
+    EXPECT_EQ(static_cast<errc>(waiter_code->load()), errc::cancelled);
+    EXPECT_TRUE(eventually([&] { return mine.lock.lost(); }, 1000ms));
+    mine.lock = lock();
+    EXPECT_TRUE(eventually([&] { return wait_util::all_subscribed(cl, busy, 0); }, 3000ms));
+    EXPECT_TRUE(h.lock.release());
+    if (HasFailure()) break;
+  }
+}
+
 // A server that answers PING with PONG and every other command with `answer`
 // (a whole RESP reply), parsing the client's pipelined RESP arrays of bulk strings.
 class scripted_server {
