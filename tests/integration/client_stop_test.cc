@@ -1,8 +1,9 @@
-// Review of issue 21 (lib/ in layers, meant to change no behaviour): the paths the
-// simulator's digests do not see — a client's stop with pub/sub waiters and
-// watched locks (the services' begin_stop / finish_stop), handles that outlive
-// their client or die on another thread, an external loop's last step.
-// Each test passes on c5583ef (before the refactoring) and on the layered tree.
+// A client's stop with pub/sub waiters and watched locks (the services' begin_stop
+// / finish_stop), lock handles that outlive their client or die on another thread,
+// an external loop's last step; and an election observe answered with a status
+// element (rejected, as a server that is not Redis may send it). Written in the
+// review of issue 21 (lib/ in layers) for the paths the simulator's digests do
+// not see; each passes on c5583ef, before the layering, and after it.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -41,7 +42,7 @@ acquire_options watched(std::chrono::milliseconds ttl = 3000ms) {
 
 // A handle destroyed just before its client: its best-effort release is posted
 // before the stop, so it reaches every node (the drain waits for it), watched or not.
-TEST(Review21Shutdown, a_handle_destroyed_just_before_its_client_is_released_on_every_node) {
+TEST(ClientStop, a_handle_destroyed_just_before_its_client_is_released_on_every_node) {
   redis_cluster cl(3);
   for (int round = 0; round < 10; ++round) {
     for (bool auto_extend : {false, true}) {
@@ -64,7 +65,7 @@ TEST(Review21Shutdown, a_handle_destroyed_just_before_its_client_is_released_on_
 // A watched lock whose client stops hears on_lost once (cancelled); the handle,
 // outliving the client, is then destroyed on another thread: no second on_lost,
 // no release, nothing touched of the gone client.
-TEST(Review21Shutdown, a_watched_handle_outliving_its_client_hears_on_lost_once_and_dies_quietly_elsewhere) {
+TEST(ClientStop, a_watched_handle_outliving_its_client_hears_on_lost_once_and_dies_quietly_elsewhere) {
   redis_cluster cl(3);
   for (int round = 0; round < 10; ++round) {
     const std::string res = unique("outlives");
@@ -104,7 +105,7 @@ TEST(Review21Shutdown, a_watched_handle_outliving_its_client_hears_on_lost_once_
 // The watched lock's on_lost (in the stop's first step, on the loop thread)
 // destroys the handle: its release is posted from inside the stop, and ends as
 // it did before the refactoring; nothing runs against a stopped watchdog.
-TEST(Review21Shutdown, a_handle_destroyed_in_its_on_lost_during_the_stop_ends_as_before) {
+TEST(ClientStop, a_handle_destroyed_in_its_on_lost_during_the_stop_ends_as_before) {
   redis_cluster cl(3);
   int released_on_nodes = 0;
   for (int round = 0; round < 10; ++round) {
@@ -140,7 +141,7 @@ TEST(Review21Shutdown, a_handle_destroyed_in_its_on_lost_during_the_stop_ends_as
 // A waiter subscribed to the release channel when its client (own loop) stops:
 // its callback runs once, cancelled, before the destructor returns; the holder's
 // later release (published) reaches no one; the subscriber connections close.
-TEST(Review21Shutdown, a_waiter_on_the_release_channel_is_cancelled_once_when_its_client_stops) {
+TEST(ClientStop, a_waiter_on_the_release_channel_is_cancelled_once_when_its_client_stops) {
   redis_cluster cl(3);
   auto holder = std::make_unique<client>(wait_util::opts(cl.uris()));
   ASSERT_TRUE(wait_connected(*holder));
@@ -174,7 +175,7 @@ TEST(Review21Shutdown, a_waiter_on_the_release_channel_is_cancelled_once_when_it
 // The same on an external loop, destroyed on the loop thread while a waiter is
 // subscribed and a watched lock is held: the loop closes every handle (the
 // subscriber connections too), the waiter is cancelled once, on_lost runs once.
-TEST(Review21Shutdown, on_an_external_loop_a_stop_with_a_waiter_and_a_watched_lock_closes_everything) {
+TEST(ClientStop, on_an_external_loop_a_stop_with_a_waiter_and_a_watched_lock_closes_everything) {
   redis_cluster cl(3);
   auto holder = std::make_unique<client>(wait_util::opts(cl.uris()));
   ASSERT_TRUE(wait_connected(*holder));
@@ -230,7 +231,7 @@ TEST(Review21Shutdown, on_an_external_loop_a_stop_with_a_waiter_and_a_watched_lo
 // Handles destroyed on other threads while their client stops: each release is
 // either delivered (posted before the stop) or dropped (after); the client's
 // destructor returns, and every key is gone or left to its TTL — never a crash.
-TEST(Review21Shutdown, handles_destroyed_on_other_threads_while_the_client_stops) {
+TEST(ClientStop, handles_destroyed_on_other_threads_while_the_client_stops) {
   redis_cluster cl(3);
   for (int round = 0; round < 10; ++round) {
     auto c = std::make_unique<client>(options_for(cl.uris()));
@@ -266,7 +267,7 @@ TEST(Review21Shutdown, handles_destroyed_on_other_threads_while_the_client_stops
 // the stop is posted and the thread detached; the watched lock still hears
 // on_lost once, the waiter is cancelled once, and both run after the destructor
 // returned, on the detached loop thread.
-TEST(Review21Shutdown, a_client_destroyed_in_its_own_callback_still_stops_its_watchdog_and_waiters) {
+TEST(ClientStop, a_client_destroyed_in_its_own_callback_still_stops_its_watchdog_and_waiters) {
   redis_cluster cl(3);
   auto holder = std::make_unique<client>(wait_util::opts(cl.uris()));
   ASSERT_TRUE(wait_connected(*holder));
@@ -373,7 +374,7 @@ class scripted_server {
 // (+text) inside the observe script's array now counts as a string. Before, only
 // a bulk string did, and such a node answered "unexpected reply" (protocol_error).
 // Redis sends bulk strings here (GET), so only a non-Redis peer sees the change.
-TEST(Review21Election, observe_reads_a_status_element_as_before) {
+TEST(ElectionObserveReplies, observe_reads_a_status_element_as_before) {
   const std::string sha(40, 'a');
   const std::string record = "7 " + sha + " someone";
   const std::string answer = "*3\r\n+" + sha + "\r\n+" + record + "\r\n:5000\r\n";
