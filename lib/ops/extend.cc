@@ -107,6 +107,7 @@ void extend_held(core& c, const std::shared_ptr<held>& h, milliseconds ttl, std:
   const auto capped = h->capped_ttl(ttl, c.now(), c.options().clock_drift_factor);
   if (!capped) return done(empty_report(c, make_error_code(errc::extension_limit), ""));
   std::weak_ptr<held> w = h;
+  h->hold_shortened = *capped < ttl;
   const std::uint64_t seq = begin_extension(c, *h, *capped);
   // A shorter TTL lowered the validity: the watchdog's next tick comes within it.
   c.watch().rearm(*h);

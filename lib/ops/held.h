@@ -36,6 +36,9 @@ struct held {
   // shared_ptr control block is one 256-byte allocation):
   bool watchdog = false;
   bool capped = false;  // the extension cap was reached: the lock runs out
+  // The latest extension sent asked for less than it was asked to (what was left
+  // of max_hold): when the validity it set runs out, that is the cap's end.
+  bool hold_shortened = false;
   // A release of this handle that does not reach a quorum is delivered again, like
   // a confirmed one's stragglers, to every node that did not confirm it, until it
   // does or `ttl` (plus drift) has passed (release_held). Set for an election's

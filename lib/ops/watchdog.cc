@@ -90,11 +90,15 @@ void watchdog::on_tick(const std::shared_ptr<held>& h) {
     report why = h->last_failure && !h->last_failure->nodes.empty() ? *h->last_failure : empty_report(c_, {}, "");
     // The cap's end: no more extensions (max_extensions), or the validity ran to
     // acquisition + max_hold (extensions shrunk to fit it), not short of it.
+    // (The validity of an extension shortened to fit ends short of the cap by
+    // its drift and by the time between reading the clock for what was left and
+    // the round's start, which a busy machine can make tens of ms.)
     const bool at_hold_cap =
         h->max_hold.count() > 0 &&
-        *l.valid_until + duration_cast<clock_tp::duration>(drift_of(h->ttl, c_.options().clock_drift_factor)) +
-                milliseconds(1) >=
-            h->acquired_at + h->max_hold;
+        (h->hold_shortened ||
+         *l.valid_until + duration_cast<clock_tp::duration>(drift_of(h->ttl, c_.options().clock_drift_factor)) +
+                 milliseconds(1) >=
+             h->acquired_at + h->max_hold);
     why.error = make_error_code(h->capped || at_hold_cap ? errc::extension_limit : errc::lock_lost);
     return declare_lost(h, why);
   }
@@ -107,6 +111,7 @@ void watchdog::on_tick(const std::shared_ptr<held>& h) {
   }
   std::weak_ptr<held> w = h;
   // Under max_hold the TTL may be shorter than what is left: lower the validity first.
+  h->hold_shortened = *ttl < h->ttl;
   const std::uint64_t seq = begin_extension(c_, *h, *ttl);
   // The watchdog's extension is a background operation for observers.
   std::string observed;  // the resource, when observing (else empty: no allocation)

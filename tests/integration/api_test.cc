@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "fault_proxy.h"
 #include "redlock/uv.h"
 #include "test_util.h"
 
@@ -680,6 +681,38 @@ TEST(MaxHold, a_watchdog_lock_with_a_cap_shorter_than_the_ttl_is_reported_at_the
   // bound for a busy machine; not at the watchdog's first tick or the TTL's end.
   EXPECT_LE(at - (acquired + a.max_hold), 250ms)
       << duration_cast<milliseconds>(at - acquired).count() << " ms after acquisition";
+}
+
+// The cap ends the lock however slow its extensions are: an extension shortened
+// to what is left of max_hold gets a validity short of acquisition + max_hold (by
+// its drift, and by the time between the clock read for what was left and the
+// round's start), and when that runs out it is the cap's end (extension_limit),
+// not a loss. (A loaded TSan run reported lock_lost in the test above: the rule
+// then allowed only the full TTL's drift + 1 ms. This test pins slow rounds; it
+// cannot force the delay before the round's start that caused that failure.)
+TEST(MaxHold, a_watchdog_lock_whose_extensions_are_slow_is_still_reported_at_the_cap) {
+  redis_cluster cl(3);
+  std::vector<std::unique_ptr<fault_proxy>> proxies;
+  std::vector<std::string> via;
+  for (std::size_t i = 0; i < 3; ++i) {
+    proxies.push_back(std::make_unique<fault_proxy>(cl[i].port()));
+    via.push_back(proxies.back()->uri());
+  }
+  client c(options_for(via));
+  ASSERT_TRUE(wait_connected(c));
+  for (auto& p : proxies) p->latency(60ms);  // every round takes at least 60 ms
+  std::promise<std::error_code> lost;
+  acquire_options a = once(3000ms);
+  a.auto_extend = true;
+  a.max_hold = 800ms;
+  a.on_lost = [&](const lease&, const report& why) { lost.set_value(why.error); };
+  auto r = c.acquire(unique("hold-slow"), a);
+  ASSERT_TRUE(r) << r.report.message();
+  auto f = lost.get_future();
+  ASSERT_EQ(f.wait_for(10000ms), std::future_status::ready);
+  const std::error_code why = f.get();
+  EXPECT_EQ(why, errc::extension_limit) << why.message();
+  for (auto& p : proxies) p->pass();
 }
 
 // An explicit extend to a shorter TTL ends the validity sooner: the watchdog's
