@@ -1,6 +1,7 @@
 // The handshake of a connection (lib/node/handshake.h) without a connection: the
 // requests it pipelines for each plan, and its verdict on each reply (replies
 // parsed by hiredis from RESP text, as the connection's reader does).
+#include "parse_resp.h"
 #include "node/handshake.h"
 
 #include <gtest/gtest.h>
@@ -12,24 +13,8 @@
 namespace redlock::detail {
 namespace {
 
-struct hiredis_reply_deleter {
-  void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
-};
-using parsed_reply = std::unique_ptr<redisReply, hiredis_reply_deleter>;
-
-parsed_reply parse_resp(std::string_view wire) {
-  redisReader* reader = redisReaderCreate();
-  void* out = nullptr;
-  const bool ok = redisReaderFeed(reader, wire.data(), wire.size()) == REDIS_OK &&
-                  redisReaderGetReply(reader, &out) == REDIS_OK && out != nullptr;
-  redisReaderFree(reader);
-  if (!ok) {
-    ADD_FAILURE() << "hiredis could not parse the test reply";
-    if (out != nullptr) freeReplyObject(out);
-    return nullptr;
-  }
-  return parsed_reply(static_cast<redisReply*>(out));
-}
+using test::parse_resp;
+using test::parsed_reply;
 
 using next = handshake::answer::next;
 using content = handshake::answer::content;

@@ -1,6 +1,7 @@
 // Unit tests of lib/reply.h: turning one node's reply into a vote. Replies are
 // hand-built redisReply trees (calloc'd, freed by reply_deleter below), plus a few
 // parsed from RESP bytes by hiredis' own reader to pin the real wire shapes.
+#include "parse_resp.h"
 #include "protocol/reply.h"
 
 #include <gtest/gtest.h>
@@ -84,24 +85,8 @@ reply_ptr array_of(Items... items) {
 
 // --- replies parsed by hiredis from RESP bytes ---
 
-struct hiredis_reply_deleter {
-  void operator()(redisReply* r) const noexcept { freeReplyObject(r); }
-};
-using parsed_reply = std::unique_ptr<redisReply, hiredis_reply_deleter>;
-
-parsed_reply parse_resp(std::string_view wire) {
-  redisReader* reader = redisReaderCreate();
-  void* out = nullptr;
-  const bool ok = redisReaderFeed(reader, wire.data(), wire.size()) == REDIS_OK &&
-                  redisReaderGetReply(reader, &out) == REDIS_OK && out != nullptr;
-  redisReaderFree(reader);
-  if (!ok) {
-    ADD_FAILURE() << "hiredis could not parse the test reply";
-    if (out != nullptr) freeReplyObject(out);
-    return nullptr;
-  }
-  return parsed_reply(static_cast<redisReply*>(out));
-}
+using test::parse_resp;
+using test::parsed_reply;
 
 // Scripts whose answer is 1 = ok / 0 = not owner.
 constexpr script_id kOwnershipScripts[] = {script_id::extend, script_id::release, script_id::fence_commit,
