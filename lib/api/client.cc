@@ -176,6 +176,39 @@ std::string check_acquire_many(const detail::core& c, const std::vector<std::str
   return "";
 }
 
+// The body of acquire_async and acquire_many_async. The id is registered before
+// the post, so that a cancel() that reaches the loop first (posted from the loop
+// thread, or racing from another thread) is not lost; on the loop, an invalid
+// request (`bad`) or an early cancel is answered at once; a client whose loop has
+// finished answers "client shut down" here, since nobody else can run the
+// callback. start(core, id, done, called) starts the acquire on the loop.
+template <class Start>
+std::uint64_t post_acquire(const std::shared_ptr<detail::core>& core, std::string bad, Start start,
+                           std::function<void(acquire_result)> done) {
+  const std::uint64_t id = core->next_id();
+  const auto called = core->now();
+  auto c = core;
+  core->expect_op(id);
+  bool posted = core->post([c, id, called, bad = std::move(bad), start = std::move(start), done]() mutable {
+    const bool cancelled_early = c->start_op(id);
+    if (!bad.empty() || cancelled_early) {
+      acquire_result r;
+      r.report = bad.empty() ? invalid(*c, errc::cancelled, "cancelled before it started")
+                             : invalid(*c, errc::invalid_argument, bad);
+      c->stats().acquires.fetch_add(1, std::memory_order_relaxed);
+      return done(std::move(r));
+    }
+    start(*c, id, detail::timed(c, called, std::move(done)), called);
+  });
+  if (!posted) {
+    core->forget_unstarted(id);
+    acquire_result r;
+    r.report = invalid(*core, errc::cancelled, "client shut down");
+    done(std::move(r));
+  }
+  return id;
+}
+
 }  // namespace
 
 client::client(client_options options) : client(std::move(options), nullptr) {}
@@ -230,32 +263,14 @@ acquire_result client::acquire(std::string_view resource, const acquire_options&
 
 std::uint64_t client::acquire_async(std::string resource, acquire_options options,
                                     std::function<void(acquire_result)> done) {
-  const std::uint64_t id = core_->next_id();
-  const auto called = core_->now();
-  auto c = core_;
   std::string bad = check_acquire(*core_, resource, options);
-  // Registered before the post, so that a cancel() that reaches the loop first
-  // (posted from the loop thread, or racing from another thread) is not lost.
-  core_->expect_op(id);
-  bool posted = core_->post([c, id, called, bad, res = std::move(resource), o = std::move(options), done]() mutable {
-    const bool cancelled_early = c->start_op(id);
-    if (!bad.empty() || cancelled_early) {
-      acquire_result r;
-      r.report = bad.empty() ? invalid(*c, errc::cancelled, "cancelled before it started")
-                             : invalid(*c, errc::invalid_argument, bad);
-      c->stats().acquires.fetch_add(1, std::memory_order_relaxed);
-      return done(std::move(r));
-    }
-    c->acquire(id, std::move(res), std::move(o), detail::timed(c, called, std::move(done)), called);
-  });
-  if (!posted) {
-    // The client's loop has finished (see client.h): nobody else can run the callback.
-    core_->forget_unstarted(id);
-    acquire_result r;
-    r.report = invalid(*core_, errc::cancelled, "client shut down");
-    done(std::move(r));
-  }
-  return id;
+  return post_acquire(
+      core_, std::move(bad),
+      [res = std::move(resource), o = std::move(options)](detail::core& c, std::uint64_t id, auto timed_done,
+                                                         auto called) mutable {
+        c.acquire(id, std::move(res), std::move(o), std::move(timed_done), called);
+      },
+      std::move(done));
 }
 
 acquire_result client::acquire_many(const std::vector<std::string>& resources,
@@ -284,30 +299,14 @@ acquire_result client::acquire_many(const std::vector<std::string>& resources,
 
 std::uint64_t client::acquire_many_async(std::vector<std::string> resources, acquire_options options,
                                          std::function<void(acquire_result)> done) {
-  const std::uint64_t id = core_->next_id();
-  const auto called = core_->now();
-  auto c = core_;
   std::string bad = check_acquire_many(*core_, resources, options);
-  core_->expect_op(id);
-  bool posted =
-      core_->post([c, id, called, bad, res = std::move(resources), o = std::move(options), done]() mutable {
-        const bool cancelled_early = c->start_op(id);
-        if (!bad.empty() || cancelled_early) {
-          acquire_result r;
-          r.report = bad.empty() ? invalid(*c, errc::cancelled, "cancelled before it started")
-                                 : invalid(*c, errc::invalid_argument, bad);
-          c->stats().acquires.fetch_add(1, std::memory_order_relaxed);
-          return done(std::move(r));
-        }
-        c->acquire_many(id, std::move(res), std::move(o), detail::timed(c, called, std::move(done)), called);
-      });
-  if (!posted) {
-    core_->forget_unstarted(id);
-    acquire_result r;
-    r.report = invalid(*core_, errc::cancelled, "client shut down");
-    done(std::move(r));
-  }
-  return id;
+  return post_acquire(
+      core_, std::move(bad),
+      [res = std::move(resources), o = std::move(options)](detail::core& c, std::uint64_t id, auto timed_done,
+                                                          auto called) mutable {
+        c.acquire_many(id, std::move(res), std::move(o), std::move(timed_done), called);
+      },
+      std::move(done));
 }
 
 void client::cancel(std::uint64_t operation_id) {
