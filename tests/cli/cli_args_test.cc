@@ -2,13 +2,19 @@
 // latency statistics and command lookup. No network.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "args.h"
@@ -756,6 +762,217 @@ TEST(Durations, ABareTtlBelowOneSecondWarnsOnce) {
   EXPECT_TRUE(parse({"acquire", "r", "--ttl", "20", "--ttl", "2s"}).warnings.empty());  // the last one counts
   EXPECT_EQ(parse({"acquire", "r", "--ttl", "1.5s"}).inv.ttl, milliseconds(1500));
   EXPECT_EQ(parse({"acquire", "r", "--ttl", "0.25m"}).inv.ttl, milliseconds(15'000));
+}
+
+TEST(Durations, ABareTtlBelowOneSecondIsRefusedByRunAndElectSuggestingSeconds) {
+  const parse_result run = parse({"run", "r", "--ttl", "30", "--", "true"});
+  ASSERT_EQ(run.what, kind::error);
+  EXPECT_EQ(
+      run.error,
+      "--ttl 30 would be 30 milliseconds: did you mean 30s? (run refuses a bare --ttl below 1000; give the "
+      "unit)");
+  const parse_result elect = parse({"elect", "r", "--id", "a", "--ttl", "30", "--", "true"});
+  ASSERT_EQ(elect.what, kind::error);
+  EXPECT_NE(elect.error.find("did you mean 30s? (elect refuses"), std::string::npos) << elect.error;
+  const parse_result b999 = parse({"run", "r", "--ttl", "999", "--", "true"});
+  ASSERT_EQ(b999.what, kind::error);
+  EXPECT_NE(b999.error.find("999s?"), std::string::npos) << b999.error;
+  // A unit, or a bare number of 1000 or more, is taken as it is (the library
+  // judges whether it leaves the watchdog time).
+  for (const char* ttl : {"30ms", "500ms", "1000", "30s", "0.5s"}) {
+    const parse_result ok = parse({"run", "r", "--ttl", ttl, "--", "true"});
+    EXPECT_EQ(ok.what, kind::ok) << ttl << ": " << ok.error;
+    EXPECT_TRUE(ok.warnings.empty()) << ttl;
+  }
+  EXPECT_EQ(parse({"run", "r", "--ttl", "30ms", "--", "true"}).inv.ttl, milliseconds(30));
+  EXPECT_EQ(parse({"elect", "r", "--id", "a", "--ttl", "300ms", "--", "true"}).what, kind::ok);
+  // The last --ttl counts.
+  EXPECT_EQ(parse({"run", "r", "--ttl", "30", "--ttl", "30s", "--", "true"}).what, kind::ok);
+  EXPECT_EQ(parse({"run", "r", "--ttl", "30s", "--ttl", "30", "--", "true"}).what, kind::error);
+  // acquire, extend and bench keep a bare number as milliseconds, with a warning
+  // that asks the same question.
+  for (std::vector<std::string> args : {std::vector<std::string>{"acquire", "r", "--ttl", "30"},
+                                        std::vector<std::string>{"extend", "r", "t", "--ttl", "30"},
+                                        std::vector<std::string>{"bench", "--ttl", "30"}}) {
+    const parse_result w = parse(args);
+    ASSERT_EQ(w.what, kind::ok) << args[0] << ": " << w.error;
+    EXPECT_EQ(w.inv.ttl, milliseconds(30)) << args[0];
+    ASSERT_EQ(w.warnings.size(), 1u) << args[0];
+    EXPECT_EQ(w.warnings[0],
+              "--ttl 30 is 30 milliseconds; did you mean 30s? (write 30ms to say milliseconds)");
+  }
+  EXPECT_TRUE(parse({"acquire", "r", "--ttl", "30ms"}).warnings.empty());
+}
+
+TEST(CommandLine, WaitForeverIsAcceptedByAcquireRunAndElect) {
+  const parse_result acq = parse({"acquire", "r", "--ttl", "1s", "--wait", "forever"});
+  ASSERT_EQ(acq.what, kind::ok) << acq.error;
+  EXPECT_TRUE(acq.inv.wait_forever);
+  EXPECT_EQ(acq.inv.wait, milliseconds(0));
+  const parse_result run = parse({"run", "r", "--ttl", "1s", "--wait=forever", "--", "true"});
+  ASSERT_EQ(run.what, kind::ok) << run.error;
+  EXPECT_TRUE(run.inv.wait_forever);
+  const parse_result elect = parse({"elect", "r", "--id", "a", "--wait", "forever", "--", "true"});
+  ASSERT_EQ(elect.what, kind::ok) << elect.error;
+  EXPECT_TRUE(elect.inv.wait_forever);
+  // Not waiting, or waiting for a duration, is as before; the last --wait wins.
+  EXPECT_FALSE(parse({"acquire", "r", "--ttl", "1s"}).inv.wait_forever);
+  const parse_result then_d = parse({"acquire", "r", "--ttl", "1s", "--wait", "forever", "--wait", "2s"});
+  ASSERT_EQ(then_d.what, kind::ok) << then_d.error;
+  EXPECT_FALSE(then_d.inv.wait_forever);
+  EXPECT_EQ(then_d.inv.wait, milliseconds(2000));
+  const parse_result then_f = parse({"acquire", "r", "--ttl", "1s", "--wait", "2s", "--wait", "forever"});
+  EXPECT_TRUE(then_f.inv.wait_forever);
+  EXPECT_EQ(then_f.inv.wait, milliseconds(0));
+}
+
+TEST(CommandLine, WaitRefusesOtherWordsAndElectTakesOnlyForever) {
+  for (const char* bad : {"Forever", "FOREVER", "inf", "never", "forever ", "-1"}) {
+    const parse_result r = parse({"acquire", "r", "--ttl", "1s", "--wait", bad});
+    ASSERT_EQ(r.what, kind::error) << bad;
+    EXPECT_EQ(r.error.rfind(std::string("--wait: bad duration \"") + bad + "\"", 0), 0u) << r.error;
+    EXPECT_NE(r.error.find("use forever, or milliseconds"), std::string::npos) << r.error;
+  }
+  for (const char* d : {"2s", "0", "soon"}) {
+    const parse_result r = parse({"elect", "r", "--id", "a", "--wait", d, "--", "true"});
+    ASSERT_EQ(r.what, kind::error) << d;
+    EXPECT_EQ(r.error,
+              std::string("--wait: elect campaigns until elected or a signal; it takes only \"forever\", "
+                          "not \"") +
+                  d + "\"");
+  }
+  EXPECT_NE(parse({"status", "r", "--wait", "forever"}).error.find("--wait does not apply to status"),
+            std::string::npos);
+}
+
+TEST(CommandLine, ConflictExitCodeIsAWholeNumberFrom0To255ForAcquireAndRun) {
+  EXPECT_EQ(parse({"acquire", "r", "--ttl", "1s"}).inv.conflict_exit_code, 75);
+  EXPECT_EQ(parse({"run", "r", "--ttl", "1s", "--", "true"}).inv.conflict_exit_code, 75);
+  for (const auto& [text, value] :
+       std::vector<std::pair<const char*, int>>{{"0", 0}, {"1", 1}, {"75", 75}, {"255", 255}, {"007", 7}}) {
+    const parse_result a = parse({"acquire", "r", "--ttl", "1s", "--conflict-exit-code", text});
+    ASSERT_EQ(a.what, kind::ok) << text << ": " << a.error;
+    EXPECT_EQ(a.inv.conflict_exit_code, value) << text;
+    const parse_result r =
+        parse({"run", "r", "--ttl", "1s", std::string("--conflict-exit-code=") + text, "--", "x"});
+    ASSERT_EQ(r.what, kind::ok) << text << ": " << r.error;
+    EXPECT_EQ(r.inv.conflict_exit_code, value) << text;
+  }
+  for (const char* bad : {"256", "1000", "-1", "+1", "x", "", "1.5", "0x1", " 1", "99999999999999999999"}) {
+    const parse_result r = parse({"acquire", "r", "--ttl", "1s", "--conflict-exit-code", bad});
+    ASSERT_EQ(r.what, kind::error) << bad;
+    EXPECT_EQ(r.error,
+              std::string("--conflict-exit-code: \"") + bad + "\" is not a whole number from 0 to 255");
+  }
+  EXPECT_EQ(parse({"acquire", "r", "--ttl", "1s", "--conflict-exit-code"}).error,
+            "option --conflict-exit-code needs a value");
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"release", "r", "t", "--conflict-exit-code", "0"},
+        std::vector<std::string>{"elect", "r", "--id", "a", "--conflict-exit-code", "0", "--", "true"},
+        std::vector<std::string>{"status", "r", "--conflict-exit-code", "0"}}) {
+    const parse_result r = parse(args);
+    EXPECT_EQ(r.what, kind::error) << args[0];
+    EXPECT_EQ(r.error, "option --conflict-exit-code does not apply to " + args[0]);
+  }
+}
+
+TEST(HelpTables, TheHelpNamesWaitForeverTheConflictExitCodeAndWhatQuietSilences) {
+  const std::string help = help_text();
+  for (const char* words : {"[--wait D|forever]", "--wait forever: until acquired or a signal",
+                            "[--wait forever]", "--conflict-exit-code N", "instead of 75",
+                            "no error when the lock is held elsewhere", "(other errors are still printed)"}) {
+    EXPECT_NE(help.find(words), std::string::npos) << words;
+  }
+  for (command c : {command::acquire, command::run}) {
+    EXPECT_NE(help_text(c).find("--conflict-exit-code N"), std::string::npos) << to_string(c);
+  }
+  EXPECT_EQ(help_text(command::elect).find("--conflict-exit-code"), std::string::npos);
+  EXPECT_NE(help_text(command::elect).find("--wait D"), std::string::npos);
+}
+
+// --- signals: which are forwarded, which absorbed ---
+
+TEST(Signals, RunForwardsExactlyTheDocumentedSignals) {
+  EXPECT_EQ(forwarded_signals(),
+            (std::vector<int>{SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH}));
+  for (int s : {SIGHUP, SIGINT, SIGTERM, SIGQUIT}) EXPECT_TRUE(is_terminating(s)) << s;
+  for (int s : {SIGUSR1, SIGUSR2, SIGWINCH, SIGALRM, SIGCHLD}) EXPECT_FALSE(is_terminating(s)) << s;
+}
+
+TEST(Signals, EverySignalThatWouldEndTheToolButSigkillIsCaught) {
+  // The signals whose default action is not to end the process (ignore, stop,
+  // continue), SIGKILL, which cannot be caught, and SIGPIPE, which main() ignores.
+  const std::vector<int> harmless = {SIGCHLD, SIGCONT, SIGSTOP,  SIGTSTP, SIGTTIN,
+                                     SIGTTOU, SIGURG,  SIGWINCH, SIGKILL, SIGPIPE};
+  const std::vector<int> caught = guarded_signals({SIGCHLD});
+  for (int s = 1; s <= SIGRTMAX; ++s) {
+    if (s > 31 && s < SIGRTMIN) continue;  // reserved by the C library's threads
+    const bool listed = std::find(caught.begin(), caught.end(), s) != caught.end();
+    const bool exempt = std::find(harmless.begin(), harmless.end(), s) != harmless.end();
+    EXPECT_TRUE(listed || exempt) << "signal " << s << " (" << strsignal(s) << ") would end redlock run";
+    if (s == SIGKILL || s == SIGSTOP || s == SIGPIPE) {
+      EXPECT_FALSE(listed) << s;
+    }
+  }
+  // No signal is both forwarded and absorbed.
+  for (int s : absorbed_signals()) {
+    EXPECT_EQ(std::count(forwarded_signals().begin(), forwarded_signals().end(), s), 0) << s;
+  }
+}
+
+// Runs `body` in a child process and returns its wait status, or -1 if it was
+// still running after 10 s (then it is killed).
+int wait_status_of_child(void (*body)()) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    body();
+    ::_exit(0);
+  }
+  for (int i = 0; i < 1000; ++i) {
+    int st = 0;
+    if (::waitpid(pid, &st, WNOHANG) == pid) return st;
+    ::usleep(10'000);
+  }
+  ::kill(pid, SIGKILL);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  return -1;
+}
+
+TEST(Signals, ASegvSentByAnotherProcessIsPostedButAFaultOfOurOwnStillEndsTheProcess) {
+  // kill(2) from a process: posted to the pipe, the process lives on (exit 0).
+  const int sent = wait_status_of_child([] {
+    event_pipe pipe;
+    signal_capture capture(pipe, absorbed_signals());
+    ::kill(::getpid(), SIGSEGV);
+    ::kill(::getpid(), SIGABRT);
+    const std::optional<event> e1 = pipe.wait(std::chrono::milliseconds(5000));
+    const std::optional<event> e2 = pipe.wait(std::chrono::milliseconds(5000));
+    ::_exit(e1 && e1->type == SIGSEGV && e2 && e2->type == SIGABRT ? 0 : 3);
+  });
+  ASSERT_NE(sent, -1) << "the child did not finish";
+  EXPECT_TRUE(WIFEXITED(sent) && WEXITSTATUS(sent) == 0) << sent;
+  // A real fault: the previous action (here the default) takes over, the process
+  // does not spin re-running the faulting instruction.
+  const int fault = wait_status_of_child([] {
+    event_pipe pipe;
+    signal_capture capture(pipe, absorbed_signals());
+    volatile int* volatile nowhere = nullptr;
+    *nowhere = 1;
+  });
+  ASSERT_NE(fault, -1) << "a fault of the process's own must end it, not loop";
+  // Under a sanitizer its own handler reports and exits non-zero instead.
+  EXPECT_TRUE((WIFSIGNALED(fault) && WTERMSIG(fault) == SIGSEGV) ||
+              (WIFEXITED(fault) && WEXITSTATUS(fault) != 0))
+      << fault;
+  // abort() still ends it.
+  const int aborted = wait_status_of_child([] {
+    event_pipe pipe;
+    signal_capture capture(pipe, absorbed_signals());
+    std::abort();
+  });
+  ASSERT_NE(aborted, -1);
+  EXPECT_TRUE(WIFSIGNALED(aborted) && WTERMSIG(aborted) == SIGABRT) << aborted;
 }
 
 // --- help, man page, completion: one table ---

@@ -1125,6 +1125,368 @@ TEST_F(CliGuard, run_stopped_on_a_terminal_past_its_ttl_does_not_let_the_command
   ::close(master);
 }
 
+// --- what a first-time user trips on (issue 22) ---
+
+// Whether process `pid` has a handler installed for `signo` (the SigCgt mask of
+// /proc/PID/status): the tool is ready to be signalled without dying of it.
+bool catches(pid_t pid, int signo) {
+  const std::optional<std::string> status = read_file("/proc/" + std::to_string(pid) + "/status");
+  if (!status) return false;
+  const std::size_t at = status->find("SigCgt:");
+  if (at == std::string::npos) return false;
+  const unsigned long long mask = std::strtoull(status->c_str() + at + 7, nullptr, 16);
+  return ((mask >> (signo - 1)) & 1u) != 0;
+}
+
+// Waits (bounded) until `pid` catches `signo`.
+void wait_until_caught(pid_t pid, int signo) {
+  const auto deadline = steady::now() + 10s;
+  while (!catches(pid, signo) && steady::now() < deadline) std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(catches(pid, signo)) << "redlock never caught signal " << signo;
+}
+
+// Polls (bounded) until `path` holds `lines` lines; its content.
+std::string wait_for_lines(const std::string& path, std::size_t lines, milliseconds timeout = 10s) {
+  const auto deadline = steady::now() + timeout;
+  std::string s;
+  while (steady::now() < deadline) {
+    s = read_file(path).value_or("");
+    if (static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n')) >= lines) return s;
+    std::this_thread::sleep_for(10ms);
+  }
+  ADD_FAILURE() << "timed out waiting for " << lines << " lines in " << path << "; it has: " << s;
+  return s;
+}
+
+// The "redlock: " lines of a stderr that also carries CMD's own output.
+std::string redlock_lines(const std::string& err) {
+  std::string out;
+  std::istringstream in(err);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("redlock: ", 0) == 0) out += line + "\n";
+  }
+  return out;
+}
+
+// Sets `key` to a foreign holder's value on nodes `which` (30 s), as another
+// client's lock would be.
+void hold_elsewhere(redis_cluster& cl, const std::string& key, std::initializer_list<std::size_t> which) {
+  for (std::size_t i : which) cl[i].command({"SET", key, "foreign-holder-token", "PX", "30000"});
+}
+
+TEST_F(Cli, acquire_with_wait_forever_acquires_once_the_holder_releases) {
+  const std::string holder = acquire_token("cli-forever-ok", "30s");
+  cli_process waiter(with_nodes(
+      {"acquire", "cli-forever-ok", "--ttl", "10s", "--wait", "forever", "--retry-delay", "100ms"}));
+  wait_until_caught(waiter.pid(), SIGTERM);
+  std::this_thread::sleep_for(800ms);  // several attempts, all contended
+  EXPECT_TRUE(running(waiter.pid())) << "--wait forever gave up";
+  ASSERT_EQ(run_cli(with_nodes({"release", "cli-forever-ok", holder})).code, 0);
+  const cli_result r = waiter.wait(15s);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  const std::string token = trim(r.out);
+  EXPECT_TRUE(is_token(token)) << r.out;
+  EXPECT_NE(token, holder);
+  EXPECT_GE(cluster().count_value("cli-forever-ok", token), 3);
+}
+
+// --wait forever waits in rounds of 10 s (wait_forever_round): past the first
+// round it still waits, and acquires once the holder releases.
+TEST_F(Cli, acquire_with_wait_forever_keeps_waiting_past_its_first_round) {
+  const std::string holder = acquire_token("cli-forever-long", "60s");
+  const auto start = steady::now();
+  cli_process waiter(with_nodes(
+      {"acquire", "cli-forever-long", "--ttl", "10s", "--wait", "forever", "--retry-delay", "200ms"}));
+  wait_until_caught(waiter.pid(), SIGTERM);
+  std::this_thread::sleep_until(start + 12s);
+  ASSERT_TRUE(running(waiter.pid())) << "--wait forever ended after its first round: " << waiter.wait(1s).err;
+  ASSERT_EQ(run_cli(with_nodes({"release", "cli-forever-long", holder})).code, 0);
+  const cli_result r = waiter.wait(15s);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_GE(cluster().count_value("cli-forever-long", trim(r.out)), 3);
+}
+
+// Held on 3 of 5 nodes by another owner: every attempt takes the 2 free nodes
+// and rolls them back. SIGTERM ends the wait with 143 and leaves no key of ours.
+TEST_F(Cli, acquire_with_wait_forever_ends_on_sigterm_with_143_leaving_no_key) {
+  hold_elsewhere(cluster(), "cli-forever-term", {0, 1, 2});
+  cli_process waiter(with_nodes(
+      {"acquire", "cli-forever-term", "--ttl", "10s", "--wait", "forever", "--retry-delay", "50ms"}));
+  wait_until_caught(waiter.pid(), SIGTERM);
+  std::this_thread::sleep_for(700ms);
+  ASSERT_TRUE(running(waiter.pid()));
+  waiter.signal(SIGTERM);
+  const cli_result r = waiter.wait(10s);
+  EXPECT_EQ(r.code, 143) << r.err;
+  EXPECT_EQ(r.out, "");
+  expect_one_error_line(r);
+  EXPECT_NE(r.err.find("interrupted by SIGTERM while acquiring \"cli-forever-term\""), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(cluster()[3].exists("cli-forever-term"));
+  EXPECT_FALSE(cluster()[4].exists("cli-forever-term"));
+  EXPECT_EQ(cluster().count_value("cli-forever-term", "foreign-holder-token"), 3);
+  for (std::size_t i : {0u, 1u, 2u}) cluster()[i].command({"DEL", "cli-forever-term"});
+}
+
+TEST_F(Cli, run_with_wait_forever_runs_the_command_once_the_holder_releases) {
+  const std::string holder = acquire_token("cli-forever-run", "30s");
+  cli_process run(with_nodes({"run", "cli-forever-run", "--ttl", "5s", "--wait=forever", "--retry-delay",
+                              "100ms", "--", "sh", "-c", "printf '%s' \"$REDLOCK_TOKEN\""}));
+  wait_until_caught(run.pid(), SIGTERM);
+  std::this_thread::sleep_for(500ms);
+  EXPECT_TRUE(running(run.pid()));
+  ASSERT_EQ(run_cli(with_nodes({"release", "cli-forever-run", holder})).code, 0);
+  const cli_result r = run.wait(15s);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(is_token(r.out)) << r.out;
+  EXPECT_NE(r.out, holder);
+  EXPECT_EQ(cluster().count_key("cli-forever-run"), 0);
+}
+
+TEST_F(Cli, elect_accepts_wait_forever_its_default) {
+  const cli_result r =
+      run_cli(with_nodes({"elect", "cli-elect-forever", "--id", "a", "--wait", "forever", "--", "true"}));
+  EXPECT_EQ(r.code, 0) << r.err;
+  const cli_result d =
+      run_cli(with_nodes({"elect", "cli-elect-forever", "--id", "a", "--wait", "5s", "--", "true"}));
+  EXPECT_EQ(d.code, 64);
+  expect_one_error_line(d);
+  EXPECT_NE(d.err.find("only \"forever\""), std::string::npos) << d.err;
+}
+
+TEST_F(Cli, conflict_exit_code_replaces_75_when_held_and_keeps_every_other_status) {
+  temp_dir tmp;
+  const std::string ran = tmp.file("ran");
+  const std::string holder = acquire_token("cli-cec", "30s");
+  const cli_result acq =
+      run_cli(with_nodes({"acquire", "cli-cec", "--ttl", "5s", "--conflict-exit-code", "0"}));
+  EXPECT_EQ(acq.code, 0) << acq.err;
+  EXPECT_EQ(acq.out, "");
+  expect_one_error_line(acq);  // without -q the contended message is still printed
+  EXPECT_NE(acq.err.find("contended"), std::string::npos) << acq.err;
+  const cli_result run =
+      run_cli(with_nodes({"run", "cli-cec", "--ttl", "5s", "--conflict-exit-code=0", "--", "touch", ran}));
+  EXPECT_EQ(run.code, 0) << run.err;
+  EXPECT_FALSE(read_file(ran).has_value()) << "the command must not run";
+  // After --wait ran out, too, and any N.
+  const cli_result waited =
+      run_cli(with_nodes({"run", "cli-cec", "--ttl", "5s", "--wait", "300ms", "--retry-delay", "50ms",
+                          "--conflict-exit-code", "9", "--", "touch", ran}));
+  EXPECT_EQ(waited.code, 9) << waited.err;
+  EXPECT_FALSE(read_file(ran).has_value());
+  EXPECT_EQ(cluster().count_value("cli-cec", holder), 5);
+  // A bad N is a usage error naming the option; a bad configuration stays 78.
+  const cli_result bad =
+      run_cli(with_nodes({"acquire", "cli-cec", "--ttl", "5s", "--conflict-exit-code", "256"}));
+  EXPECT_EQ(bad.code, 64);
+  expect_one_error_line(bad);
+  EXPECT_NE(bad.err.find("--conflict-exit-code"), std::string::npos) << bad.err;
+  const cli_result config =
+      run_cli({"acquire", "cli-cec", "--ttl", "5s", "--conflict-exit-code", "0", "--nodes", "bogus://x"});
+  EXPECT_EQ(config.code, 78) << config.err;
+  // Nodes down: unavailable stays 69.
+  for (std::size_t i : {0u, 2u, 4u}) cluster()[i].kill();
+  const cli_result down =
+      run_cli(with_nodes({"acquire", "cli-cec-down", "--ttl", "5s", "--conflict-exit-code", "0"}));
+  EXPECT_EQ(down.code, 69) << down.err;
+  expect_one_error_line(down);
+  const cli_result run_down = run_cli(
+      with_nodes({"run", "cli-cec-down", "--ttl", "5s", "--conflict-exit-code", "0", "--", "touch", ran}));
+  EXPECT_EQ(run_down.code, 69) << run_down.err;
+  EXPECT_FALSE(read_file(ran).has_value());
+}
+
+TEST_F(Cli, quiet_silences_the_contended_error_and_warnings_but_not_other_errors) {
+  temp_dir tmp;
+  const std::string ran = tmp.file("ran");
+  acquire_token("cli-quiet", "30s");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"acquire", "cli-quiet", "--ttl", "5s", "-q"},
+        std::vector<std::string>{"acquire", "cli-quiet", "--ttl", "5s", "-q", "--json"},
+        std::vector<std::string>{"acquire", "cli-quiet", "--ttl", "900", "-q", "--wait", "200ms",
+                                 "--retry-delay", "50ms"},
+        std::vector<std::string>{"run", "cli-quiet", "--ttl", "5s", "--quiet", "--", "touch", ran}}) {
+    const cli_result r = run_cli(with_nodes(args));
+    EXPECT_EQ(r.code, 75) << join(args, " ") << ": " << r.err;
+    EXPECT_EQ(r.out, "") << join(args, " ");
+    EXPECT_EQ(r.err, "") << join(args, " ");
+  }
+  EXPECT_FALSE(read_file(ran).has_value());
+  // On success: nothing, or only the JSON, and no warning (a bare --ttl below 1000).
+  const cli_result ok = run_cli(with_nodes({"acquire", "cli-quiet-free", "--ttl", "900", "-q", "--json"}));
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_EQ(ok.err, "");
+  EXPECT_TRUE(json_string(ok.out, "token").has_value()) << ok.out;
+  const cli_result loud = run_cli(with_nodes({"acquire", "cli-quiet-free2", "--ttl", "900"}));
+  EXPECT_EQ(loud.err.rfind("redlock: warning: ", 0), 0u) << loud.err;
+  // Every other error is still printed.
+  const cli_result usage = run_cli(with_nodes({"run", "cli-quiet", "--ttl", "30", "-q", "--", "true"}));
+  EXPECT_EQ(usage.code, 64);
+  expect_one_error_line(usage);
+  const cli_result missing = run_cli(
+      with_nodes({"run", "cli-quiet-127", "--ttl", "5s", "-q", "--", "redlock-test-no-such-command"}));
+  EXPECT_EQ(missing.code, 127);
+  expect_one_error_line(missing);
+  for (std::size_t i : {1u, 2u, 3u}) cluster()[i].kill();
+  const cli_result down = run_cli(with_nodes({"acquire", "cli-quiet-down", "--ttl", "5s", "-q"}));
+  EXPECT_EQ(down.code, 69);
+  expect_one_error_line(down);
+  EXPECT_NE(down.err.find("unavailable"), std::string::npos) << down.err;
+}
+
+// CMD traps each forwarded signal (appending its name to "marks") and runs on:
+// each reaches it while the lock stays held and extended (TTL 2 s, held for more
+// than 2); when CMD exits (status 5) the lock is released and run exits 5.
+TEST_F(Cli, run_forwards_each_documented_signal_to_the_command_and_keeps_the_lock) {
+  temp_dir tmp;
+  const std::vector<std::pair<int, std::string>> forwarded = {
+      {SIGHUP, "HUP"},   {SIGINT, "INT"},   {SIGTERM, "TERM"},  {SIGQUIT, "QUIT"},
+      {SIGUSR1, "USR1"}, {SIGUSR2, "USR2"}, {SIGWINCH, "WINCH"}};
+  std::string script;
+  for (const auto& [signo, name] : forwarded)
+    script += "trap 'echo " + name + " >> " + tmp.file("marks") + "' " + name + "\n";
+  script += "echo \"$REDLOCK_TOKEN\" > " + tmp.file("token") + "\necho $$ > " + tmp.file("pid") + "\n" +
+            "while [ ! -e " + tmp.file("stop") + " ]; do sleep 0.05; done\nexit 5\n";
+  std::ofstream(tmp.file("cmd.sh")) << script;
+  const auto start = steady::now();
+  cli_process run(with_nodes({"run", "cli-run-fwd", "--ttl", "2s", "--", "sh", tmp.file("cmd.sh")}));
+  track_child(tmp.file("pid"));
+  const std::string token = trim(wait_for_file(tmp.file("token")));
+  ASSERT_TRUE(is_token(token)) << token;
+  std::string expected;
+  for (std::size_t i = 0; i < forwarded.size(); ++i) {
+    run.signal(forwarded[i].first);
+    expected += forwarded[i].second + "\n";
+    EXPECT_EQ(wait_for_lines(tmp.file("marks"), i + 1), expected);
+    EXPECT_TRUE(running(run.pid())) << forwarded[i].second;
+    EXPECT_GE(cluster().count_value("cli-run-fwd", token), 3) << "after " << forwarded[i].second;
+  }
+  std::this_thread::sleep_until(start + 4500ms);  // past 2 TTLs: extended meanwhile
+  EXPECT_GE(cluster().count_value("cli-run-fwd", token), 3);
+  std::ofstream(tmp.file("stop")) << "";
+  const cli_result r = run.wait(10s);
+  EXPECT_EQ(r.code, 5) << r.err;
+  EXPECT_EQ(redlock_lines(r.err), "");
+  EXPECT_EQ(cluster().count_key("cli-run-fwd"), 0);
+}
+
+TEST_F(Cli, run_exits_128_plus_n_when_a_forwarded_signal_kills_the_command_and_releases) {
+  for (int signo : {SIGUSR1, SIGUSR2, SIGQUIT, SIGHUP}) {
+    temp_dir tmp;
+    const std::string key = "cli-run-killed-" + std::to_string(signo);
+    cli_process run(with_nodes(
+        {"run", key, "--ttl", "1s", "--", "sh", "-c", "echo $$ > " + tmp.file("pid") + "; exec sleep 30"}));
+    const pid_t child = track_child(tmp.file("pid"));
+    EXPECT_EQ(cluster().count_key(key), 5) << signo;
+    run.signal(signo);
+    const cli_result r = run.wait(10s);
+    EXPECT_EQ(r.code, 128 + signo) << r.err;
+    EXPECT_EQ(r.err, "") << signo;
+    EXPECT_FALSE(running(child)) << signo;
+    EXPECT_EQ(cluster().count_key(key), 0) << signo;
+  }
+}
+
+// Every other signal that would end a process by default: redlock run neither
+// dies of it nor forwards it (CMD, which does not trap them, would die of one and
+// not exit 6), and releases the lock once CMD exits.
+TEST_F(Cli, run_ignores_the_other_terminating_signals_and_releases_after_the_command) {
+  temp_dir tmp;
+  cli_process run(
+      with_nodes({"run", "cli-run-absorb", "--ttl", "2s", "--", "sh", "-c",
+                  "echo \"$REDLOCK_TOKEN\" > " + tmp.file("token") + "; echo $$ > " + tmp.file("pid") +
+                      "; while [ ! -e " + tmp.file("stop") + " ]; do sleep 0.05; done; exit 6"}));
+  track_child(tmp.file("pid"));
+  const std::string token = trim(wait_for_file(tmp.file("token")));
+  const std::vector<int> others = {SIGALRM, SIGXCPU,   SIGXFSZ,  SIGVTALRM,    SIGPROF, SIGIO,  SIGPWR,
+                                   SIGSYS,  SIGTRAP,   SIGSEGV,  SIGBUS,       SIGFPE,  SIGILL, SIGABRT,
+                                   SIGPIPE, SIGSTKFLT, SIGRTMIN, SIGRTMIN + 5, SIGRTMAX};
+  for (int signo : others) {
+    run.signal(signo);
+    std::this_thread::sleep_for(20ms);
+  }
+  std::this_thread::sleep_for(300ms);
+  EXPECT_TRUE(running(run.pid())) << "redlock run died of a signal: " << run.wait(1s).err;
+  EXPECT_GE(cluster().count_value("cli-run-absorb", token), 3);
+  std::ofstream(tmp.file("stop")) << "";
+  const cli_result r = run.wait(10s);
+  EXPECT_EQ(r.code, 6) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(cluster().count_key("cli-run-absorb"), 0);
+}
+
+TEST_F(Cli, run_waiting_forever_ignores_sigusr1_and_ends_on_sigquit_with_131_before_the_command) {
+  temp_dir tmp;
+  const std::string holder = acquire_token("cli-run-wait-quit", "30s");
+  cli_process run(with_nodes({"run", "cli-run-wait-quit", "--ttl", "5s", "--wait", "forever", "--retry-delay",
+                              "100ms", "--", "touch", tmp.file("ran")}));
+  wait_until_caught(run.pid(), SIGUSR1);
+  for (int signo : {SIGUSR1, SIGUSR2, SIGWINCH, SIGALRM}) run.signal(signo);
+  std::this_thread::sleep_for(500ms);
+  ASSERT_TRUE(running(run.pid())) << "a signal ended the wait: " << run.wait(1s).err;
+  run.signal(SIGQUIT);
+  const cli_result r = run.wait(10s);
+  EXPECT_EQ(r.code, 128 + SIGQUIT) << r.err;
+  expect_one_error_line(r);
+  EXPECT_NE(r.err.find("interrupted by SIGQUIT"), std::string::npos) << r.err;
+  EXPECT_FALSE(read_file(tmp.file("ran")).has_value());
+  EXPECT_EQ(cluster().count_value("cli-run-wait-quit", holder), 5);
+}
+
+// elect supervises its command as run does: a forwarded signal reaches CMD, an
+// ignored one ends nothing, and the leadership stays held until CMD exits.
+TEST_F(Cli, elect_forwards_sigusr1_to_the_command_and_keeps_leading_until_it_exits) {
+  temp_dir tmp;
+  cli_process elect(
+      with_nodes({"elect", "cli-elect-sig", "--id", "a", "--ttl", "2s", "--", "sh", "-c",
+                  "trap 'echo USR1 >> " + tmp.file("marks") + "' USR1; echo \"$REDLOCK_TOKEN\" > " +
+                      tmp.file("token") + "; echo $$ > " + tmp.file("pid") + "; while [ ! -e " +
+                      tmp.file("stop") + " ]; do sleep 0.05; done; exit 4"}));
+  track_child(tmp.file("pid"));
+  const std::string token = trim(wait_for_file(tmp.file("token")));
+  ASSERT_TRUE(is_token(token)) << token;
+  elect.signal(SIGALRM);  // ignored: not forwarded (CMD would die of it), not fatal
+  elect.signal(SIGUSR1);
+  EXPECT_EQ(wait_for_lines(tmp.file("marks"), 1), "USR1\n");
+  std::this_thread::sleep_for(2500ms);  // past its TTL: extended meanwhile
+  EXPECT_TRUE(running(elect.pid()));
+  EXPECT_GE(cluster().count_value("election:cli-elect-sig", token), 3);
+  std::ofstream(tmp.file("stop")) << "";
+  const cli_result r = elect.wait(10s);
+  EXPECT_EQ(r.code, 4) << r.err;
+  EXPECT_EQ(redlock_lines(r.err), "");  // sh reports the sleep that USR1 killed
+  EXPECT_EQ(cluster().count_key("election:cli-elect-sig"), 0);
+}
+
+TEST_F(Cli, run_and_elect_refuse_a_bare_ttl_below_1000_suggesting_seconds) {
+  temp_dir tmp;
+  const cli_result run =
+      run_cli(with_nodes({"run", "cli-ttl-bare", "--ttl", "30", "--", "touch", tmp.file("ran")}));
+  EXPECT_EQ(run.code, 64);
+  expect_one_error_line(run);
+  EXPECT_NE(run.err.find("did you mean 30s?"), std::string::npos) << run.err;
+  EXPECT_EQ(run.err.find("extend_interval"), std::string::npos) << run.err;
+  EXPECT_FALSE(read_file(tmp.file("ran")).has_value());
+  EXPECT_EQ(cluster().count_key("cli-ttl-bare"), 0);
+  const cli_result elect =
+      run_cli(with_nodes({"elect", "cli-ttl-bare", "--id", "a", "--ttl", "30", "--", "true"}));
+  EXPECT_EQ(elect.code, 64);
+  expect_one_error_line(elect);
+  EXPECT_NE(elect.err.find("30s"), std::string::npos) << elect.err;
+  // With the unit it runs; acquire takes a bare number as milliseconds, warning.
+  EXPECT_EQ(run_cli(with_nodes({"run", "cli-ttl-unit", "--ttl", "500ms", "--", "true"})).code, 0);
+  const cli_result acq = run_cli(with_nodes({"acquire", "cli-ttl-bare-acq", "--ttl", "30"}));
+  EXPECT_EQ(acq.code, 0) << acq.err;
+  EXPECT_EQ(
+      acq.err,
+      "redlock: warning: --ttl 30 is 30 milliseconds; did you mean 30s? (write 30ms to say milliseconds)\n");
+  const cli_result ms = run_cli(with_nodes({"acquire", "cli-ttl-ms-acq", "--ttl", "30ms"}));
+  EXPECT_EQ(ms.code, 0) << ms.err;
+  EXPECT_EQ(ms.err, "");
+}
+
 // --- status ---
 
 TEST_F(Cli, status_of_a_free_resource_exits_0) {

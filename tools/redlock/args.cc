@@ -44,13 +44,15 @@ struct option_spec {
   handler apply;  // null: -h/--help, handled by the scan
 };
 
+// `also`: another accepted value, named first in the message ("forever").
 bool duration_option(const char* name, const std::string& value, bool allow_zero, milliseconds& out,
-                     std::string& error) {
+                     std::string& error, const char* also = nullptr) {
   std::string why;
   const auto d = parse_duration(value, &why);
   if (!d) {
-    error = std::string(name) + ": bad duration \"" + value + "\": " + why +
-            " (use milliseconds or a number with a unit: 250ms, 1.5s, 2m, 1h)";
+    error = std::string(name) + ": bad duration \"" + value + "\": " + why + " (use " +
+            (also != nullptr ? std::string(also) + ", or " : std::string()) +
+            "milliseconds or a number with a unit: 250ms, 1.5s, 2m, 1h)";
     return false;
   }
   if (!allow_zero && d->count() == 0) {
@@ -68,6 +70,19 @@ bool count_option(const char* name, const std::string& value, int max, int& out,
   if (ok) v = std::strtol(value.c_str(), nullptr, 10);
   if (!ok || v < 1 || v > max) {
     error = std::string(name) + ": \"" + value + "\" is not a whole number from 1 to " + std::to_string(max);
+    return false;
+  }
+  out = static_cast<int>(v);
+  return true;
+}
+
+// A process exit status: a whole number from 0 to 255.
+bool exit_code_option(const char* name, const std::string& value, int& out, std::string& error) {
+  bool ok = !value.empty() && value.size() <= 3;
+  for (char c : value) ok = ok && c >= '0' && c <= '9';
+  const long v = ok ? std::strtol(value.c_str(), nullptr, 10) : -1;
+  if (!ok || v > 255) {
+    error = std::string(name) + ": \"" + value + "\" is not a whole number from 0 to 255";
     return false;
   }
   out = static_cast<int>(v);
@@ -192,7 +207,10 @@ const std::vector<option_spec>& specs() {
          inv.json = true;
          return true;
        }},
-      {{"--quiet", "-q", nullptr, all_commands, "Print nothing on stdout except JSON; no warnings."},
+      {{"--quiet", "-q", nullptr, all_commands,
+        "Print nothing on stdout except JSON; no warnings,\n"
+        "and no error when the lock is held elsewhere\n"
+        "(other errors are still printed)."},
        [](const std::string&, invocation& inv, seen&, std::string&) {
          inv.quiet = true;
          return true;
@@ -221,11 +239,31 @@ const std::vector<option_spec>& specs() {
          inv.token = inv.token_from_stdin ? std::string() : v;
          return true;
        }},
-      {{"--wait", nullptr, "D", locking,
+      {{"--wait", nullptr, "D", locking | bit(command::elect),
         "Retry for up to D while the lock is held elsewhere\n"
-        "or no quorum answers (default 0: one attempt)."},
+        "or no quorum answers (default 0: one attempt).\n"
+        "--wait forever: until acquired or a signal (elect:\n"
+        "the default, and the only value it takes)."},
        [](const std::string& v, invocation& inv, seen&, std::string& e) {
-         return duration_option("--wait", v, true, inv.wait, e);
+         if (v == "forever") {
+           inv.wait_forever = true;
+           inv.wait = milliseconds(0);
+           return true;
+         }
+         if (inv.cmd == command::elect) {
+           e = "--wait: elect campaigns until elected or a signal; it takes only \"forever\", not \"" + v +
+               "\"";
+           return false;
+         }
+         inv.wait_forever = false;
+         return duration_option("--wait", v, true, inv.wait, e, "forever");
+       }},
+      {{"--conflict-exit-code", nullptr, "N", locking,
+        "acquire, run: exit with N (0 to 255) instead of 75\n"
+        "when the lock is held elsewhere (also after --wait\n"
+        "ran out), as flock -E does."},
+       [](const std::string& v, invocation& inv, seen&, std::string& e) {
+         return exit_code_option("--conflict-exit-code", v, inv.conflict_exit_code, e);
        }},
       {{"--retry-delay", nullptr, "D", locking | bit(command::elect),
         "Delay between attempts, jittered between D/2 and D\n"
@@ -313,7 +351,9 @@ const std::vector<option_spec>& specs() {
 }
 
 const std::vector<command_doc> command_table = {
-    {command::acquire, "acquire", "RESOURCE --ttl D [--wait D] [--retry-delay D] [--fencing]",
+    {command::acquire, "acquire",
+     "RESOURCE --ttl D [--wait D|forever] [--retry-delay D]\n"
+     "[--fencing] [--conflict-exit-code N]",
      "Take the lock and print its token. The lock stays held until its\n"
      "TTL runs out or it is released.",
      "Takes the lock and prints its token (--json: resource, token,\n"
@@ -330,8 +370,9 @@ const std::vector<command_doc> command_table = {
      "exit 1 when TOKEN does not own it on a quorum. TOKEN comes from the\n"
      "argument, --token (\"-\": stdin), or $REDLOCK_TOKEN."},
     {command::run, "run",
-     "RESOURCE --ttl D [--wait D] [--retry-delay D] [--fencing]\n"
-     "[--kill-after D] [-n K] -- CMD [ARGS...]",
+     "RESOURCE --ttl D [--wait D|forever] [--retry-delay D]\n"
+     "[--fencing] [--conflict-exit-code N] [--kill-after D] [-n K]\n"
+     "-- CMD [ARGS...]",
      "Take the lock, run CMD while extending the lock, release it when\n"
      "CMD exits, and exit with CMD's status. CMD's environment has\n"
      "REDLOCK_RESOURCE, REDLOCK_TOKEN and, with --fencing, REDLOCK_FENCE.",
@@ -340,6 +381,9 @@ const std::vector<command_doc> command_table = {
      "CMD's status. If the lock is lost, CMD's process group and the rest of\n"
      "its descendants get SIGTERM (SIGKILL --kill-after later) and the exit\n"
      "status is 70. If redlock dies, a watcher stops CMD's process group.\n"
+     "SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH are\n"
+     "forwarded to CMD's process group; other signals that would end redlock\n"
+     "are ignored, so that only SIGKILL can end it while it holds the lock.\n"
      "CMD's environment has REDLOCK_RESOURCE, REDLOCK_TOKEN, with --fencing\n"
      "REDLOCK_FENCE, and REDLOCK_NODES without passwords; REDLOCK_PASSWORD\n"
      "is removed. With -n K, CMD holds one of K permits: REDLOCK_RESOURCE is\n"
@@ -361,7 +405,8 @@ const std::vector<command_doc> command_table = {
      "terminal it redraws one screen; otherwise it prints one line per\n"
      "interval, or with --json one JSON object per line. --prometheus also\n"
      "serves the figures at GET /metrics. SIGINT or SIGTERM stop it (exit 0)."},
-    {command::elect, "elect", "ROLE --id ID [--ttl D] [--retry-delay D] [--kill-after D]\n-- CMD [ARGS...]",
+    {command::elect, "elect",
+     "ROLE --id ID [--ttl D] [--wait forever] [--retry-delay D]\n[--kill-after D] -- CMD [ARGS...]",
      "Wait to become ROLE's leader, run CMD while leading, and exit with\n"
      "CMD's status. CMD's environment has REDLOCK_ROLE, REDLOCK_TERM and\n"
      "REDLOCK_LEADER_ID.",
@@ -373,7 +418,8 @@ const std::vector<command_doc> command_table = {
      "the exit status is 70, as with run. CMD's environment has REDLOCK_ROLE,\n"
      "REDLOCK_TERM (the term: a fencing token, greater than every earlier\n"
      "leader's), REDLOCK_LEADER_ID, and what run gives (REDLOCK_RESOURCE,\n"
-     "REDLOCK_TOKEN, REDLOCK_FENCE, REDLOCK_NODES)."},
+     "REDLOCK_TOKEN, REDLOCK_FENCE, REDLOCK_NODES). Signals are forwarded\n"
+     "to CMD's process group, or ignored, as by run."},
     {command::leader, "leader", "ROLE",
      "Show ROLE's current leader and term, without campaigning.",
      "Shows ROLE's current leader, its term and how long its lock lasts\n"
@@ -643,6 +689,15 @@ parse_result parse_command_line(const std::vector<std::string>& args, const envi
   }
   if (s.ttl || inv.cmd == command::bench || inv.cmd == command::elect) {
     if (inv.ttl.count() <= 0) return fail("--ttl must be greater than 0");
+    // A bare number is milliseconds. run and elect hold the lock while CMD runs:
+    // there "--ttl 30" is all but surely 30 seconds, and 30 ms cannot hold a lock
+    // across extensions, so the unit is asked for.
+    const bool supervises = inv.cmd == command::run || inv.cmd == command::elect;
+    const std::string bare = std::to_string(inv.ttl.count());
+    if (s.bare_ttl && inv.ttl < std::chrono::seconds(1) && supervises) {
+      return fail("--ttl " + bare + " would be " + bare + " milliseconds: did you mean " + bare + "s? (" +
+                  name + " refuses a bare --ttl below 1000; give the unit)");
+    }
     if (inv.ttl > inv.max_ttl) {
       return fail("--ttl " + format_duration(inv.ttl) + " exceeds --max-ttl " + format_duration(inv.max_ttl) +
                   " (the bound every client of these nodes must share; raise --max-ttl or REDLOCK_MAX_TTL "
@@ -654,9 +709,8 @@ parse_result parse_command_line(const std::vector<std::string>& args, const envi
                   format_factor(inv.drift_factor) + " + 2ms)");
     }
     if (s.bare_ttl && inv.ttl < std::chrono::seconds(1)) {
-      const std::string n = std::to_string(inv.ttl.count());
-      result.warnings.push_back("--ttl " + n + " is " + n + " milliseconds; write " + n + "ms to say so, or " +
-                                n + "s if seconds were meant");
+      result.warnings.push_back("--ttl " + bare + " is " + bare + " milliseconds; did you mean " + bare +
+                                "s? (write " + bare + "ms to say milliseconds)");
     }
   }
 

@@ -17,6 +17,10 @@ enum class command { acquire, release, extend, run, status, bench, monitor, elec
 // --ttl 5m); a restarted node is kept out of acquires for this long.
 constexpr std::chrono::milliseconds default_max_ttl() { return std::chrono::minutes(10); }
 
+// The exit status when the lock is held by another owner (EX_TEMPFAIL), unless
+// --conflict-exit-code says otherwise.
+inline constexpr int default_conflict_exit_code = 75;
+
 // "acquire", "release", ...
 const char* to_string(command c) noexcept;
 
@@ -60,6 +64,12 @@ struct invocation {
   // Lock options.
   std::chrono::milliseconds ttl{0};              // --ttl: required by acquire, extend, run
   std::chrono::milliseconds wait{0};             // --wait: total retry budget; 0 = one attempt
+  // --wait forever: retry (while contended or unavailable) until acquired or a
+  // signal; `wait` is then 0. elect always waits so, and takes no other --wait.
+  bool wait_forever = false;
+  // --conflict-exit-code (acquire, run): the exit status when the lock is held
+  // elsewhere (errc::contended, also after --wait ran out). In [0, 255].
+  int conflict_exit_code = default_conflict_exit_code;
   std::chrono::milliseconds retry_delay{200};    // --retry-delay: > 0
   bool fencing = false;                          // --fencing
   std::chrono::milliseconds kill_after{10'000};  // --kill-after (run)

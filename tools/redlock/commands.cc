@@ -26,7 +26,8 @@ std::string pad(std::string s, std::size_t width) {
 
 int acquire_command(const invocation& inv) {
   event_pipe events;
-  signal_capture signals(events, {SIGINT, SIGTERM, SIGHUP});
+  // Caught for the whole acquire, so that none ends it half done (docs/cli.md, Signals).
+  signal_capture signals(events, guarded_signals());
   std::string error;
   auto client = make_client(inv, error);
   if (!client) {
@@ -45,8 +46,8 @@ int acquire_command(const invocation& inv) {
     return 128 + waited.signal;
   }
   if (!r) {
-    print_error("cannot acquire " + quote(inv.resource) + ": " + r.report.message());
-    return exit_status_for(r.report.error);
+    print_acquire_failure(inv, quote(inv.resource), r.report);
+    return acquire_exit_status(inv, r.report.error);
   }
 
   const redlock::lease l = r.lock.info();

@@ -69,10 +69,11 @@ class lock_loss {
 
 // run.cc: supervises the child `pid` (spawned in a process group of its own,
 // this process a child subreaper: command_guard) until it and every descendant is
-// gone, reaping each. Waits on `events`: SIGINT, SIGTERM and SIGHUP are forwarded
-// to CMD's group. The first lock_lost_event, or CMD exiting while processes it
-// started still run, sends SIGTERM to the group and to every descendant outside
-// it, and SIGKILL (repeated until none is left) `kill_after` later. `tty`: the
+// gone, reaping each. Waits on `events`: forwarded_signals() go to CMD's group
+// (SIGCONT after the terminating ones), other signals are ignored. The first
+// lock_lost_event, or CMD exiting while processes it started still run, sends
+// SIGTERM to the group and to every descendant outside it, and SIGKILL (repeated
+// until none is left) `kill_after` later. `tty`: the
 // terminal whose foreground CMD's group is (spawn_options::foreground_tty), or -1.
 // Every `poll` at most, the lock's validity end (`valid_until()`, the lease's) is
 // passed on to `guard`, so that its watcher, if we die, kills no later than that.

@@ -24,6 +24,16 @@ int exit_status_for(std::error_code ec) noexcept {
   return exit_code::software;  // lock_lost, cancelled, would_deadlock, anything unforeseen
 }
 
+int acquire_exit_status(const invocation& inv, std::error_code ec) noexcept {
+  if (ec == errc::contended) return inv.conflict_exit_code;
+  return exit_status_for(ec);
+}
+
+void print_acquire_failure(const invocation& inv, const std::string& what, const redlock::report& rep) {
+  if (inv.quiet && rep.error == errc::contended) return;
+  print_error("cannot acquire " + what + ": " + rep.message());
+}
+
 std::string printable(std::string_view text) {
   std::string out;
   out.reserve(text.size());
@@ -144,12 +154,12 @@ redlock::acquire_options lock_options(const invocation& inv) {
   acquire_options o;
   o.ttl = inv.ttl;
   o.fencing = inv.fencing;
-  if (inv.wait.count() > 0) {
-    // Retry until --wait runs out; constant delays jittered in [d/2, d].
+  if (inv.wait.count() > 0 || inv.wait_forever) {
+    // Retry until --wait (or the round) runs out; constant delays jittered in [d/2, d].
     o.retry.max_attempts = INT_MAX;
     o.retry.base_delay = inv.retry_delay;
     o.retry.max_delay = inv.retry_delay;
-    o.retry.deadline = inv.wait;
+    o.retry.deadline = inv.wait_forever ? wait_forever_round : inv.wait;
   } else {
     o.retry = retry_policy::once();
   }
@@ -158,49 +168,60 @@ redlock::acquire_options lock_options(const invocation& inv) {
 
 namespace {
 
+// Whether --wait forever starts another round after a round that ended with `ec`:
+// for the failures a retry may fix, as the library's retry_policy retries them.
+bool another_round(std::error_code ec) {
+  return ec == errc::contended || ec == errc::unavailable || ec == errc::validity_exhausted;
+}
+
 // Waits on `events` for the acquire started by `start` (which returns its id for
-// `cancel`), cancelling it on SIGINT, SIGTERM or SIGHUP.
+// `cancel`), cancelling it on SIGHUP, SIGINT, SIGTERM or SIGQUIT; with --wait
+// forever, starts it again after each round that another_round() allows.
 template <class Result, class Start, class Cancel>
 interruptible_acquire wait_until_signal(const invocation& inv, const event_pipe& events, Start start,
                                         Cancel cancel, std::optional<Result>& result) {
   using steady = std::chrono::steady_clock;
   interruptible_acquire out;
-  auto promise = std::make_shared<std::promise<Result>>();
-  std::future<Result> future = promise->get_future();
-  const event_pipe* pipe = &events;
-  const std::uint64_t id = start([promise, pipe](Result r) {
-    promise->set_value(std::move(r));
-    pipe->post(event{acquire_done_event, 0});
-  });
-
   // The library bounds every attempt by its timeouts; this is only a safety net so
   // the tool cannot hang if that promise were ever broken.
   const auto per_attempt = 2 * inv.connect_timeout + 8 * inv.node_timeout;
-  auto deadline = steady::now() + inv.wait + per_attempt + std::chrono::seconds(10);
-  bool cancelled = false;
-  while (true) {
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - steady::now());
-    if (left.count() <= 0) {
-      if (cancelled) {
-        out.stuck = true;
-        return out;
+  const auto budget = inv.wait_forever ? wait_forever_round : inv.wait;
+  while (true) {  // one round per pass; only --wait forever makes more than one
+    auto promise = std::make_shared<std::promise<Result>>();
+    std::future<Result> future = promise->get_future();
+    const event_pipe* pipe = &events;
+    const std::uint64_t id = start([promise, pipe](Result r) {
+      promise->set_value(std::move(r));
+      pipe->post(event{acquire_done_event, 0});
+    });
+    auto deadline = steady::now() + budget + per_attempt + std::chrono::seconds(10);
+    bool cancelled = false;
+    std::optional<Result> round;
+    while (!round) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - steady::now());
+      if (left.count() <= 0) {
+        if (cancelled) {
+          out.stuck = true;
+          return out;
+        }
+        cancel(id);
+        cancelled = true;
+        deadline = steady::now() + std::chrono::seconds(2);
+        continue;
       }
-      cancel(id);
-      cancelled = true;
-      deadline = steady::now() + std::chrono::seconds(2);
-      continue;
+      const std::optional<event> e = events.wait(left);
+      if (!e) continue;
+      if (e->type == acquire_done_event) {
+        round.emplace(future.get());
+      } else if (e->type > 0 && is_terminating(e->type) && out.signal == 0) {
+        out.signal = e->type;
+        cancel(id);
+        cancelled = true;
+      }
     }
-    const std::optional<event> e = events.wait(left);
-    if (!e) continue;
-    if (e->type == acquire_done_event) {
-      result.emplace(future.get());
-      return out;
-    }
-    if ((e->type == SIGINT || e->type == SIGTERM || e->type == SIGHUP) && out.signal == 0) {
-      out.signal = e->type;
-      cancel(id);
-      cancelled = true;
-    }
+    if (inv.wait_forever && out.signal == 0 && !cancelled && another_round(round->report.error)) continue;
+    result = std::move(round);
+    return out;
   }
 }
 

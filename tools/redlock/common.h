@@ -33,6 +33,13 @@ inline constexpr int not_found = 127;       // run: CMD not found
 // The exit status for a failed operation's error code (0 for success).
 int exit_status_for(std::error_code ec) noexcept;
 
+// acquire, run: the exit status for a failed acquire, as exit_status_for() except
+// that a lock held elsewhere (contended) gives --conflict-exit-code.
+int acquire_exit_status(const invocation& inv, std::error_code ec) noexcept;
+// acquire, run: prints "cannot acquire WHAT: ..." for a failed acquire, except a
+// lock held elsewhere with -q (the expected outcome for N-1 of N cron hosts).
+void print_acquire_failure(const invocation& inv, const std::string& what, const redlock::report& rep);
+
 // `text` with control characters escaped (\n, \x1b, ...), for any text output that
 // may carry user input such as a resource name.
 std::string printable(std::string_view text);
@@ -63,7 +70,14 @@ std::string nodes_without_passwords(const invocation& inv);
 std::unique_ptr<redlock::client> make_client(const invocation& inv, std::string& error,
                                              std::vector<std::shared_ptr<redlock::observer>> observers = {});
 
-// acquire_options for --ttl, --wait, --retry-delay and --fencing.
+// --wait forever waits in rounds of this length: repeated acquires, each with a
+// bounded retry budget (the library has no unbounded one), so that the wait for
+// each stays bounded (and guarded against a library that never answers), and
+// a signal ends it between or during rounds alike.
+inline constexpr std::chrono::milliseconds wait_forever_round{10'000};
+
+// acquire_options for --ttl, --wait, --retry-delay and --fencing (with --wait
+// forever: for one round).
 redlock::acquire_options lock_options(const invocation& inv);
 
 // Application events on the event pipe (signals use positive numbers).
@@ -72,15 +86,17 @@ inline constexpr int lock_lost_event = -2;
 
 struct interruptible_acquire {
   std::optional<redlock::acquire_result> result;  // empty only when stuck
-  int signal = 0;          // the SIGINT/SIGTERM/SIGHUP that interrupted the wait, if any
+  int signal = 0;          // the SIGHUP/SIGINT/SIGTERM/SIGQUIT that interrupted the wait, if any
   bool stuck = false;      // the library did not answer within a generous bound
   std::size_t permit = 0;  // acquire_permit_until_signal: the permit's index
 };
 
-// Acquires asynchronously and waits on `events`. SIGINT, SIGTERM or SIGHUP (which
-// the caller routes to `events` with a signal_capture) cancel the attempt; the
-// result then says which signal came, and any lock taken meanwhile is in `result`
-// to be released. Other events are ignored.
+// Acquires asynchronously and waits on `events`. SIGHUP, SIGINT, SIGTERM or
+// SIGQUIT (is_terminating; the caller routes them to `events` with a
+// signal_capture) cancel the attempt; the result then says which signal came, and
+// any lock taken meanwhile is in `result` to be released. Other events are
+// ignored. With --wait forever, a round that ends contended or unavailable is
+// followed by another, until one acquires, fails otherwise, or a signal comes.
 interruptible_acquire acquire_until_signal(redlock::client& c, const invocation& inv,
                                            redlock::acquire_options options, const event_pipe& events);
 // As acquire_until_signal, for one permit of `sem` (run -n K); `permit` says which.

@@ -51,7 +51,7 @@ int elect_command(const invocation& inv) {
   lock_loss loss;
   event_pipe events;
   std::signal(SIGCHLD, SIG_DFL);
-  signal_capture signals(events, {SIGINT, SIGTERM, SIGHUP, SIGCHLD});
+  signal_capture signals(events, guarded_signals({SIGCHLD}));  // as run's
   std::string error;
   auto client = make_client(inv, error);
   if (!client) {
@@ -67,7 +67,7 @@ int elect_command(const invocation& inv) {
     events.post(event{lock_lost_event, 0});
   };
 
-  // Campaign until elected or interrupted by SIGINT/SIGTERM/SIGHUP.
+  // Campaign until elected or interrupted by SIGHUP/SIGINT/SIGTERM/SIGQUIT.
   auto promise = std::make_shared<std::promise<campaign_result>>();
   auto future = promise->get_future();
   const event_pipe* pipe = &events;
@@ -85,7 +85,7 @@ int elect_command(const invocation& inv) {
     }
     if (ev->type == campaign_done_event) {
       won.emplace(future.get());
-    } else if ((ev->type == SIGINT || ev->type == SIGTERM || ev->type == SIGHUP) && interrupted == 0) {
+    } else if (ev->type > 0 && is_terminating(ev->type) && interrupted == 0) {
       interrupted = ev->type;
       e.cancel(id);
     }

@@ -108,7 +108,8 @@ std::string roff_block(std::string_view text) {
 
 const char* durations_text() noexcept {
   return "Durations are milliseconds (250) or a number with a unit: 250ms, 1.5s,\n"
-         "2m, 1h. A fraction needs a unit and must come to whole milliseconds.";
+         "2m, 1h. A fraction needs a unit and must come to whole milliseconds.\n"
+         "run and elect refuse a bare --ttl below 1000 (30 would be 30ms: say 30s).";
 }
 
 const char* environment_text() noexcept {
@@ -130,7 +131,8 @@ const char* exit_status_text() noexcept {
          "       slowly for the TTL\n"
          "  70   run: the lock was lost while CMD ran; elect: the leadership\n"
          "       was lost while CMD ran; or an internal error\n"
-         "  75   the lock is held by another owner (after --wait, if given)\n"
+         "  75   the lock is held by another owner (after --wait, if given);\n"
+         "       acquire, run: N instead with --conflict-exit-code N\n"
          "  77   the nodes refused the credentials, the ACL denies the lock a\n"
          "       command or key, or TLS verification failed\n"
          "  78   configuration error: a bad node URI, no nodes, conflicting\n"

@@ -29,8 +29,25 @@ std::atomic<int> g_signal_fd{-1};
 // Whether SIGPIPE was ignored before ignore_sigpipe().
 std::atomic<bool> g_sigpipe_inherited_ignored{false};
 
+// The actions before signal_capture of the synchronous fault signals, for a fault
+// of our own (written before the handler is installed, read only by it).
+struct sigaction g_fault_action[NSIG];
+
+bool is_fault_signal(int signo) noexcept {
+  return signo == SIGABRT || signo == SIGBUS || signo == SIGFPE || signo == SIGILL || signo == SIGSEGV ||
+         signo == SIGSYS || signo == SIGTRAP;
+}
+
 void on_signal(int signo, siginfo_t* info, void*) {
   const int saved_errno = errno;
+  if (is_fault_signal(signo) && info != nullptr && info->si_code > 0) {
+    // Raised by the kernel for a fault of ours (si_code > 0; kill, sigqueue and
+    // tgkill give <= 0): back to the previous action, which the faulting
+    // instruction, run again, meets.
+    ::sigaction(signo, &g_fault_action[signo], nullptr);
+    errno = saved_errno;
+    return;
+  }
   const int fd = g_signal_fd.load();
   if (fd >= 0) {
     const event e{signo, info != nullptr ? info->si_code : 0};
@@ -95,6 +112,38 @@ std::optional<event> event_pipe::wait(std::chrono::milliseconds timeout) const {
   }
 }
 
+const std::vector<int>& forwarded_signals() {
+  static const std::vector<int> s = {SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH};
+  return s;
+}
+
+bool is_terminating(int signo) noexcept {
+  return signo == SIGHUP || signo == SIGINT || signo == SIGTERM || signo == SIGQUIT;
+}
+
+const std::vector<int>& absorbed_signals() {
+  static const std::vector<int> s = [] {
+    std::vector<int> v = {SIGALRM, SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGIO,  SIGABRT,
+                          SIGBUS,  SIGFPE,  SIGILL,  SIGSEGV,   SIGSYS,  SIGTRAP};
+#ifdef SIGPWR
+    v.push_back(SIGPWR);
+#endif
+#ifdef SIGSTKFLT
+    v.push_back(SIGSTKFLT);
+#endif
+    for (int rt = SIGRTMIN; rt <= SIGRTMAX; ++rt) v.push_back(rt);
+    return v;
+  }();
+  return s;
+}
+
+std::vector<int> guarded_signals(std::initializer_list<int> extra) {
+  std::vector<int> v = forwarded_signals();
+  v.insert(v.end(), absorbed_signals().begin(), absorbed_signals().end());
+  v.insert(v.end(), extra.begin(), extra.end());
+  return v;
+}
+
 signal_capture::signal_capture(const event_pipe& pipe, const std::vector<int>& signals) {
   g_signal_fd.store(pipe.write_fd());
   struct sigaction sa {};
@@ -104,6 +153,7 @@ signal_capture::signal_capture(const event_pipe& pipe, const std::vector<int>& s
   for (int s : signals) {
     struct sigaction old {};
     if (::sigaction(s, nullptr, &old) != 0 || old.sa_handler == SIG_IGN) continue;
+    if (is_fault_signal(s)) g_fault_action[s] = old;  // before the handler can run
     if (::sigaction(s, &sa, &old) != 0) continue;
     signals_.push_back(s);
     old_.push_back(old);

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,6 +63,27 @@ class signal_capture {
   std::vector<int> signals_;
   std::vector<struct sigaction> old_;
 };
+
+// Signals and what the lock-holding commands (acquire, run, elect) do with them
+// (docs/cli.md, "Signals"). None but SIGKILL may end the tool while it may hold a
+// lock (or part of one) by its default action, stranding the lock for its TTL.
+//
+// Forwarded to CMD's process group while it runs (run, elect): SIGHUP, SIGINT,
+// SIGTERM, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH.
+const std::vector<int>& forwarded_signals();
+// Of those, the ones that end a wait for the lock (128 + N), and after which the
+// group also gets SIGCONT (as a shell's `kill` does, so that a stopped CMD acts on
+// them): SIGHUP, SIGINT, SIGTERM, SIGQUIT. The others are ignored while waiting.
+bool is_terminating(int signo) noexcept;
+// Every other signal whose default action ends a process: caught and ignored
+// (SIGALRM, SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGIO, SIGPWR, SIGSTKFLT, the
+// real-time signals, and SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGSEGV, SIGSYS, SIGTRAP
+// when another process sent them: a fault of this process's own still ends it).
+// SIGPIPE is not here: main() ignores it (ignore_sigpipe).
+const std::vector<int>& absorbed_signals();
+// forwarded_signals() and absorbed_signals(), plus `extra` (SIGCHLD), for one
+// signal_capture.
+std::vector<int> guarded_signals(std::initializer_list<int> extra = {});
 
 // The result of looking a command up as execvp would.
 struct resolved_command {

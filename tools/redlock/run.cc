@@ -1,8 +1,9 @@
 // `redlock run`: hold a lock for exactly as long as a command runs.
 //
 // The main thread waits on one event pipe for everything: the acquire completing,
-// SIGINT/SIGTERM/SIGHUP (forwarded to the command), SIGCHLD, and the watchdog's
-// on_lost callback (which runs on the library's loop thread and only posts).
+// signals (forwarded_signals() go to the command, the other caught ones are
+// ignored), SIGCHLD, and the watchdog's on_lost callback (which runs on the
+// library's loop thread and only posts).
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,8 +27,10 @@ namespace {
 
 using steady = std::chrono::steady_clock;
 
-// What the watchdog reported, written on the loop thread, read by the main thread.
-bool is_forwarded(int signo) { return signo == SIGINT || signo == SIGTERM || signo == SIGHUP; }
+bool is_forwarded(int signo) {
+  const std::vector<int>& f = forwarded_signals();
+  return std::find(f.begin(), f.end(), signo) != f.end();
+}
 
 // On a terminal, CMD's group was stopped (^Z): stop ourselves as the shell expects
 // of a foreground job, and when continued hand the terminal back and continue CMD,
@@ -104,9 +107,10 @@ supervision supervise_child(pid_t pid, int tty, const event_pipe& events, std::c
     if (is_forwarded(e->type)) {
       // To CMD's group: CMD is not in ours, so a terminal's ^C to our group (or a
       // hangup) did not reach it. On a terminal CMD's group is the foreground one.
-      // SIGCONT too, so a stopped CMD acts on it (as a shell's `kill` does).
+      // After one that asks CMD to end, SIGCONT too, so a stopped CMD acts on it
+      // (as a shell's `kill` does); SIGUSR1, SIGUSR2 and SIGWINCH leave it stopped.
       ::kill(-pid, e->type);
-      ::kill(-pid, SIGCONT);
+      if (is_terminating(e->type)) ::kill(-pid, SIGCONT);
     } else if (e->type == lock_lost_event && !stopping) {
       out.terminating = true;
       stop_all();
@@ -156,7 +160,8 @@ int run_command(const invocation& inv) {
   lock_loss loss;
   event_pipe events;
   std::signal(SIGCHLD, SIG_DFL);  // an inherited SIG_IGN would reap the command for us
-  signal_capture signals(events, {SIGINT, SIGTERM, SIGHUP, SIGCHLD});
+  // Caught until the lock is released: no signal but SIGKILL ends us holding it.
+  signal_capture signals(events, guarded_signals({SIGCHLD}));
   std::string error;
   auto client = make_client(inv, error);
   if (!client) {
@@ -198,8 +203,8 @@ int run_command(const invocation& inv) {
     return 128 + waited.signal;  // a lock taken meanwhile is released with `r`
   }
   if (!r) {
-    print_error("cannot acquire " + wanted + ": " + r.report.message());
-    return exit_status_for(r.report.error);
+    print_acquire_failure(inv, wanted, r.report);
+    return acquire_exit_status(inv, r.report.error);
   }
 
   const lease held = r.lock.info();
