@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "engine/core.h"
+#include "ops/async_op.h"
 #include "node/connection.h"
 #include "protocol/value_of.h"
 
@@ -14,10 +15,10 @@ namespace redlock::detail {
 namespace {
 
 // Self-owned through its requests (each holds it as its sink).
-class plain_round_op final : public sink, public std::enable_shared_from_this<plain_round_op> {
+class plain_round_op final : public sink, public async_op<plain_round_op, report> {
  public:
   plain_round_op(core& c, plain_parser parse, std::function<void(report)> done)
-      : core_(c), parse_(std::move(parse)), done_(std::move(done)) {
+      : async_op(std::move(done)), core_(c), parse_(std::move(parse)) {
     rep_.attempts = 1;
     for (const auto& n : c.nodes()) rep_.nodes.push_back(node_result{n.display, node_status::pending, {}, {}});
   }
@@ -28,7 +29,7 @@ class plain_round_op final : public sink, public std::enable_shared_from_this<pl
     auto w = std::make_shared<const wire>(wire::plain_tag{}, std::move(out));
     started_ = core_.now();
     sending_ = true;
-    auto self = shared_from_this();
+    auto self = keep();
     for (std::size_t i = 0; i < core_.size(); ++i) core_.conn(i).submit(w, false, self, 0);
     sending_ = false;
     maybe_finish();
@@ -56,21 +57,17 @@ class plain_round_op final : public sink, public std::enable_shared_from_this<pl
 
  private:
   void maybe_finish() {
-    if (sending_ || finished_ || answered_ < core_.size()) return;
-    finished_ = true;
+    if (sending_ || finished() || answered_ < core_.size()) return;
     rep_.elapsed = std::chrono::duration_cast<std::chrono::microseconds>(core_.now() - started_);
-    auto done = std::move(done_);
-    done(std::move(rep_));
+    finish(std::move(rep_));
   }
 
   core& core_;
   plain_parser parse_;
-  std::function<void(report)> done_;
   report rep_;
   std::chrono::steady_clock::time_point started_;
   std::size_t answered_ = 0;
   bool sending_ = false;
-  bool finished_ = false;
 };
 
 }  // namespace

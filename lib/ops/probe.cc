@@ -8,6 +8,7 @@
 
 #include "node/connection.h"
 #include "engine/core.h"
+#include "ops/async_op.h"
 #include "pure/decision.h"
 
 namespace redlock::detail {
@@ -24,10 +25,10 @@ std::shared_ptr<const wire> plain(std::initializer_list<std::string_view> argv) 
 }
 
 // Self-owned through the requests in flight: each holds it as their sink.
-class probe_op final : public sink, public std::enable_shared_from_this<probe_op> {
+class probe_op final : public sink, public async_op<probe_op, probe_result> {
  public:
   probe_op(core& c, std::function<void(probe_result)> done)
-      : core_(c), done_(std::move(done)), started_(c.now()) {
+      : async_op(std::move(done)), core_(c), started_(c.now()) {
     result_.nodes.resize(c.size());
     for (std::size_t i = 0; i < c.size(); ++i) result_.nodes[i].node = c.conn(i).name();
   }
@@ -39,7 +40,7 @@ class probe_op final : public sink, public std::enable_shared_from_this<probe_op
     static const auto memory = plain({"INFO", "memory"});
     const std::shared_ptr<const wire> wires[tag_count] = {ping, server, persistence, memory};
     sending_ = true;
-    auto self = shared_from_this();
+    auto self = keep();
     for (std::size_t i = 0; i < core_.size(); ++i) {
       for (std::uint32_t t = 0; t < tag_count; ++t) core_.conn(i).submit(wires[t], false, self, t);
     }
@@ -73,8 +74,7 @@ class probe_op final : public sink, public std::enable_shared_from_this<probe_op
 
  private:
   void maybe_finish() {
-    if (sending_ || finished_ || answered_ < core_.size() * tag_count) return;
-    finished_ = true;
+    if (sending_ || finished() || answered_ < core_.size() * tag_count) return;
     const auto now = core_.now();
     const auto quarantine = core_.quarantine_for(core_.options().max_ttl);
     for (std::size_t i = 0; i < result_.nodes.size(); ++i) {
@@ -111,17 +111,14 @@ class probe_op final : public sink, public std::enable_shared_from_this<probe_op
     }
     result_.quorum_ok = result_.voting >= quorum_of(result_.nodes.size());
     result_.elapsed = std::chrono::duration_cast<std::chrono::microseconds>(now - started_);
-    auto done = std::move(done_);
-    done(std::move(result_));
+    finish(std::move(result_));
   }
 
   core& core_;
-  std::function<void(probe_result)> done_;
   steady_clock::time_point started_;
   std::size_t answered_ = 0;
   probe_result result_;
   bool sending_ = false;
-  bool finished_ = false;
 };
 
 }  // namespace

@@ -24,7 +24,7 @@ using std::chrono::milliseconds;
 acquire_op::acquire_op(core& c, std::uint64_t id, std::string resource, acquire_options o,
                        std::function<void(acquire_result)> done, std::optional<clock_tp> called,
                        std::vector<std::string> set)
-    : c_(c), id_(id), resource_(std::move(resource)), o_(std::move(o)), done_(std::move(done)),
+    : async_op(std::move(done)), c_(c), id_(id), resource_(std::move(resource)), o_(std::move(o)),
       set_(std::move(set)), wait_(c_, *this, o_.retry, call_start_, keys_) {
   if (set_.empty()) {
     key_ = c_.key_for(resource_);
@@ -52,7 +52,7 @@ void acquire_op::start_attempt() {
                         : o_.fencing  ? script_id::acquire_fenced
                                       : script_id::acquire_set;
   auto r = std::make_shared<round>(c_, op_kind::acquire, sid, false);
-  auto self = shared_from_this();
+  auto self = keep();
   r->on_decided = [self](round& rd) { self->on_acquired(rd); };
   // The round (kept alive by its in-flight requests) keeps the op alive for late
   // answers; the op does not hold the round, so there is no cycle.
@@ -179,13 +179,13 @@ void acquire_op::finish_failure(report rep, std::error_code ec) {
 }
 
 void acquire_op::finish(acquire_result res) {
-  if (done_called_) return;
-  done_called_ = true;
-  wait_.leave();
-  c_.forget_op(id_);
-  c_.stats().acquires.fetch_add(1, std::memory_order_relaxed);
-  auto done = std::move(done_);
-  if (done) done(std::move(res));
+  finish_after(
+      [this] {
+        wait_.leave();
+        c_.forget_op(id_);
+        c_.stats().acquires.fetch_add(1, std::memory_order_relaxed);
+      },
+      std::move(res));
 }
 
 // ---------------------------------------------------------------- the core's entry points

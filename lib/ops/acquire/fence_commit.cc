@@ -29,7 +29,7 @@ void acquire_op::commit_fence(round& r) {
     if (r.votes[i].status != node_status::ok) skip[i] = "did not grant the lock";
   }
   auto cr = std::make_shared<round>(c_, op_kind::fence_commit, script_id::fence_commit, false);
-  auto self = shared_from_this();
+  auto self = keep();
   auto acquire_round = r.shared_from_this();
   cr->on_decided = [self, acquire_round](round& commit) {
     const clock_tp now = self->c_.now();
