@@ -12,21 +12,13 @@
 
 namespace redlock::detail {
 
-template <class Result>
-struct async_done {
-  using type = std::function<void(Result)>;
-};
-template <>
-struct async_done<void> {
-  using type = std::function<void()>;
-};
-
-// Derived: the operation (CRTP, for keep()'s type). Result: what its done callback
-// takes (void: no argument). Loop thread only, as the operations are.
-template <class Derived, class Result = void>
+// Derived: the operation (CRTP, for keep()'s type). Result...: what its done
+// callback takes (none: an operation without one). Loop thread only, as the
+// operations are.
+template <class Derived, class... Result>
 class async_op : public std::enable_shared_from_this<Derived> {
  public:
-  using done_fn = typename async_done<Result>::type;
+  using done_fn = std::function<void(Result...)>;
 
   // The result was delivered (or the operation ended without one).
   bool finished() const { return finished_; }

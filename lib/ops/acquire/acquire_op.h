@@ -3,7 +3,7 @@
 //
 // Lifecycle: start_attempt -> round -> on_acquired -> [commit_fence ->] succeed |
 // fail_attempt -> (retry timer | release_wait) -> start_attempt ... -> finish;
-// late answers of every attempt: on_late.
+// late answers of every attempt: on_late (each round's attempt_listener).
 //
 //   attempt.cc       the attempts, success and failure, core::acquire / acquire_many / cancel
 //   waiting.{h,cc}   release_wait: the pause between attempts, waiting for the release
@@ -60,12 +60,18 @@ class acquire_op final : public async_op<acquire_op, acquire_result>, private re
   // The ownership-checked delete that publishes nothing: rollbacks, late grants.
   command quiet_release(const std::string& token) const;
 
+  // An attempt's round reports to its attempt_listener (attempt.cc), the fence
+  // commit's to its commit_listener (fence_commit.cc).
+  class attempt_listener;
+  class commit_listener;
+
   void on_acquired(round& r);
   // late.cc: an answer of attempt `at` that arrived after round `r` decided.
   void on_late(round& r, std::size_t node, const attempt_state& at);
   // fence_commit.cc: the commit of the fence after a quorum granted, and of a
   // grant to node `node` that arrived after the fenced success.
   void commit_fence(round& r);
+  void on_fence_committed(round& commit, round& r);
   void commit_late_grant(std::size_t node);
 
   double drift() const { return c_.options().clock_drift_factor; }

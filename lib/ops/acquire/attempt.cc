@@ -21,6 +21,22 @@ using std::chrono::duration_cast;
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
 
+// An attempt's round reports here: its decision (on_acquired), then each answer
+// after it with the attempt it belongs to (on_late). The round (kept alive by its
+// in-flight requests) keeps this listener, and so the op, for late answers; the op
+// does not hold the round, so there is no cycle.
+class acquire_op::attempt_listener final : public round_listener {
+ public:
+  attempt_listener(std::shared_ptr<acquire_op> op, std::shared_ptr<attempt_state> at)
+      : op_(std::move(op)), at_(std::move(at)) {}
+  void decided(round& r) override { op_->on_acquired(r); }
+  void late(round& r, std::size_t node) override { op_->on_late(r, node, *at_); }
+
+ private:
+  std::shared_ptr<acquire_op> op_;
+  std::shared_ptr<attempt_state> at_;
+};
+
 acquire_op::acquire_op(core& c, std::uint64_t id, std::string resource, acquire_options o,
                        std::function<void(acquire_result)> done, std::optional<clock_tp> called,
                        std::vector<std::string> set)
@@ -52,11 +68,7 @@ void acquire_op::start_attempt() {
                         : o_.fencing  ? script_id::acquire_fenced
                                       : script_id::acquire_set;
   auto r = std::make_shared<round>(c_, op_kind::acquire, sid, false);
-  auto self = keep();
-  r->on_decided = [self](round& rd) { self->on_acquired(rd); };
-  // The round (kept alive by its in-flight requests) keeps the op alive for late
-  // answers; the op does not hold the round, so there is no cycle.
-  r->on_late = [self, at = current_](round& rd, std::size_t node) { self->on_late(rd, node, *at); };
+  r->listen(std::make_shared<attempt_listener>(keep(), current_), /*late=*/true);
   command cmd = set_.empty() ? lock_command(sid, key_, token_, std::to_string(o_.ttl.count()))
                              : set_command(sid, keys_, token_, std::to_string(o_.ttl.count()));
   if (o_.fencing) cmd.key2 = fence_key_;
