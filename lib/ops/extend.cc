@@ -2,12 +2,14 @@
 // (extend_round: also the watchdog's), client::extend of a lease, and the
 // extension of a lock handle (extend_held). Lifecycle:
 //   core::extend (a live handle's lease: extend_held: the cap, begin_extension)
-//   -> extend_round: the round -> on_decided: the validity from the round's
-//   start, or the failure -> (a handle: extension_succeeded or the loss) -> done.
+//   -> extend_round: the round -> extend_listener::decided: the validity from the
+//   round's start, or the failure -> (a handle: extension_succeeded or the loss)
+//   -> done.
 #include <algorithm>
 #include <utility>
 
 #include "engine/core.h"
+#include "ops/async_op.h"
 #include "ops/round.h"
 #include "ops/support.h"
 #include "ops/watchdog.h"
@@ -18,6 +20,45 @@ using clock_tp = std::chrono::steady_clock::time_point;
 using std::chrono::duration_cast;
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
+
+namespace {
+
+// An extension round reports here, once: the validity from the round's start, or
+// the failure; and whether a node ran it on a clock seen to jump.
+class extend_listener final : public round_listener, public async_op<extend_listener, report, clock_tp, bool> {
+ public:
+  extend_listener(core& c, milliseconds ttl, clock_tp start, std::function<void(report, clock_tp, bool)> done)
+      : async_op(std::move(done)), c_(c), ttl_(ttl), start_(start) {}
+
+  void decided(round& rd) override {
+    const clock_tp now = c_.now();
+    const double f = c_.options().clock_drift_factor;
+    std::error_code ec;
+    clock_tp valid_until{};
+    if (rd.outcome == verdict::quorum) {
+      const microseconds validity = validity_of(ttl_, duration_cast<microseconds>(now - rd.started), f);
+      if (validity.count() <= 0) {
+        ec = errc::lock_lost;
+      } else {
+        valid_until = rd.started + duration_cast<clock_tp::duration>(microseconds(ttl_) - drift_of(ttl_, f));
+      }
+    } else {
+      ec = failure_reason(op_kind::extend, rd.votes);
+    }
+    report rep = round_report(c_, rd, ec, start_, now, 1);
+    if (!ec) rep.validity = duration_cast<milliseconds>(valid_until - now);
+    c_.stats().extends.fetch_add(1, std::memory_order_relaxed);
+    const bool jumped = std::any_of(rd.clock_jumped.begin(), rd.clock_jumped.end(), [](bool j) { return j; });
+    finish(std::move(rep), valid_until, jumped);
+  }
+
+ private:
+  core& c_;
+  milliseconds ttl_;
+  clock_tp start_;
+};
+
+}  // namespace
 
 // One ownership-checked extension round; done(report, new valid_until).
 // until_validity_ends: the requests wait for their replies (no command_timeout)
@@ -42,28 +83,7 @@ void extend_round(core& c, const lease& l, milliseconds ttl, std::function<void(
     cmd.untimed = true;
     r->set_deadline(left, "the lock's remaining validity");
   }
-  core* cp = &c;
-  r->on_decided = [cp, ttl, start, done = std::move(done)](round& rd) {
-    const clock_tp now = cp->now();
-    const double f = cp->options().clock_drift_factor;
-    std::error_code ec;
-    clock_tp valid_until{};
-    if (rd.outcome == verdict::quorum) {
-      const microseconds validity = validity_of(ttl, duration_cast<microseconds>(now - rd.started), f);
-      if (validity.count() <= 0) {
-        ec = errc::lock_lost;
-      } else {
-        valid_until = rd.started + duration_cast<clock_tp::duration>(microseconds(ttl) - drift_of(ttl, f));
-      }
-    } else {
-      ec = failure_reason(op_kind::extend, rd.votes);
-    }
-    report rep = round_report(*cp, rd, ec, start, now, 1);
-    if (!ec) rep.validity = duration_cast<milliseconds>(valid_until - now);
-    cp->stats().extends.fetch_add(1, std::memory_order_relaxed);
-    const bool jumped = std::any_of(rd.clock_jumped.begin(), rd.clock_jumped.end(), [](bool j) { return j; });
-    done(std::move(rep), valid_until, jumped);
-  };
+  r->listen(std::make_shared<extend_listener>(c, ttl, start, std::move(done)));
   r->send(cmd);
 }
 

@@ -1,10 +1,12 @@
 // Reading: client::inspect (who holds a resource, per node and by quorum, with
 // each node's eviction policy) and client::ping (is a quorum reachable). Lifecycle:
-//   inspect -> a round that waits for every node -> on_decided: tokens, PTTLs,
-//   warnings, the quorum holder -> done;  ping -> a round of PING -> done.
+//   inspect -> a round that waits for every node -> inspect_listener::decided:
+//   tokens, PTTLs, warnings, the quorum holder -> done;  ping -> a round of PING
+//   -> ping_listener::decided -> done.
 #include <utility>
 
 #include "engine/core.h"
+#include "ops/async_op.h"
 #include "ops/round.h"
 #include "ops/support.h"
 #include "protocol/reply.h"
@@ -16,20 +18,18 @@ using std::chrono::duration_cast;
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
 
-void core::inspect(std::string resource, std::function<void(inspect_result)> done) {
-  if (observing_) done = observe_op(operation_kind::inspect, resource, false, std::move(done));
-  if (closing_) {
+namespace {
+
+// client::inspect's round (it waits for every node) reports here, once: the
+// tokens, the PTTLs, each node's eviction policy and warning, the quorum holder.
+class inspect_listener final : public round_listener, public async_op<inspect_listener, inspect_result> {
+ public:
+  inspect_listener(core& c, clock_tp start, std::function<void(inspect_result)> done)
+      : async_op(std::move(done)), c_(c), start_(start) {}
+
+  void decided(round& rd) override {
     inspect_result res;
-    res.report = empty_report(*this, make_error_code(errc::cancelled), "client shut down");
-    res.nodes.resize(size());
-    return done(std::move(res));
-  }
-  const clock_tp start = now();
-  auto r = std::make_shared<round>(*this, op_kind::inspect, script_id::inspect, true);
-  core* cp = this;
-  r->on_decided = [cp, start, done = std::move(done)](round& rd) {
-    inspect_result res;
-    res.report = round_report(*cp, rd, {}, start, cp->now(), 1);
+    res.report = round_report(c_, rd, {}, start_, c_.now(), 1);
     const std::size_t q = quorum_of(rd.votes.size());
     std::size_t answered = 0;
     res.nodes.resize(rd.votes.size());
@@ -41,7 +41,7 @@ void core::inspect(std::string resource, std::function<void(inspect_result)> don
     }
     // What each connection's handshake read, answered or not.
     for (std::size_t i = 0; i < res.nodes.size(); ++i) {
-      connection& conn = cp->conn(i);
+      connection& conn = c_.conn(i);
       res.nodes[i].maxmemory_policy = conn.maxmemory_policy();
       if (eviction_risk_of(conn.maxmemory_policy()) != eviction_risk::none) {
         warning w;
@@ -60,8 +60,44 @@ void core::inspect(std::string resource, std::function<void(inspect_result)> don
       for (const auto& v : res.nodes) same += v.token == res.nodes[i].token ? 1 : 0;
       if (same >= q) res.holder = res.nodes[i].token;
     }
-    done(std::move(res));
-  };
+    finish(std::move(res));
+  }
+
+ private:
+  core& c_;
+  clock_tp start_;
+};
+
+// client::ping's round of PING (it waits for every node) reports here, once.
+class ping_listener final : public round_listener, public async_op<ping_listener, report> {
+ public:
+  ping_listener(core& c, clock_tp start, std::function<void(report)> done)
+      : async_op(std::move(done)), c_(c), start_(start) {}
+
+  void decided(round& rd) override {
+    std::error_code ec;
+    if (rd.outcome != verdict::quorum) ec = failure_reason(op_kind::inspect, rd.votes);
+    finish(round_report(c_, rd, ec, start_, c_.now(), 1));
+  }
+
+ private:
+  core& c_;
+  clock_tp start_;
+};
+
+}  // namespace
+
+void core::inspect(std::string resource, std::function<void(inspect_result)> done) {
+  if (observing_) done = observe_op(operation_kind::inspect, resource, false, std::move(done));
+  if (closing_) {
+    inspect_result res;
+    res.report = empty_report(*this, make_error_code(errc::cancelled), "client shut down");
+    res.nodes.resize(size());
+    return done(std::move(res));
+  }
+  const clock_tp start = now();
+  auto r = std::make_shared<round>(*this, op_kind::inspect, script_id::inspect, true);
+  r->listen(std::make_shared<inspect_listener>(*this, start, std::move(done)));
   command cmd;
   cmd.script = script_id::inspect;
   cmd.key = key_for(resource);
@@ -72,12 +108,7 @@ void core::ping(std::function<void(report)> done) {
   if (closing_) return done(empty_report(*this, make_error_code(errc::cancelled), "client shut down"));
   const clock_tp start = now();
   auto r = std::make_shared<round>(*this, op_kind::inspect, script_id::ping, true);
-  core* cp = this;
-  r->on_decided = [cp, start, done = std::move(done)](round& rd) {
-    std::error_code ec;
-    if (rd.outcome != verdict::quorum) ec = failure_reason(op_kind::inspect, rd.votes);
-    done(round_report(*cp, rd, ec, start, cp->now(), 1));
-  };
+  r->listen(std::make_shared<ping_listener>(*this, start, std::move(done)));
   command cmd;
   cmd.script = script_id::ping;
   r->send(cmd);

@@ -1,5 +1,5 @@
-// plain_round: start -> one request per node -> on_reply (parse each answer) ->
-// maybe_finish (every node answered) -> done(report), exactly once.
+// plain_round (a plain fan-out, ops/fan_out.h): start -> one request per node ->
+// answer (parse each one) -> result (every node answered) -> done(report), once.
 #include "ops/plain_round.h"
 
 #include <memory>
@@ -8,16 +8,18 @@
 
 #include "engine/core.h"
 #include "node/connection.h"
+#include "ops/fan_out.h"
 #include "protocol/value_of.h"
 
 namespace redlock::detail {
 namespace {
 
-// Self-owned through its requests (each holds it as its sink).
-class plain_round_op final : public sink, public std::enable_shared_from_this<plain_round_op> {
+// One command to every node (the plain fan-out), each answer parsed into the
+// node's result.
+class plain_round_op final : public fan_out<report> {
  public:
   plain_round_op(core& c, plain_parser parse, std::function<void(report)> done)
-      : core_(c), parse_(std::move(parse)), done_(std::move(done)) {
+      : fan_out(c, std::move(done)), parse_(std::move(parse)) {
     rep_.attempts = 1;
     for (const auto& n : c.nodes()) rep_.nodes.push_back(node_result{n.display, node_status::pending, {}, {}});
   }
@@ -25,19 +27,12 @@ class plain_round_op final : public sink, public std::enable_shared_from_this<pl
   void start(std::initializer_list<std::string_view> argv) {
     std::string out;
     append_resp(out, argv);
-    auto w = std::make_shared<const wire>(wire::plain_tag{}, std::move(out));
-    started_ = core_.now();
-    sending_ = true;
-    auto self = shared_from_this();
-    for (std::size_t i = 0; i < core_.size(); ++i) core_.conn(i).submit(w, false, self, 0);
-    sending_ = false;
-    maybe_finish();
+    fan_out::start({std::make_shared<const wire>(wire::plain_tag{}, std::move(out))});
   }
 
-  void on_reply(std::size_t node, std::uint32_t, const reply_event& ev) override {
-    if (node >= rep_.nodes.size()) return;
+ private:
+  void answer(std::size_t node, std::uint32_t, const reply_event& ev) override {
     node_result& n = rep_.nodes[node];
-    ++answered_;
     n.latency = ev.latency;
     if (ev.status != node_status::pending || ev.reply == nullptr) {
       n.status = ev.status == node_status::pending ? node_status::protocol_error : ev.status;
@@ -51,26 +46,15 @@ class plain_round_op final : public sink, public std::enable_shared_from_this<pl
       n.status = node_status::protocol_error;
       n.detail = "unexpected reply to an election script";
     }
-    maybe_finish();
   }
 
- private:
-  void maybe_finish() {
-    if (sending_ || finished_ || answered_ < core_.size()) return;
-    finished_ = true;
-    rep_.elapsed = std::chrono::duration_cast<std::chrono::microseconds>(core_.now() - started_);
-    auto done = std::move(done_);
-    done(std::move(rep_));
+  report result() override {
+    rep_.elapsed = std::chrono::duration_cast<std::chrono::microseconds>(core_.now() - started());
+    return std::move(rep_);
   }
 
-  core& core_;
   plain_parser parse_;
-  std::function<void(report)> done_;
   report rep_;
-  std::chrono::steady_clock::time_point started_;
-  std::size_t answered_ = 0;
-  bool sending_ = false;
-  bool finished_ = false;
 };
 
 }  // namespace

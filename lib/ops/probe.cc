@@ -1,3 +1,7 @@
+// client::probe (ops/probe.h): PING and three INFO sections to every node, as one
+// plain fan-out (ops/fan_out.h). Lifecycle: probe -> start (four requests per
+// node) -> answer (per reply) -> result (the guards' state, warnings, counts) ->
+// done, once.
 #include "ops/probe.h"
 
 #include <algorithm>
@@ -6,8 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "node/connection.h"
 #include "engine/core.h"
+#include "node/connection.h"
+#include "ops/fan_out.h"
 #include "pure/decision.h"
 
 namespace redlock::detail {
@@ -23,11 +28,10 @@ std::shared_ptr<const wire> plain(std::initializer_list<std::string_view> argv) 
   return std::make_shared<const wire>(wire::plain_tag{}, std::move(out));
 }
 
-// Self-owned through the requests in flight: each holds it as their sink.
-class probe_op final : public sink, public std::enable_shared_from_this<probe_op> {
+// The probe's four requests to every node (the plain fan-out), in tag order.
+class probe_op final : public fan_out<probe_result> {
  public:
-  probe_op(core& c, std::function<void(probe_result)> done)
-      : core_(c), done_(std::move(done)), started_(c.now()) {
+  probe_op(core& c, std::function<void(probe_result)> done) : fan_out(c, std::move(done)) {
     result_.nodes.resize(c.size());
     for (std::size_t i = 0; i < c.size(); ++i) result_.nodes[i].node = c.conn(i).name();
   }
@@ -37,20 +41,13 @@ class probe_op final : public sink, public std::enable_shared_from_this<probe_op
     static const auto server = plain({"INFO", "server"});
     static const auto persistence = plain({"INFO", "persistence"});
     static const auto memory = plain({"INFO", "memory"});
-    const std::shared_ptr<const wire> wires[tag_count] = {ping, server, persistence, memory};
-    sending_ = true;
-    auto self = shared_from_this();
-    for (std::size_t i = 0; i < core_.size(); ++i) {
-      for (std::uint32_t t = 0; t < tag_count; ++t) core_.conn(i).submit(wires[t], false, self, t);
-    }
-    sending_ = false;
-    maybe_finish();
+    static_assert(tag_count == 4, "one request per tag, in tag order");
+    fan_out::start({ping, server, persistence, memory});
   }
 
-  void on_reply(std::size_t node, std::uint32_t tag, const reply_event& ev) override {
-    if (node >= result_.nodes.size() || tag >= tag_count) return;
+ private:
+  void answer(std::size_t node, std::uint32_t tag, const reply_event& ev) override {
     node_health& h = result_.nodes[node];
-    ++answered_;
     const bool replied = ev.status == node_status::pending && ev.reply != nullptr;
     if (tag == tag_ping) {
       if (!replied) {
@@ -68,13 +65,11 @@ class probe_op final : public sink, public std::enable_shared_from_this<probe_op
     } else if (replied && ev.reply->type == REDIS_REPLY_STRING) {
       apply_info(std::string_view(ev.reply->str, ev.reply->len), h);
     }
-    maybe_finish();
   }
 
- private:
-  void maybe_finish() {
-    if (sending_ || finished_ || answered_ < core_.size() * tag_count) return;
-    finished_ = true;
+  // Every node answered every request: the guards' state, the policies' warnings,
+  // the counts.
+  probe_result result() override {
     const auto now = core_.now();
     const auto quarantine = core_.quarantine_for(core_.options().max_ttl);
     for (std::size_t i = 0; i < result_.nodes.size(); ++i) {
@@ -110,18 +105,11 @@ class probe_op final : public sink, public std::enable_shared_from_this<probe_op
       }
     }
     result_.quorum_ok = result_.voting >= quorum_of(result_.nodes.size());
-    result_.elapsed = std::chrono::duration_cast<std::chrono::microseconds>(now - started_);
-    auto done = std::move(done_);
-    done(std::move(result_));
+    result_.elapsed = std::chrono::duration_cast<std::chrono::microseconds>(now - started());
+    return std::move(result_);
   }
 
-  core& core_;
-  std::function<void(probe_result)> done_;
-  steady_clock::time_point started_;
-  std::size_t answered_ = 0;
   probe_result result_;
-  bool sending_ = false;
-  bool finished_ = false;
 };
 
 }  // namespace

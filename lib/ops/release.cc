@@ -2,14 +2,15 @@
 // (release_round), client::release of a lease, and the release of a lock handle
 // (release_held: its watchdog stops, its loss is reported if it ran out). Lifecycle:
 //   core::release (a tracked handle's lease: release_held) -> release_round: the
-//   round -> on_decided: the nodes that did not confirm get the delete again
-//   (deliver_release), on_lock_released -> done; on_late: a straggler's delete
-//   delivered again.
+//   round -> release_listener::decided: the nodes that did not confirm get the
+//   delete again (deliver_release), on_lock_released -> done; its late: a
+//   straggler's delete delivered again.
 #include <algorithm>
 #include <optional>
 #include <utility>
 
 #include "engine/core.h"
+#include "ops/async_op.h"
 #include "ops/round.h"
 #include "ops/support.h"
 #include "ops/watchdog.h"
@@ -30,6 +31,67 @@ bool release_confirmed(const vote& v) {
   return v.status == node_status::ok || v.status == node_status::not_owner || v.permanent == errc::wrong_type;
 }
 
+namespace {
+
+// A release round reports here: at its decision, the nodes that did not confirm
+// get the delete again (deliver_release), on_lock_released, then done (once, and
+// dropped right after); for each answer after it, a straggler's delete is
+// delivered again. The round keeps it for those (not the done callback).
+class release_listener final : public round_listener, public async_op<release_listener, report> {
+ public:
+  release_listener(core& c, clock_tp start, command rel, milliseconds left, bool always,
+                   std::optional<lease> released, bool of_handle, std::function<void(report)> done)
+      : async_op(std::move(done)),
+        c_(c),
+        start_(start),
+        rel_(std::move(rel)),
+        left_(left),
+        always_(always),
+        of_handle_(of_handle),
+        released_(std::move(released)) {}
+
+  void decided(round& rd) override {
+    std::vector<bool> again(rd.votes.size());
+    bool any = false;
+    for (std::size_t i = 0; i < rd.votes.size(); ++i) {
+      again[i] = rd.votes[i].status != node_status::pending && !release_confirmed(rd.votes[i]);
+      any = any || again[i];
+    }
+    if (any && (rd.outcome == verdict::quorum || always_)) deliver_release(c_, rel_, again, left_, always_);
+    std::error_code ec;
+    if (rd.outcome != verdict::quorum) ec = failure_reason(op_kind::release, rd.votes);
+    c_.stats().releases.fetch_add(1, std::memory_order_relaxed);
+    if (!ec && released_) {
+      lock_event e;
+      e.at = c_.now();
+      e.of_handle = of_handle_;
+      e.resource = released_->resource;
+      e.fence = released_->fence;
+      if (released_->acquired_at) e.held_for = duration_cast<microseconds>(e.at - *released_->acquired_at);
+      c_.emit(&observer::on_lock_released, e, "on_lock_released");
+    }
+    finish(round_report(c_, rd, ec, start_, c_.now(), 1));
+  }
+
+  void late(round& rd, std::size_t node) override {
+    if (rd.votes[node].status == node_status::pending || release_confirmed(rd.votes[node])) return;
+    std::vector<bool> only(c_.size());
+    only[node] = true;
+    deliver_release(c_, rel_, only, left_);
+  }
+
+ private:
+  core& c_;
+  clock_tp start_;
+  command rel_;
+  milliseconds left_;
+  bool always_;
+  bool of_handle_;
+  std::optional<lease> released_;  // for on_lock_released (observers only: empty otherwise)
+};
+
+}  // namespace
+
 // `report_released`: send on_lock_released on success (not for a handle already
 // declared lost: its lock ended with on_lock_lost; the release only deletes keys).
 // `of_handle`: the lease is a lock handle's (lock_event::of_handle).
@@ -40,9 +102,8 @@ bool release_confirmed(const vote& v) {
 void release_round(core& c, const lease& l, std::function<void(report)> done, bool report_released,
                    bool of_handle, milliseconds redeliver_failed) {
   const clock_tp start = c.now();
-  const command rel = release_command(c, l);
+  command rel = release_command(c, l);
   auto r = std::make_shared<round>(c, op_kind::release, rel.script, false);
-  core* cp = &c;
   // How long the key may live: the validity left plus its drift, or max_ttl for a
   // lease without a known validity.
   milliseconds left = c.options().max_ttl;
@@ -52,12 +113,6 @@ void release_round(core& c, const lease& l, std::function<void(report)> done, bo
            milliseconds(1);
   }
   left = std::max(left, redeliver_failed);
-  r->on_late = [cp, rel, left](round& rd, std::size_t node) {
-    if (rd.votes[node].status == node_status::pending || release_confirmed(rd.votes[node])) return;
-    std::vector<bool> only(cp->size());
-    only[node] = true;
-    deliver_release(*cp, rel, only, left);
-  };
   // For on_lock_released (observers only: no copy otherwise).
   std::optional<lease> released;
   if (c.observing() && report_released) {
@@ -67,30 +122,10 @@ void release_round(core& c, const lease& l, std::function<void(report)> done, bo
     released->acquired_at = l.acquired_at;
   }
   const bool always = redeliver_failed.count() > 0;
-  r->on_decided = [cp, start, rel, left, always, released = std::move(released),
-                   report_released_of_handle = of_handle, done = std::move(done)](round& rd) {
-    std::vector<bool> again(rd.votes.size());
-    bool any = false;
-    for (std::size_t i = 0; i < rd.votes.size(); ++i) {
-      again[i] = rd.votes[i].status != node_status::pending && !release_confirmed(rd.votes[i]);
-      any = any || again[i];
-    }
-    if (any && (rd.outcome == verdict::quorum || always)) deliver_release(*cp, rel, again, left, always);
-    std::error_code ec;
-    if (rd.outcome != verdict::quorum) ec = failure_reason(op_kind::release, rd.votes);
-    cp->stats().releases.fetch_add(1, std::memory_order_relaxed);
-    if (!ec && released) {
-      lock_event e;
-      e.at = cp->now();
-      e.of_handle = report_released_of_handle;
-      e.resource = released->resource;
-      e.fence = released->fence;
-      if (released->acquired_at) e.held_for = duration_cast<microseconds>(e.at - *released->acquired_at);
-      cp->emit(&observer::on_lock_released, e, "on_lock_released");
-    }
-    done(round_report(*cp, rd, ec, start, cp->now(), 1));
-  };
-  r->send(rel);
+  r->listen(std::make_shared<release_listener>(c, start, rel, left, always, std::move(released), of_handle,
+                                               std::move(done)),
+            /*late=*/true);
+  r->send(std::move(rel));
 }
 
 void core::release(lease l, std::function<void(report)> done) {

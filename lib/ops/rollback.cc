@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "engine/core.h"
+#include "ops/async_op.h"
 #include "ops/round.h"
 #include "ops/services.h"
 #include "ops/support.h"
@@ -41,7 +42,7 @@ namespace {
 // client waits for running cleanups, but only up to its drain bound
 // (core::begin_stop): there the remaining ones are abandoned and their keys expire
 // by their TTL.
-class cleanup final : public sink, public std::enable_shared_from_this<cleanup> {
+class cleanup final : public sink, public async_op<cleanup> {
  public:
   // nodes[i]: deliver to node i; force_eval[i]: send the script body at first.
   // Delivers the ownership-checked delete `release` (the quiet ones for a rollback
@@ -62,11 +63,11 @@ class cleanup final : public sink, public std::enable_shared_from_this<cleanup> 
   }
 
   ~cleanup() override {
-    if (!finished_) c_.rollbacks().dropped();  // abandoned at the end of a client's stop
+    if (!finished()) c_.rollbacks().dropped();  // abandoned at the end of a client's stop
   }
 
   void on_reply(std::size_t node, std::uint32_t, const reply_event& ev) override {
-    if (finished_ || state_[node] != node_state::in_flight) return;
+    if (finished() || state_[node] != node_state::in_flight) return;
     bool confirmed = ev.status == node_status::cancelled;  // client shut down: nothing more to do
     if (ev.status == node_status::pending && ev.reply != nullptr) {
       const classified cl = classify_reply(wire_->script(), ev.reply);
@@ -97,7 +98,7 @@ class cleanup final : public sink, public std::enable_shared_from_this<cleanup> 
 
   void send_waiting(const std::vector<bool>& force_eval) {
     sending_ = true;
-    auto self = shared_from_this();
+    auto self = keep();
     for (std::size_t i = 0; i < state_.size(); ++i) {
       if (state_[i] != node_state::waiting) continue;
       state_[i] = node_state::in_flight;
@@ -110,7 +111,7 @@ class cleanup final : public sink, public std::enable_shared_from_this<cleanup> 
   }
 
   void schedule_retry() {
-    if (timer_ != 0 || finished_) return;
+    if (timer_ != 0 || finished()) return;
     bool waiting = false;
     for (node_state s : state_) waiting = waiting || s == node_state::waiting;
     if (!waiting) return;
@@ -128,10 +129,10 @@ class cleanup final : public sink, public std::enable_shared_from_this<cleanup> 
     // back. A prompt one (cap_) is not later than command_timeout after it: a
     // retry refused while the connection backs off costs no round trip.
     backoff_ = std::min(cap_, std::min(backoff_ * 2, std::max(backoff_, c_.options().reconnect_max_backoff)));
-    auto self = shared_from_this();
+    auto self = keep();
     timer_ = c_.schedule(delay, [self] {
       self->timer_ = 0;
-      if (self->finished_) return;
+      if (self->finished()) return;
       // The node's connection was lost or refused: a new one has lost the script cache.
       self->send_waiting({});
     });
@@ -144,12 +145,13 @@ class cleanup final : public sink, public std::enable_shared_from_this<cleanup> 
     finish();
   }
 
+  // No callback: finishing counts the delivery done.
   void finish() {
-    if (finished_) return;
-    finished_ = true;
-    if (timer_ != 0) c_.cancel_timer(timer_);
-    timer_ = 0;
-    c_.rollbacks().finished();
+    finish_after([this] {
+      if (timer_ != 0) c_.cancel_timer(timer_);
+      timer_ = 0;
+      c_.rollbacks().finished();
+    });
   }
 
   core& c_;
@@ -160,7 +162,6 @@ class cleanup final : public sink, public std::enable_shared_from_this<cleanup> 
   std::shared_ptr<const wire> wire_;
   std::uint64_t timer_ = 0;
   bool sending_ = false;
-  bool finished_ = false;
 };
 
 }  // namespace

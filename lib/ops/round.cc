@@ -2,7 +2,8 @@
 // answer turned into a vote (the guards applied to a grant), and the decision
 // taken as soon as it is known. Its lifecycle:
 //   send (to every node not skipped; the deadline armed) -> on_reply per node ->
-//   evaluate -> on_decided (once) -> on_late for each answer after it; or
+//   evaluate -> the listener's decided (once) -> its late for each answer after
+//   it (a listener kept for them); or
 //   expire_pending (the deadline: the pending nodes time out) -> evaluate.
 #include "ops/round.h"
 
@@ -127,7 +128,7 @@ void round::on_reply(std::size_t node, std::uint32_t, const reply_event& ev) {
   r.status = v.status;
   r.latency = ev.latency;
   if (outcome != verdict::undecided) {
-    if (on_late) on_late(*this, node);
+    if (listener_) listener_->late(*this, node);  // only a listener that hears late answers is left
     return;
   }
   if (!sending_) evaluate();
@@ -154,9 +155,10 @@ void round::evaluate() {
   }
   if (deadline_timer_ != 0) core_.cancel_timer(deadline_timer_);
   deadline_timer_ = 0;
-  auto fn = std::move(on_decided);
-  on_decided = nullptr;
-  if (fn) fn(*this);
+  // A listener that does not hear late answers is dropped once decided() returns.
+  round_listener* const l = listener_.get();
+  const std::shared_ptr<round_listener> dropped = hears_late_ ? nullptr : std::move(listener_);
+  if (l) l->decided(*this);
 }
 
 }  // namespace redlock::detail

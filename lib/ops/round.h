@@ -1,9 +1,9 @@
 // One fan-out round: the same script sent to every node in parallel, the answers
-// turned into votes, and a decision taken as soon as it is known.
+// turned into votes, and a decision taken as soon as it is known; its operation
+// hears of it through a round_listener.
 #pragma once
 
 #include <chrono>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +16,19 @@
 namespace redlock::detail {
 
 class core;
+class round;
+
+// What a round reports to its operation (round::listen). Loop thread.
+class round_listener {
+ public:
+  // Once, when the round is decided. May start other rounds; must not destroy the core.
+  virtual void decided(round& r) = 0;
+  // Each answer that arrives after the decision (only for a listener kept for them).
+  virtual void late(round&, std::size_t /*node*/) {}
+
+ protected:
+  ~round_listener() = default;
+};
 
 class round final : public sink, public std::enable_shared_from_this<round> {
  public:
@@ -35,12 +48,16 @@ class round final : public sink, public std::enable_shared_from_this<round> {
   // send(). `what` must outlive the round (a literal).
   void set_deadline(std::chrono::milliseconds after, const char* what);
 
-  void on_reply(std::size_t node, std::uint32_t tag, const reply_event& ev) override;
+  // The round reports its decision to `l`. With `late`, it keeps `l` for its
+  // whole life and reports each later answer too (the listener, and what it
+  // holds, live as long as the round: its requests in flight); without, it drops
+  // `l` right after decided(). Call before send().
+  void listen(std::shared_ptr<round_listener> l, bool late = false) {
+    listener_ = std::move(l);
+    hears_late_ = late;
+  }
 
-  // Called once when decided. May start other rounds; must not destroy the core.
-  std::function<void(round&)> on_decided;
-  // Called for each answer that arrives after the decision.
-  std::function<void(round&, std::size_t node)> on_late;
+  void on_reply(std::size_t node, std::uint32_t tag, const reply_event& ev) override;
 
   verdict outcome = verdict::undecided;
   std::chrono::steady_clock::time_point started;  // just before the first send
@@ -68,6 +85,8 @@ class round final : public sink, public std::enable_shared_from_this<round> {
   void evaluate();
   void expire_pending();
   core& core_;
+  std::shared_ptr<round_listener> listener_;
+  bool hears_late_ = false;
   std::uint64_t deadline_timer_ = 0;
   std::chrono::milliseconds deadline_after_{0};
   const char* deadline_what_ = "";

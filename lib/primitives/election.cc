@@ -11,6 +11,7 @@
 #include "engine/core.h"
 #include "pure/decision.h"
 #include "primitives/leader_view.h"
+#include "ops/async_op.h"
 #include "ops/plain_round.h"
 #include "ops/support.h"
 #include "ops/watchdog.h"
@@ -109,31 +110,31 @@ constexpr int kMaxPublishFailures = 3;
 // One campaign's lifecycle on the loop thread: acquire (waiting, fenced,
 // auto-extended) -> publish -> done; a publication short of a quorum releases
 // and acquires again while the deadline allows.
-class campaign_op final : public std::enable_shared_from_this<campaign_op> {
+class campaign_op final : public async_op<campaign_op, campaign_result> {
  public:
   campaign_op(client& cl, std::shared_ptr<core> c, std::string role, std::string identity, campaign_options o,
               std::function<void(campaign_result)> done)
-      : client_(cl),
+      : async_op(std::move(done)),
+        client_(cl),
         core_(std::move(c)),
         role_(std::move(role)),
         identity_(std::move(identity)),
         options_(std::move(o)),
-        done_(std::move(done)),
         started_(core_->now()) {}
 
   void start() {
     if (identity_.empty() || identity_.size() > max_identity_bytes) {
-      return finish(refused(errc::invalid_argument, "identity must be 1 to 512 bytes"));
+      return finish_with(refused(errc::invalid_argument, "identity must be 1 to 512 bytes"));
     }
-    if (role_.empty()) return finish(refused(errc::invalid_argument, "role must not be empty"));
+    if (role_.empty()) return finish_with(refused(errc::invalid_argument, "role must not be empty"));
     if (options_.retry_delay.count() <= 0) {
-      return finish(refused(errc::invalid_argument, "retry_delay must be greater than 0"));
+      return finish_with(refused(errc::invalid_argument, "retry_delay must be greater than 0"));
     }
     attempt();
   }
 
   void cancel() {
-    if (finished_) return;
+    if (finished()) return;
     cancelled_ = true;
     if (acquiring_) client_.cancel(acquire_id_);
     // A publication in flight finishes as cancelled when it completes.
@@ -150,7 +151,7 @@ class campaign_op final : public std::enable_shared_from_this<campaign_op> {
 
   void attempt() {
     // A cancel that came while the previous lock was being released.
-    if (cancelled_) return finish(refused(errc::cancelled, "campaign cancelled"));
+    if (cancelled_) return finish_with(refused(errc::cancelled, "campaign cancelled"));
     acquire_options ao;
     ao.ttl = options_.ttl;
     ao.fencing = true;
@@ -161,7 +162,7 @@ class campaign_op final : public std::enable_shared_from_this<campaign_op> {
     ao.retry.max_attempts = INT_MAX;
     if (options_.deadline.count() > 0) {
       const auto left = std::chrono::ceil<milliseconds>(started_ + options_.deadline - core_->now());
-      if (left.count() <= 0) return finish(last_failure_.error ? last_failure_ : refused(errc::contended, "deadline"));
+      if (left.count() <= 0) return finish_with(last_failure_.error ? last_failure_ : refused(errc::contended, "deadline"));
       ao.retry.deadline = left;
     } else {
       // Without a bound: a finite one all the same, so that the acquire waits for
@@ -188,7 +189,7 @@ class campaign_op final : public std::enable_shared_from_this<campaign_op> {
       if (demoted && *handed) demoted(r);
     };
     acquiring_ = true;
-    auto self = shared_from_this();
+    auto self = keep();
     acquire_id_ = client_.acquire_async(election::resource_for(role_), std::move(ao),
                                         [self](acquire_result r) { self->acquired(std::move(r)); });
   }
@@ -203,14 +204,14 @@ class campaign_op final : public std::enable_shared_from_this<campaign_op> {
     if (r) {
       if (auto h = core_->watch().handles().handle_for(r.lock.info())) h->redeliver_release = true;
     }
-    if (cancelled_) return finish(refused(errc::cancelled, "campaign cancelled"));  // r.lock releases
+    if (cancelled_) return finish_with(refused(errc::cancelled, "campaign cancelled"));  // r.lock releases
     if (!r) {
       // An unbounded campaign's acquire reached its slice's deadline: go on.
       if (options_.deadline.count() == 0 && retryable(r.report.error)) {
         last_failure_ = std::move(r.report);
         return attempt();
       }
-      return finish(std::move(r.report));
+      return finish_with(std::move(r.report));
     }
     lock_ = std::move(r.lock);
     const lease l = lock_.info();
@@ -221,7 +222,7 @@ class campaign_op final : public std::enable_shared_from_this<campaign_op> {
       if (rep.integer == 1) ++*ok;
       return true;
     };
-    auto self = shared_from_this();
+    auto self = keep();
     plain_round(*core_,
                 {"EVAL", publish_script, "2", core_->key_for(l.resource), record_key(*core_, l.resource), l.token, term,
                  identity_},
@@ -229,49 +230,44 @@ class campaign_op final : public std::enable_shared_from_this<campaign_op> {
   }
 
   void published(std::size_t ok, report rep) {
-    if (cancelled_) return finish(refused(errc::cancelled, "campaign cancelled"));  // lock_ releases
+    if (cancelled_) return finish_with(refused(errc::cancelled, "campaign cancelled"));  // lock_ releases
     if (ok >= core_->size() / 2 + 1 && lock_.owns_lock()) {
       campaign_result res;
       res.report = std::move(rep);
       res.leadership = leadership_access::make(std::move(lock_), role_, identity_);
       *handed_out_ = true;  // loop thread, as on_lost
-      finished_ = true;
-      auto done = std::move(done_);
-      return done(std::move(res));
+      finish(std::move(res));
+      return;
     }
     rep.error = errc::unavailable;
     last_failure_ = rep;
-    auto self = shared_from_this();
+    auto self = keep();
     // The lock was won but its record not published on a quorum: release and try
     // again — at most kMaxPublishFailures times in a row. A refusal that does not
     // go away (an ACL without the record key, a script error) would otherwise loop
     // acquire + publish + release at network speed (review 13b, A7d); the
     // campaign then ends with the last publication's report (unavailable).
     if (++publish_failures_ >= kMaxPublishFailures) {
-      return lock_.release_async([self, rep](report) { self->finish(rep); });
+      return lock_.release_async([self, rep](report) { self->finish_with(rep); });
     }
     lock_.release_async([self](report) { self->attempt(); });
   }
 
-  void finish(report r) {
-    if (finished_) return;
-    finished_ = true;
+  void finish_with(report r) {
+    if (finished()) return;
     campaign_result res;
     res.report = std::move(r);
-    auto done = std::move(done_);
-    done(std::move(res));
+    finish(std::move(res));
   }
 
   client& client_;
   std::shared_ptr<core> core_;
   std::string role_, identity_;
   campaign_options options_;
-  std::function<void(campaign_result)> done_;
   steady_clock::time_point started_;
   std::uint64_t acquire_id_ = 0;
   bool acquiring_ = false;
   bool cancelled_ = false;
-  bool finished_ = false;
   lock lock_;
   report last_failure_;
   std::shared_ptr<bool> handed_out_;  // the current attempt's leadership was handed out (loop thread)

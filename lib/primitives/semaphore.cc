@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "engine/core.h"
+#include "ops/async_op.h"
 #include "primitives/permits.h"
 #include "pure/retry.h"
 #include "api/sync.h"
@@ -53,12 +54,11 @@ report empty_report(semaphore::state& st, std::error_code e, const char* detail)
 namespace detail {
 
 // Everything below runs on the loop thread, except the constructor.
-struct semaphore_op : std::enable_shared_from_this<semaphore_op> {
+struct semaphore_op : async_op<semaphore_op, semaphore_result> {
   std::shared_ptr<semaphore::state> st;
   std::uint64_t id = 0;            // 0: a blocking call, not in st->ops
   acquire_options permit_options;  // the caller's, with one attempt per permit
   retry_policy policy;
-  std::function<void(semaphore_result)> done;
   std::chrono::steady_clock::time_point called;
 
   int attempt = 0;
@@ -69,10 +69,14 @@ struct semaphore_op : std::enable_shared_from_this<semaphore_op> {
   std::vector<report> failures;  // this attempt's failed permits
   std::uint64_t timer = 0;       // the retry timer, while waiting
   bool cancelled = false;
-  bool finished = false;
+
+  // The caller's callback, set before the operation starts.
+  void on_done(std::function<void(semaphore_result)> done) { set_done(std::move(done)); }
+  // The answer of an operation that never reached the loop (the post failed): as it is.
+  void refuse(semaphore_result r) { async_op::finish(std::move(r)); }
 
   void begin() {
-    if (finished) return;
+    if (finished()) return;
     if (cancelled) return finish_error(make_error_code(errc::cancelled), "cancelled");
     if (const char* bad = detail::check_retry(policy); *bad != '\0') {
       return finish_error(make_error_code(errc::invalid_argument), bad);
@@ -89,7 +93,7 @@ struct semaphore_op : std::enable_shared_from_this<semaphore_op> {
     const std::size_t n = std::min(size, order.size() - next);
     pending = n;
     in_flight.clear();
-    auto self = shared_from_this();
+    auto self = keep();
     for (std::size_t i = 0; i < n; ++i) {
       const std::size_t index = order[next++];
       in_flight.push_back(
@@ -103,14 +107,14 @@ struct semaphore_op : std::enable_shared_from_this<semaphore_op> {
     if (r) {
       // An extra (a win after the first, or after a cancel): released right away
       // by the handle's destructor, never held.
-      if (finished || cancelled) return;
+      if (finished() || cancelled) return;
       semaphore_result out;
       out.report = std::move(r.report);
       out.lock = std::move(r.lock);
       out.permit = index;
       return finish(std::move(out));
     }
-    if (finished) return;
+    if (finished()) return;
     failures.push_back(std::move(r.report));
     if (pending > 0) return;
     std::vector<std::error_code> errors;
@@ -138,7 +142,7 @@ struct semaphore_op : std::enable_shared_from_this<semaphore_op> {
       }
     };
     auto g = std::make_shared<guard>();
-    g->op = shared_from_this();
+    g->op = keep();
     timer = st->core->schedule(delay, [g] {
       g->fired = true;
       g->op->timer = 0;
@@ -147,7 +151,7 @@ struct semaphore_op : std::enable_shared_from_this<semaphore_op> {
   }
 
   void cancel() {
-    if (finished || cancelled) return;
+    if (finished() || cancelled) return;
     cancelled = true;
     if (timer != 0) {
       const std::uint64_t t = timer;
@@ -177,17 +181,16 @@ struct semaphore_op : std::enable_shared_from_this<semaphore_op> {
   }
 
   void finish(semaphore_result out) {
-    if (finished) return;
-    finished = true;
-    if (id != 0) {
-      std::lock_guard<std::mutex> g(st->mu);
-      st->ops.erase(id);
-    }
+    if (finished()) return;
     out.report.attempts = attempt;
     out.report.elapsed = std::chrono::duration_cast<std::chrono::microseconds>(st->core->now() - called);
-    auto cb = std::move(done);
-    done = nullptr;
-    if (cb) cb(std::move(out));
+    finish_after(
+        [this] {
+          if (id == 0) return;
+          std::lock_guard<std::mutex> g(st->mu);
+          st->ops.erase(id);
+        },
+        std::move(out));
   }
 };
 
@@ -234,7 +237,7 @@ semaphore_result semaphore::acquire(const acquire_options& options) {
   return detail::run_sync<semaphore_result>(
       *state_->core,
       [op](std::function<void(semaphore_result)> done) {
-        op->done = std::move(done);
+        op->on_done(std::move(done));
         op->begin();
       },
       [st](errc e) {
@@ -252,7 +255,7 @@ semaphore_result semaphore::try_acquire(const acquire_options& options) {
 
 std::uint64_t semaphore::acquire_async(acquire_options options, std::function<void(semaphore_result)> done) {
   auto op = make_op(state_, std::move(options));
-  op->done = std::move(done);
+  op->on_done(std::move(done));
   {
     std::lock_guard<std::mutex> g(state_->mu);
     op->id = ++state_->next_id;
@@ -266,8 +269,7 @@ std::uint64_t semaphore::acquire_async(acquire_options options, std::function<vo
     }
     semaphore_result r;
     r.report = empty_report(*state_, make_error_code(errc::cancelled), "client shut down");
-    auto cb = std::move(op->done);
-    if (cb) cb(std::move(r));
+    op->refuse(std::move(r));
   }
   return id;
 }

@@ -3,7 +3,7 @@
 //
 // Lifecycle: start_attempt -> round -> on_acquired -> [commit_fence ->] succeed |
 // fail_attempt -> (retry timer | release_wait) -> start_attempt ... -> finish;
-// late answers of every attempt: on_late.
+// late answers of every attempt: on_late (each round's attempt_listener).
 //
 //   attempt.cc       the attempts, success and failure, core::acquire / acquire_many / cancel
 //   waiting.{h,cc}   release_wait: the pause between attempts, waiting for the release
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "engine/core.h"
+#include "ops/async_op.h"
 #include "ops/acquire/waiting.h"
 #include "ops/support.h"
 
@@ -36,7 +37,7 @@ struct attempt_state {
 // `set` not empty; each attempt is one round of kAcquireMany, all or nothing per
 // node, rolled back with kReleaseManyQuiet). The quorum, validity, guards, retries,
 // rollback and waiting are the same for both.
-class acquire_op final : public std::enable_shared_from_this<acquire_op>, private release_wait::owner {
+class acquire_op final : public async_op<acquire_op, acquire_result>, private release_wait::owner {
  public:
   using clock_tp = std::chrono::steady_clock::time_point;
 
@@ -51,13 +52,18 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
   // release_wait::owner
   void attempt_now() override { start_attempt(); }
   void give_up(std::error_code ec) override { finish_failure(last_, ec ? ec : last_.error); }
-  std::shared_ptr<void> keep_alive() override { return shared_from_this(); }
-  bool finished() const override { return done_called_; }
+  std::shared_ptr<void> keep_alive() override { return keep(); }
+  bool finished() const override { return async_op::finished(); }
   bool cancelled() const override { return cancelled_; }
   int attempts() const override { return attempt_; }
 
   // The ownership-checked delete that publishes nothing: rollbacks, late grants.
   command quiet_release(const std::string& token) const;
+
+  // An attempt's round reports to its attempt_listener (attempt.cc), the fence
+  // commit's to its commit_listener (fence_commit.cc).
+  class attempt_listener;
+  class commit_listener;
 
   void on_acquired(round& r);
   // late.cc: an answer of attempt `at` that arrived after round `r` decided.
@@ -65,6 +71,7 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
   // fence_commit.cc: the commit of the fence after a quorum granted, and of a
   // grant to node `node` that arrived after the fenced success.
   void commit_fence(round& r);
+  void on_fence_committed(round& commit, round& r);
   void commit_late_grant(std::size_t node);
 
   double drift() const { return c_.options().clock_drift_factor; }
@@ -84,11 +91,9 @@ class acquire_op final : public std::enable_shared_from_this<acquire_op>, privat
   std::uint64_t id_;
   std::string resource_, key_, fence_key_;  // key_, fence_key_: one resource only
   acquire_options o_;
-  std::function<void(acquire_result)> done_;
   clock_tp call_start_;
   int attempt_ = 0;
   bool cancelled_ = false;
-  bool done_called_ = false;
   std::string token_;
   std::shared_ptr<attempt_state> current_;
   std::optional<std::uint64_t> fence_;

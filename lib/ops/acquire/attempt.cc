@@ -21,10 +21,26 @@ using std::chrono::duration_cast;
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
 
+// An attempt's round reports here: its decision (on_acquired), then each answer
+// after it with the attempt it belongs to (on_late). The round (kept alive by its
+// in-flight requests) keeps this listener, and so the op, for late answers; the op
+// does not hold the round, so there is no cycle.
+class acquire_op::attempt_listener final : public round_listener {
+ public:
+  attempt_listener(std::shared_ptr<acquire_op> op, std::shared_ptr<attempt_state> at)
+      : op_(std::move(op)), at_(std::move(at)) {}
+  void decided(round& r) override { op_->on_acquired(r); }
+  void late(round& r, std::size_t node) override { op_->on_late(r, node, *at_); }
+
+ private:
+  std::shared_ptr<acquire_op> op_;
+  std::shared_ptr<attempt_state> at_;
+};
+
 acquire_op::acquire_op(core& c, std::uint64_t id, std::string resource, acquire_options o,
                        std::function<void(acquire_result)> done, std::optional<clock_tp> called,
                        std::vector<std::string> set)
-    : c_(c), id_(id), resource_(std::move(resource)), o_(std::move(o)), done_(std::move(done)),
+    : async_op(std::move(done)), c_(c), id_(id), resource_(std::move(resource)), o_(std::move(o)),
       set_(std::move(set)), wait_(c_, *this, o_.retry, call_start_, keys_) {
   if (set_.empty()) {
     key_ = c_.key_for(resource_);
@@ -52,11 +68,7 @@ void acquire_op::start_attempt() {
                         : o_.fencing  ? script_id::acquire_fenced
                                       : script_id::acquire_set;
   auto r = std::make_shared<round>(c_, op_kind::acquire, sid, false);
-  auto self = shared_from_this();
-  r->on_decided = [self](round& rd) { self->on_acquired(rd); };
-  // The round (kept alive by its in-flight requests) keeps the op alive for late
-  // answers; the op does not hold the round, so there is no cycle.
-  r->on_late = [self, at = current_](round& rd, std::size_t node) { self->on_late(rd, node, *at); };
+  r->listen(std::make_shared<attempt_listener>(keep(), current_), /*late=*/true);
   command cmd = set_.empty() ? lock_command(sid, key_, token_, std::to_string(o_.ttl.count()))
                              : set_command(sid, keys_, token_, std::to_string(o_.ttl.count()));
   if (o_.fencing) cmd.key2 = fence_key_;
@@ -179,13 +191,13 @@ void acquire_op::finish_failure(report rep, std::error_code ec) {
 }
 
 void acquire_op::finish(acquire_result res) {
-  if (done_called_) return;
-  done_called_ = true;
-  wait_.leave();
-  c_.forget_op(id_);
-  c_.stats().acquires.fetch_add(1, std::memory_order_relaxed);
-  auto done = std::move(done_);
-  if (done) done(std::move(res));
+  finish_after(
+      [this] {
+        wait_.leave();
+        c_.forget_op(id_);
+        c_.stats().acquires.fetch_add(1, std::memory_order_relaxed);
+      },
+      std::move(res));
 }
 
 // ---------------------------------------------------------------- the core's entry points
