@@ -25,7 +25,6 @@
 #include "node/host.h"
 #include "redlock/observer.h"
 #include "redlock/report.h"
-#include "protocol/info.h"  // for the ops files that judge maxmemory_policy() (eviction_risk_of); to go once they include it
 #include "protocol/resp.h"
 #include "protocol/scripts.h"
 #include "pure/uri.h"

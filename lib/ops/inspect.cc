@@ -7,6 +7,7 @@
 #include "engine/core.h"
 #include "ops/round.h"
 #include "ops/support.h"
+#include "protocol/info.h"
 #include "protocol/reply.h"
 
 namespace redlock::detail {

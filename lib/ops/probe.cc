@@ -8,6 +8,7 @@
 
 #include "node/connection.h"
 #include "engine/core.h"
+#include "protocol/info.h"
 #include "pure/decision.h"
 
 namespace redlock::detail {
