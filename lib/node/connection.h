@@ -58,7 +58,7 @@ class sink {
   virtual void on_reply(std::size_t node, std::uint32_t tag, const reply_event& ev) = 0;
 };
 
-// A subscriber connection's listener (lib/notify.cc): pushed messages, and the
+// A subscriber connection's listener (ops/notify_subscriptions.cc): pushed messages, and the
 // connection coming up (every handshake's end) or going down (subscriptions lost).
 class push_listener {
  public:
