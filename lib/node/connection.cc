@@ -12,6 +12,12 @@ namespace {
 
 constexpr std::uint64_t kNoDeadline = ~std::uint64_t{0};
 
+// Every acquire form: the plain SET and the acquire scripts.
+bool acquires(script_id id) noexcept {
+  return id == script_id::acquire_set || id == script_id::acquire || id == script_id::acquire_fenced ||
+         id == script_id::acquire_many;
+}
+
 }  // namespace
 
 connection::connection(node_host& owner, std::size_t index, node_address address)
@@ -279,9 +285,7 @@ void connection::encode(request& r) {
   // an expiry that a later forward correction brings early; the holder must see
   // that jump at the very reply that extends (round::on_reply).
   const script_id id = r.cmd->script();
-  const bool acquires = id == script_id::acquire_set || id == script_id::acquire ||
-                        id == script_id::acquire_fenced || id == script_id::acquire_many;
-  r.with_time = (acquires || id == script_id::extend || id == script_id::extend_many) && time_sample_due();
+  r.with_time = (acquires(id) || id == script_id::extend || id == script_id::extend_many) && time_sample_due();
   if (id == script_id::acquire_set) {
     // The plain SET form, unless this server rejected it before (then EVAL).
     const bool plain = !r.force_eval && !r.cmd->force_eval() && !set_get_unsupported_;
@@ -450,6 +454,24 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
       host_.note_quiet();
       return;
     }
+  }
+  // The guards also judge this very reply, should it grant (round::on_reply counts
+  // the vote only if excluded_by is ""): an acquire's, sampled or not, and an
+  // extension's that carried a TIME (observed above).
+  std::string excluded;  // ev.excluded_by's text; "" (nothing allocated) unless a guard excludes
+  const script_id id = r.cmd->script();
+  if (time_sampled || acquires(id)) {
+    const auto now = host_.now();
+    const auto quarantine = host_.restart_quarantine();
+    if (!acquires(id)) {
+      excluded = guards_.grant_exclusion(node_guards::grant::extension, now, quarantine, nullptr);
+    } else {
+      const std::string* same = guards_.run_id().empty() ? nullptr : host_.same_server(index_, guards_.run_id());
+      excluded = guards_.grant_exclusion(
+          id == script_id::acquire_fenced ? node_guards::grant::fenced_acquire : node_guards::grant::acquire, now,
+          quarantine, same);
+    }
+    ev.excluded_by = excluded;
   }
   complete(r, ev);
   host_.note_quiet();

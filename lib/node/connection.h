@@ -25,7 +25,6 @@
 #include "node/host.h"
 #include "redlock/observer.h"
 #include "redlock/report.h"
-#include "protocol/info.h"  // for the ops files that judge maxmemory_policy() (eviction_risk_of); to go once they include it
 #include "protocol/resp.h"
 #include "protocol/scripts.h"
 #include "pure/uri.h"
@@ -41,6 +40,12 @@ struct reply_event {
   // The connection sampled the server's TIME right after this request (pipelined)
   // and fed it to the clock-jump guard before delivering this reply.
   bool time_sampled = false;
+  // What the node's guards say of a grant in this reply, judged as the reply is
+  // delivered (node_guards::grant_exclusion; the TIME behind it observed already):
+  // why a grant must not count, "" when it may. Judged for acquires, and for
+  // extensions with time_sampled; "" for every other reply. Whether the reply is a
+  // grant is the sink's reading (round::on_reply). Valid during the call only.
+  std::string_view excluded_by;
   // A failure for a request that was never written to the node (refused at once,
   // or still queued when the connection failed or the deadline passed): the
   // server cannot have run it.
@@ -53,7 +58,7 @@ class sink {
   virtual void on_reply(std::size_t node, std::uint32_t tag, const reply_event& ev) = 0;
 };
 
-// A subscriber connection's listener (lib/notify.cc): pushed messages, and the
+// A subscriber connection's listener (ops/notify_subscriptions.cc): pushed messages, and the
 // connection coming up (every handshake's end) or going down (subscriptions lost).
 class push_listener {
  public:
@@ -99,12 +104,6 @@ class connection final : private link_events {
   // Safety guards (loop thread). Why this node must not vote on an acquire now,
   // given the quarantine period; "" when it may.
   std::string acquire_exclusion(std::chrono::steady_clock::time_point now, std::chrono::milliseconds quarantine) const;
-  // The clock-jump part of acquire_exclusion alone: why this node's clock is
-  // suspect now; "" when it is not. Extensions use it (a restarted node that still
-  // holds our key, from its AOF, may extend it).
-  std::string clock_exclusion(std::chrono::steady_clock::time_point now, std::chrono::milliseconds quarantine) const {
-    return guards_.clock_exclusion(now, quarantine);
-  }
   // A server TIME sample taken at `local_mid` on the client's clock (the middle of
   // the request's round trip, `half_rtt_us` being half of that round trip: the
   // sample's dating uncertainty). Flags a clock step in either direction.

@@ -142,6 +142,17 @@ std::string node_guards::clock_exclusion(std::chrono::steady_clock::time_point n
   return {};
 }
 
+std::string node_guards::grant_exclusion(grant kind, std::chrono::steady_clock::time_point now,
+                                         std::chrono::milliseconds quarantine,
+                                         const std::string* same_server) const {
+  if (kind == grant::extension) return clock_exclusion(now, quarantine);
+  std::string why = acquire_exclusion(now, quarantine, same_server);
+  // A fenced grant from a node whose policy may evict the fence counter (a
+  // reconnect during the attempt may have shown a new policy).
+  if (why.empty() && kind == grant::fenced_acquire) why = fencing_exclusion();
+  return why;
+}
+
 std::chrono::steady_clock::time_point node_guards::quarantine_end() const {
   std::chrono::steady_clock::time_point end{};
   const auto q = s_.restart_quarantine;

@@ -103,6 +103,15 @@ class node_guards {
   // Why this node must not vote on a fenced acquire: its policy may evict the fence
   // counter (allkeys-*), and allow_fencing_on_evicting_nodes is off; "" when it may.
   std::string fencing_exclusion() const;
+  // What a grant is: an acquire's, a fenced acquire's or an extension's.
+  enum class grant { acquire, fenced_acquire, extension };
+  // Why a grant of that kind, in a reply this node just gave, must not count,
+  // judged at `now` (the reply's delivery) with the quarantine period: an acquire's,
+  // acquire_exclusion; a fenced acquire's, that or, when it is "", fencing_exclusion;
+  // an extension's, clock_exclusion alone. "" when it counts (no allocation then).
+  // The connection puts it in the reply's event (reply_event::excluded_by).
+  std::string grant_exclusion(grant kind, std::chrono::steady_clock::time_point now,
+                              std::chrono::milliseconds quarantine, const std::string* same_server) const;
 
   // When the latest quarantine ends on the client's clock (the epoch if none).
   std::chrono::steady_clock::time_point quarantine_end() const;

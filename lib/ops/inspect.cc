@@ -9,6 +9,7 @@
 #include "ops/async_op.h"
 #include "ops/round.h"
 #include "ops/support.h"
+#include "protocol/info.h"
 #include "protocol/reply.h"
 
 namespace redlock::detail {

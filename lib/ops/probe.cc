@@ -13,6 +13,7 @@
 #include "engine/core.h"
 #include "node/connection.h"
 #include "ops/fan_out.h"
+#include "protocol/info.h"
 #include "pure/decision.h"
 
 namespace redlock::detail {

@@ -100,29 +100,19 @@ void round::on_reply(std::size_t node, std::uint32_t, const reply_event& ev) {
     values[node] = std::move(c.value);
     pttls[node] = c.pttl;
     blocked_by[node] = c.blocked_by;
-    if (ev.time_sampled || kind_ == op_kind::acquire) {
-      // The guards also cover this very reply: a grant from a node whose clock just
-      // jumped (the TIME pipelined behind the acquire was observed by the connection
-      // already), or that restarted or is quarantined, does not count — sampled or
-      // not: an acquire queued on a reconnecting connection passed the check at the
-      // attempt's start before the handshake's INFO showed the new run_id (found by
-      // the SPIN model, docs/verification.md (f)).
-      const auto now = core_.now();
-      connection& conn = core_.conn(node);
-      if (v.status == node_status::ok) {
-        const auto quarantine = core_.quarantine_for(milliseconds(0));
-        std::string why = kind_ == op_kind::extend ? conn.clock_exclusion(now, quarantine)
-                                                   : conn.acquire_exclusion(now, quarantine);
-        // A fenced grant from a node whose policy may evict the fence counter (a
-        // reconnect during the attempt may have shown a new policy).
-        if (why.empty() && script_ == script_id::acquire_fenced) why = conn.fencing_exclusion();
-        if (!why.empty()) {
-          v.status = node_status::excluded;
-          granted_excluded[node] = true;
-          clock_jumped[node] = kind_ == op_kind::extend;
-          r.detail = std::move(why);
-        }
-      }
+    // The guards also cover this very reply: a grant from a node whose clock just
+    // jumped (the TIME pipelined behind the acquire was observed by the connection
+    // already), or that restarted or is quarantined, does not count — sampled or
+    // not: an acquire queued on a reconnecting connection passed the check at the
+    // attempt's start before the handshake's INFO showed the new run_id (found by
+    // the SPIN model, docs/verification.md (f)). The connection judged it as it
+    // delivered the reply (reply_event::excluded_by: for an extension, the
+    // clock-jump guard alone; for a fenced acquire, the eviction policy too).
+    if (v.status == node_status::ok && !ev.excluded_by.empty()) {
+      v.status = node_status::excluded;
+      granted_excluded[node] = true;
+      clock_jumped[node] = kind_ == op_kind::extend;
+      r.detail = std::string(ev.excluded_by);
     }
   }
   r.status = v.status;

@@ -77,7 +77,7 @@ class round final : public sink, public std::enable_shared_from_this<round> {
   // but the rollback and the late path must still delete the key there.
   std::vector<bool> granted_excluded;
   // An extension's vote that the clock-jump guard excluded at its reply
-  // (connection::clock_exclusion): the node ran the extension on a clock seen to
+  // (reply_event::excluded_by): the node ran the extension on a clock seen to
   // jump, so the key it re-timed may expire as soon as that clock is corrected.
   std::vector<bool> clock_jumped;
 

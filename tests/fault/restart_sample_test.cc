@@ -11,8 +11,8 @@
 // behind the acquire — clock-jump guard off, a sample taken by the handshake within
 // clock_sample_interval, or a user without +time — and until the fix round::on_reply
 // judged only sampled grants again: B held the lock while A had ~19 s of validity.
-// Now every acquire grant is judged against connection::acquire_exclusion at its
-// reply. The same schedule in virtual time: sim.RestartRegression.*.
+// Now every acquire grant is judged by the guards (acquire_exclusion) at its
+// reply (reply_event::excluded_by). The same schedule in virtual time: sim.RestartRegression.*.
 #include <gtest/gtest.h>
 
 #include "fault_proxy.h"

@@ -5,7 +5,7 @@
 // come back yet); the grant then arrived without a TIME sample, and round::on_reply
 // judged grants again only when one had been taken, so the empty node's grant
 // counted inside the quarantine: two holders. Now every acquire grant is judged
-// against connection::acquire_exclusion at its reply, sampled or not.
+// by the guards (acquire_exclusion) at its reply (reply_event::excluded_by), sampled or not.
 //
 // The real-server reproduction is fault.RestartWithoutTimeSample.* (tests/fault/
 // restart_sample_test.cc); this is the same schedule in virtual time.

@@ -208,6 +208,44 @@ TEST(NodeGuards, an_evicting_policy_excludes_the_node_from_fenced_acquires_only_
   EXPECT_EQ(allowed.fencing_exclusion(), "");
 }
 
+TEST(NodeGuards, a_grant_is_judged_by_the_guards_of_its_kind_the_restart_first_then_the_fence_policy) {
+  using grant = node_guards::grant;
+  const milliseconds q(10'000);
+  node_guards g(settings());
+  EXPECT_EQ(g.grant_exclusion(grant::acquire, at_ms(0), q, nullptr), "");
+  EXPECT_EQ(g.grant_exclusion(grant::fenced_acquire, at_ms(0), q, nullptr), "");
+  EXPECT_EQ(g.grant_exclusion(grant::extension, at_ms(0), q, nullptr), "");
+
+  // An evicting policy: fenced acquires only.
+  g.observe_memory("allkeys-lru", "0");
+  EXPECT_EQ(g.grant_exclusion(grant::acquire, at_ms(0), q, nullptr), "");
+  EXPECT_EQ(g.grant_exclusion(grant::fenced_acquire, at_ms(0), q, nullptr), g.fencing_exclusion());
+  EXPECT_EQ(g.grant_exclusion(grant::extension, at_ms(0), q, nullptr), "");
+
+  // A restart: acquires name it (before the fence policy); extensions may still run.
+  (void)g.observe_server("run-a", "100", at_ms(0));
+  (void)g.observe_server("run-b", "1", at_ms(1'000));
+  const std::string restarted = g.acquire_exclusion(at_ms(2'000), q, nullptr);
+  EXPECT_NE(restarted.find("restart guard"), std::string::npos) << restarted;
+  EXPECT_EQ(g.grant_exclusion(grant::acquire, at_ms(2'000), q, nullptr), restarted);
+  EXPECT_EQ(g.grant_exclusion(grant::fenced_acquire, at_ms(2'000), q, nullptr), restarted);
+  EXPECT_EQ(g.grant_exclusion(grant::extension, at_ms(2'000), q, nullptr), "");
+  // The same server under an earlier name: acquires only.
+  const std::string earlier = "redis://a:6379";
+  EXPECT_EQ(g.grant_exclusion(grant::acquire, at_ms(20'000), q, &earlier),
+            g.acquire_exclusion(at_ms(20'000), q, &earlier));
+  EXPECT_EQ(g.grant_exclusion(grant::extension, at_ms(20'000), q, &earlier), "");
+
+  // A clock jump: every kind, an extension's being clock_exclusion's text.
+  (void)g.observe_server_time(server_us(0), at_ms(20'000), 1);
+  (void)g.observe_server_time(server_us(40'000), at_ms(30'000), 1);
+  const std::string jumped = g.clock_exclusion(at_ms(31'000), q);
+  EXPECT_NE(jumped.find("clock-jump guard"), std::string::npos) << jumped;
+  EXPECT_EQ(g.grant_exclusion(grant::extension, at_ms(31'000), q, nullptr), jumped);
+  EXPECT_EQ(g.grant_exclusion(grant::acquire, at_ms(31'000), q, nullptr), jumped);
+  EXPECT_EQ(g.grant_exclusion(grant::fenced_acquire, at_ms(31'000), q, nullptr), jumped);
+}
+
 TEST(NodeGuards, the_quarantine_ends_at_the_later_of_restart_and_jump) {
   node_guards g(settings());
   EXPECT_EQ(g.quarantine_end(), time_point{});
