@@ -558,7 +558,8 @@ TEST(Observer, a_handle_released_past_its_validity_with_its_keys_still_there_end
   clock->offset_ms = 10500;
   ASSERT_FALSE(r.lock.owns_lock());
   (void)r.lock.release();
-  EXPECT_EQ(cl.count_key("ev-expired-kept"), 0);
+  // A release answers at its quorum: the last node's delete may still be on its way.
+  EXPECT_TRUE(eventually([&] { return cl.count_key("ev-expired-kept") == 0; }));
   const lines seq = rec->about("ev-expired-kept");
   EXPECT_EQ(std::count(seq.begin(), seq.end(), "released ev-expired-kept"), 0);
   EXPECT_EQ(std::count(seq.begin(), seq.end(), "lost ev-expired-kept " + make_error_code(errc::lock_lost).message()), 1);
@@ -596,7 +597,8 @@ TEST(Observer, a_lost_handles_lease_released_through_the_client_ends_in_one_even
   ASSERT_EQ(cl.count_key(res), 3) << "the keys keep their TTL" << ::testing::PrintToString(rec->about(res));
   auto rel = c.release(r.lock.info());
   EXPECT_TRUE(rel) << rel.message();
-  EXPECT_EQ(cl.count_key(res), 0);
+  // At its quorum: the last node's delete may still be on its way (seen on a loaded run).
+  EXPECT_TRUE(eventually([&] { return cl.count_key(res) == 0; }));
   const lines seq = rec->about(res);
   const auto ends = std::count_if(seq.begin(), seq.end(), [&](const std::string& e) {
     return e.rfind("released " + res, 0) == 0 || e.rfind("lost " + res, 0) == 0;
@@ -633,7 +635,8 @@ TEST(Observer, a_failed_release_retried_through_the_client_ends_the_handle_once)
   ASSERT_TRUE(wait_connected(c));
   auto via_client = c.release(r.lock.info());
   ASSERT_TRUE(via_client) << via_client.message();
-  EXPECT_EQ(cl.count_key(res), 0);
+  // At its quorum: the last node's delete may still be on its way (seen on a loaded run).
+  EXPECT_TRUE(eventually([&] { return cl.count_key(res) == 0; }));
   auto again = r.lock.release();
   EXPECT_EQ(again.error, errc::not_owner) << again.message();
   EXPECT_EQ(c.stats().locks_lost, 0u);

@@ -204,12 +204,15 @@ struct fault_proxy::impl {
       close_pair(p, false);
       return;
     }
-    accepted.fetch_add(1);
+    // refused before accepted (and stats() reads accepted first): accepted - refused
+    // never counts a connection that reset mode is about to close.
     if (m == mode::reset) {
       refused.fetch_add(1);
+      accepted.fetch_add(1);
       close_pair(p, true);
       return;
     }
+    accepted.fetch_add(1);
     uv_tcp_nodelay(&p->client, 1);
     uv_tcp_nodelay(&p->server, 1);
     sockaddr_in addr{};
