@@ -1487,6 +1487,110 @@ TEST_F(Cli, run_and_elect_refuse_a_bare_ttl_below_1000_suggesting_seconds) {
   EXPECT_EQ(ms.err, "");
 }
 
+// --- configuration warnings: acquire and run ---
+
+// The args plus --nodes for `uris` only (a part of the cluster), with the same
+// timeouts as with_nodes.
+std::vector<std::string> with_node_list(std::vector<std::string> args, const std::vector<std::string>& uris) {
+  args.insert(std::find(args.begin(), args.end(), "--"),
+              {"--nodes=" + join(uris, ","), "--node-timeout=200ms", "--connect-timeout=1s"});
+  return args;
+}
+
+// The "redlock: warning: " lines of a stderr, in order.
+std::vector<std::string> warning_lines(const std::string& err) {
+  std::vector<std::string> out;
+  std::istringstream in(err);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("redlock: warning: ", 0) == 0) out.push_back(line);
+  }
+  return out;
+}
+
+// `redlock acquire` and `redlock run ... -- true` with these arguments (before
+// the nodes), each expected to exit 0.
+std::vector<cli_result> acquire_and_run(const std::string& resource, const std::vector<std::string>& extra,
+                                        const std::vector<std::string>& uris) {
+  std::vector<std::string> acquire = {"acquire", resource + "-acquire", "--ttl", "5s"};
+  std::vector<std::string> run = {"run", resource + "-run", "--ttl", "5s"};
+  acquire.insert(acquire.end(), extra.begin(), extra.end());
+  run.insert(run.end(), extra.begin(), extra.end());
+  run.insert(run.end(), {"--", "true"});
+  std::vector<cli_result> out;
+  out.push_back(run_cli(with_node_list(acquire, uris)));
+  out.push_back(run_cli(with_node_list(run, uris)));
+  for (const cli_result& r : out) EXPECT_EQ(r.code, 0) << r.err;
+  return out;
+}
+
+TEST_F(Cli, acquire_and_run_warn_of_fewer_than_3_nodes_and_still_exit_0) {
+  const std::vector<std::string> one = {cluster()[0].uri()};
+  for (const cli_result& r : acquire_and_run("cli-warn-one", {}, one)) {
+    const std::vector<std::string> lines = warning_lines(r.err);
+    ASSERT_EQ(lines.size(), 1u) << r.err;
+    EXPECT_EQ(lines[0].rfind("redlock: warning: one node (" + one[0] + "): no fault tolerance", 0), 0u) << r.err;
+    EXPECT_EQ(redlock_lines(r.err), lines[0] + "\n") << "no other redlock line: " << r.err;
+  }
+  const std::vector<std::string> two = {cluster()[0].uri(), cluster()[1].uri()};
+  for (const cli_result& r : acquire_and_run("cli-warn-two", {}, two)) {
+    const std::vector<std::string> lines = warning_lines(r.err);
+    ASSERT_EQ(lines.size(), 1u) << r.err;
+    EXPECT_EQ(lines[0].rfind("redlock: warning: 2 nodes: the quorum of 2 tolerates 0 failure(s)", 0), 0u) << r.err;
+  }
+}
+
+TEST_F(Cli, acquire_and_run_warn_naming_a_node_whose_policy_may_evict_locks) {
+  redis_node& n = cluster()[2];
+  ASSERT_EQ(n.command({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}), "OK");
+  const std::vector<cli_result> rs =
+      acquire_and_run("cli-warn-evict", {}, {cluster()[0].uri(), cluster()[1].uri(), n.uri()});
+  ASSERT_EQ(n.command({"CONFIG", "SET", "maxmemory-policy", "noeviction"}), "OK");
+  for (const cli_result& r : rs) {
+    const std::vector<std::string> lines = warning_lines(r.err);
+    ASSERT_EQ(lines.size(), 1u) << r.err;
+    EXPECT_EQ(lines[0].rfind("redlock: warning: " + n.uri() + ": maxmemory-policy allkeys-lru may evict any key", 0),
+              0u)
+        << r.err;
+    EXPECT_NE(lines[0].find("noeviction"), std::string::npos) << "says what to use: " << r.err;
+  }
+}
+
+TEST_F(Cli, acquire_and_run_warn_naming_a_node_that_did_not_answer_when_the_lock_was_taken) {
+  redis_node& down = cluster()[4];
+  down.kill();  // TearDown starts it again
+  for (const cli_result& r : acquire_and_run("cli-warn-down", {}, cluster().uris())) {
+    const std::vector<std::string> lines = warning_lines(r.err);
+    ASSERT_EQ(lines.size(), 1u) << r.err;
+    EXPECT_EQ(lines[0].rfind("redlock: warning: " + down.uri() + ": did not answer the acquire (", 0), 0u) << r.err;
+    EXPECT_NE(lines[0].find("the lock was taken without it (5 nodes, quorum 3)"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(cluster().count_key("cli-warn-down-acquire"), 4);
+}
+
+TEST_F(Cli, quiet_silences_every_configuration_warning_of_acquire_and_run) {
+  redis_node& evicting = cluster()[1];
+  ASSERT_EQ(evicting.command({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}), "OK");
+  std::vector<cli_result> rs = acquire_and_run("cli-warn-q-one", {"-q"}, {cluster()[0].uri()});
+  for (cli_result& r : acquire_and_run("cli-warn-q-evict", {"--quiet"}, cluster().uris())) rs.push_back(r);
+  ASSERT_EQ(evicting.command({"CONFIG", "SET", "maxmemory-policy", "noeviction"}), "OK");
+  cluster()[4].kill();
+  for (cli_result& r : acquire_and_run("cli-warn-q-down", {"-q"}, cluster().uris())) rs.push_back(r);
+  ASSERT_EQ(rs.size(), 6u);
+  for (const cli_result& r : rs) {
+    EXPECT_EQ(r.err, "");
+    EXPECT_EQ(r.out, "");
+  }
+  // Without -q the same runs do warn (so the silence above is -q's).
+  const std::vector<cli_result> loud = acquire_and_run("cli-warn-q-loud", {}, cluster().uris());
+  for (const cli_result& r : loud) EXPECT_EQ(warning_lines(r.err).size(), 1u) << r.err;
+}
+
+TEST_F(Cli, acquire_and_run_on_three_healthy_noeviction_nodes_print_no_warning) {
+  const std::vector<std::string> three = {cluster()[0].uri(), cluster()[1].uri(), cluster()[2].uri()};
+  for (const cli_result& r : acquire_and_run("cli-warn-none", {}, three)) EXPECT_EQ(r.err, "");
+  for (const cli_result& r : acquire_and_run("cli-warn-none-json", {"--json"}, three)) EXPECT_EQ(r.err, "");
+}
+
 // --- status ---
 
 TEST_F(Cli, status_of_a_free_resource_exits_0) {
@@ -1810,6 +1914,28 @@ TEST_F(CliSecrets, a_password_on_the_command_line_works_with_one_warning_line) {
   EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "exactly one line: " << r.err;
   EXPECT_NE(r.err.find("visible to other users"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find(password), std::string::npos) << r.err;
+}
+
+TEST_F(CliSecrets, a_configuration_warning_names_the_node_without_its_password) {
+  const std::string one = "redis://127.0.0.1:" + std::to_string((*secured_)[0].port());
+  temp_dir tmp;
+  const std::string file = tmp.file("pw");
+  std::ofstream(file) << password << "\n";
+  ::chmod(file.c_str(), 0600);
+  const std::string with_pw = "redis://:" + std::string(password) + "@127.0.0.1:" +
+                              std::to_string((*secured_)[0].port());
+  for (const cli_result& r :
+       {run_cli(args({"acquire", "cli-pw-warn-file", "--ttl", "5s", "--nodes", one, "--password-file", file})),
+        run_cli(args({"run", "cli-pw-warn-env", "--ttl", "5s", "--nodes", one, "--", "true"}),
+                {std::string("REDLOCK_PASSWORD=") + password}),
+        run_cli(args({"acquire", "cli-pw-warn-argv", "--ttl", "5s", "--nodes", with_pw}))}) {
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.err.find("redlock: warning: one node (redis://"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("@127.0.0.1:" + std::to_string((*secured_)[0].port()) + "): no fault tolerance"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.err.find(password), std::string::npos) << r.err;
+  }
 }
 
 TEST_F(CliSecrets, REDLOCK_PASSWORD_cannot_apply_to_a_unix_socket_node_78) {
