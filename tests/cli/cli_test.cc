@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -68,9 +69,11 @@ class cli_process {
  public:
   // stdin is `stdin_path` (default /dev/null). With `own_group` the tool leads a
   // process group of its own (as a shell's job), which the test may signal whole.
+  // `program` runs instead of the tool (the recipe tests run /usr/bin/env).
   explicit cli_process(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {},
-                       const std::string& stdin_path = "/dev/null", bool own_group = false) {
-    std::vector<std::string> argv = {cli_path};
+                       const std::string& stdin_path = "/dev/null", bool own_group = false,
+                       const std::string& program = cli_path) {
+    std::vector<std::string> argv = {program};
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<std::string> env;
     for (char** e = environ; *e != nullptr; ++e) {
@@ -1944,6 +1947,198 @@ TEST_F(CliSecrets, REDLOCK_PASSWORD_cannot_apply_to_a_unix_socket_node_78) {
   EXPECT_EQ(r.code, 78) << r.err;
   expect_one_error_line(r);
   EXPECT_EQ(r.err.find(password), std::string::npos) << r.err;
+}
+
+// --- the cron and systemd recipes of docs/cli.md, run as written ---
+
+// The text between "<!-- recipe:NAME begin -->" and "<!-- recipe:NAME end -->" in
+// docs/cli.md, without the code fence around it.
+std::string recipe(const std::string& name) {
+  const std::string doc = read_file(std::string(REDLOCK_SOURCE_DIR) + "/docs/cli.md").value_or("");
+  const std::string begin = "<!-- recipe:" + name + " begin -->\n", end = "<!-- recipe:" + name + " end -->";
+  const std::size_t b = doc.find(begin), e = doc.find(end);
+  if (b == std::string::npos || e == std::string::npos || e < b) {
+    ADD_FAILURE() << "docs/cli.md has no recipe:" << name << " markers";
+    return {};
+  }
+  std::string block = doc.substr(b + begin.size(), e - b - begin.size());
+  // ```lang\n ... ```\n
+  const std::size_t first_nl = block.find('\n');
+  if (block.rfind("```", 0) != 0 || first_nl == std::string::npos) {
+    ADD_FAILURE() << "recipe:" << name << " is not one code block: " << block;
+    return {};
+  }
+  block = block.substr(first_nl + 1);
+  const std::size_t fence = block.rfind("```");
+  return fence == std::string::npos ? block : block.substr(0, fence);
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (std::size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
+    s.replace(at, from.size(), to);
+  }
+  return s;
+}
+
+std::vector<std::string> words_of(const std::string& line) {
+  std::vector<std::string> out;
+  std::istringstream in(line);
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+// The word after `word` in `words` ("" if none).
+std::string word_after(const std::vector<std::string>& words, const std::string& word) {
+  const auto it = std::find(words.begin(), words.end(), word);
+  return it == words.end() || it + 1 == words.end() ? std::string() : *(it + 1);
+}
+
+// The machine a recipe expects, under a temporary directory: /etc/redlock/ and
+// /usr/local/bin/ of the recipe's text point into it, as the only change made to
+// the text. bin/redlock is the built tool; bin/<job> writes its environment to
+// job.env; etc/redlock/ holds the env file (the test's nodes) and the password.
+class recipe_machine {
+ public:
+  recipe_machine(const std::string& nodes, const std::string& password) {
+    etc_ = tmp_.file("etc/redlock/");
+    bin_ = tmp_.file("bin/");
+    EXPECT_EQ(std::system(("mkdir -p '" + etc_ + "' '" + bin_ + "'").c_str()), 0);
+    EXPECT_EQ(::symlink(cli_path, (bin_ + "redlock").c_str()), 0);
+    std::ofstream(etc_ + "redlock.env") << "REDLOCK_NODES=" << nodes << "\n";
+    std::ofstream(etc_ + "password") << password << "\n";
+    ::chmod((etc_ + "password").c_str(), 0600);
+  }
+  std::string localize(const std::string& text) const {
+    return replace_all(replace_all(text, "/etc/redlock/", etc_), "/usr/local/bin/", bin_);
+  }
+  // The job the recipe runs (a path under /usr/local/bin/ in the text).
+  void install_job(const std::string& path) const {
+    ASSERT_EQ(path.rfind(bin_, 0), 0u) << "the recipe's job is not in /usr/local/bin/: " << path;
+    std::ofstream(path) << "#!/bin/sh\nenv > '" << tmp_.file("job.env") << "'\n";
+    ::chmod(path.c_str(), 0755);
+  }
+  std::optional<std::string> job_env() const { return read_file(tmp_.file("job.env")); }
+  void forget_job() const { ::unlink(tmp_.file("job.env").c_str()); }
+  std::string file(const std::string& name) const { return tmp_.file(name); }
+  std::string etc() const { return etc_; }
+
+ private:
+  temp_dir tmp_;
+  std::string etc_, bin_;
+};
+
+// Runs `argv` (the recipe's command under env -i) once with the lock free and once
+// with it held elsewhere: the job runs with the lock and no password the first time;
+// the second time nothing runs, the exit status is 0 and nothing is printed.
+void expect_recipe_behaviour(const recipe_machine& m, redis_cluster& nodes, const std::string& resource,
+                             const std::string& password, const std::vector<std::string>& argv) {
+  const cli_result free = cli_process(argv, {}, "/dev/null", false, "/usr/bin/env").wait(30s);
+  EXPECT_EQ(free.code, 0) << free.err;
+  EXPECT_EQ(free.out, "");
+  EXPECT_EQ(free.err, "");
+  const std::string env = "\n" + m.job_env().value_or("");  // each line after a newline
+  EXPECT_NE(env.find("\nREDLOCK_RESOURCE=" + resource + "\n"), std::string::npos) << "the job ran with the lock: " << env;
+  EXPECT_NE(env.find("\nREDLOCK_TOKEN="), std::string::npos) << env;
+  EXPECT_NE(env.find("\nREDLOCK_NODES=redis://127.0.0.1:"), std::string::npos) << env;
+  EXPECT_EQ(env.find(password), std::string::npos) << "no password reaches the job: " << env;
+  EXPECT_EQ(nodes.count_key(resource), 0) << "released after the job";
+
+  m.forget_job();
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    nodes[i].command({"SET", resource, "foreign-holder-token", "PX", "30000"});
+  }
+  const cli_result held = cli_process(argv, {}, "/dev/null", false, "/usr/bin/env").wait(30s);
+  for (std::size_t i = 0; i < nodes.size(); ++i) nodes[i].command({"DEL", resource});
+  EXPECT_EQ(held.code, 0) << "--conflict-exit-code 0: " << held.err;
+  EXPECT_EQ(held.out, "");
+  EXPECT_EQ(held.err, "") << "-q: the conflict is silent";
+  EXPECT_FALSE(m.job_env().has_value()) << "the job did not run elsewhere's lock";
+
+  // A real failure still shows: a password file others can read.
+  ::chmod((m.etc() + "password").c_str(), 0644);
+  const cli_result shared = cli_process(argv, {}, "/dev/null", false, "/usr/bin/env").wait(30s);
+  ::chmod((m.etc() + "password").c_str(), 0600);
+  EXPECT_EQ(shared.code, 78) << shared.err;
+  expect_one_error_line(shared);
+  EXPECT_FALSE(m.job_env().has_value());
+}
+
+TEST_F(CliSecrets, the_cron_recipe_runs_as_written_in_crons_empty_environment) {
+  recipe_machine m(plain_nodes(), password);
+  // The one job line: minute hour day month weekday user command.
+  std::string line;
+  std::istringstream lines(recipe("cron"));
+  for (std::string l; std::getline(lines, l);) {
+    if (!l.empty() && l[0] != '#') {
+      EXPECT_TRUE(line.empty()) << "one job line only: " << l;
+      line = l;
+    }
+  }
+  std::string command = line;
+  for (int field = 0; field < 6 && !command.empty(); ++field) {
+    command = command.substr(std::min(command.size(), command.find_first_of(' ')));
+    command = command.substr(std::min(command.size(), command.find_first_not_of(' ')));
+  }
+  ASSERT_NE(command.find("/etc/redlock/redlock.env"), std::string::npos) << command;
+  ASSERT_NE(command.find("--password-file /etc/redlock/password"), std::string::npos) << command;
+  const std::vector<std::string> words = words_of(command);
+  const std::string resource = word_after(words, "run");
+  m.install_job(m.localize(word_after(words, "--")));
+  // What cron gives a job (Debian's cron): no REDLOCK_*, nothing of ours.
+  expect_recipe_behaviour(m, *secured_, resource, password,
+                          {"-i", "HOME=" + m.file(""), "LOGNAME=root", "SHELL=/bin/sh", "PATH=/usr/bin:/bin",
+                           "/bin/sh", "-c", m.localize(command)});
+}
+
+TEST_F(CliSecrets, the_systemd_recipe_runs_its_exec_start_with_its_environment_file) {
+  recipe_machine m(plain_nodes(), password);
+  const std::string service = recipe("systemd-service"), timer = recipe("systemd-timer");
+  std::string exec_start, environment_file;
+  std::istringstream lines(service);
+  for (std::string l; std::getline(lines, l);) {
+    if (l.rfind("ExecStart=", 0) == 0) exec_start = l.substr(10);
+    if (l.rfind("EnvironmentFile=", 0) == 0) environment_file = l.substr(16);
+  }
+  ASSERT_EQ(environment_file, "/etc/redlock/redlock.env") << service;
+  // Without quotes, escapes, variables or specifiers, systemd splits the line at
+  // blanks, as words_of() does.
+  ASSERT_EQ(exec_start.find_first_of("\"'\\$%;"), std::string::npos) << exec_start;
+  ASSERT_NE(exec_start.find("--password-file /etc/redlock/password"), std::string::npos) << exec_start;
+  const std::vector<std::string> words = words_of(m.localize(exec_start));
+  m.install_job(word_after(words, "--"));
+  // systemd's environment for a service: its PATH, then the EnvironmentFile's
+  // NAME=VALUE lines.
+  std::vector<std::string> argv = {"-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
+  std::istringstream env_lines(read_file(m.localize(environment_file)).value_or(""));
+  for (std::string l; std::getline(env_lines, l);) {
+    if (!l.empty() && l[0] != '#') argv.push_back(l);
+  }
+  argv.insert(argv.end(), words.begin(), words.end());
+  expect_recipe_behaviour(m, *secured_, word_after(words, "run"), password, argv);
+
+  // The unit and the timer, as systemd reads them.
+  if (std::system("command -v systemd-analyze >/dev/null 2>&1") != 0) {
+    std::cout << "[ NOTE     ] systemd-analyze is not installed: the unit and the timer were not verified "
+                 "(their ExecStart ran above)\n";
+    RecordProperty("systemd_analyze", "not installed");
+    return;
+  }
+  const std::string unit_dir = m.file("units/");
+  ASSERT_EQ(std::system(("mkdir -p '" + unit_dir + "'").c_str()), 0);
+  const auto unit_name = [](const std::string& text) {
+    const std::string head = "# /etc/systemd/system/";
+    return text.rfind(head, 0) == 0 ? text.substr(head.size(), text.find('\n') - head.size()) : std::string();
+  };
+  ASSERT_EQ(unit_name(service), "nightly-report.service") << service;
+  ASSERT_EQ(unit_name(timer), "nightly-report.timer") << timer;
+  std::ofstream(unit_dir + unit_name(service)) << m.localize(service);
+  std::ofstream(unit_dir + unit_name(timer)) << m.localize(timer);
+  const std::string err = m.file("verify.err");
+  const int rc = std::system(("timeout 60 systemd-analyze verify '" + unit_dir + unit_name(service) + "' '" +
+                              unit_dir + unit_name(timer) + "' >/dev/null 2>'" + err + "'").c_str());
+  const std::string said = read_file(err).value_or("");
+  EXPECT_EQ(rc, 0) << said;
+  EXPECT_EQ(said.find("nightly-report"), std::string::npos) << said;
 }
 
 // The command sees no password in its environment, and the redlock process running
