@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -68,9 +69,11 @@ class cli_process {
  public:
   // stdin is `stdin_path` (default /dev/null). With `own_group` the tool leads a
   // process group of its own (as a shell's job), which the test may signal whole.
+  // `program` runs instead of the tool (the recipe tests run /usr/bin/env).
   explicit cli_process(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {},
-                       const std::string& stdin_path = "/dev/null", bool own_group = false) {
-    std::vector<std::string> argv = {cli_path};
+                       const std::string& stdin_path = "/dev/null", bool own_group = false,
+                       const std::string& program = cli_path) {
+    std::vector<std::string> argv = {program};
     argv.insert(argv.end(), args.begin(), args.end());
     std::vector<std::string> env;
     for (char** e = environ; *e != nullptr; ++e) {
@@ -1487,6 +1490,110 @@ TEST_F(Cli, run_and_elect_refuse_a_bare_ttl_below_1000_suggesting_seconds) {
   EXPECT_EQ(ms.err, "");
 }
 
+// --- configuration warnings: acquire and run ---
+
+// The args plus --nodes for `uris` only (a part of the cluster), with the same
+// timeouts as with_nodes.
+std::vector<std::string> with_node_list(std::vector<std::string> args, const std::vector<std::string>& uris) {
+  args.insert(std::find(args.begin(), args.end(), "--"),
+              {"--nodes=" + join(uris, ","), "--node-timeout=200ms", "--connect-timeout=1s"});
+  return args;
+}
+
+// The "redlock: warning: " lines of a stderr, in order.
+std::vector<std::string> warning_lines(const std::string& err) {
+  std::vector<std::string> out;
+  std::istringstream in(err);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("redlock: warning: ", 0) == 0) out.push_back(line);
+  }
+  return out;
+}
+
+// `redlock acquire` and `redlock run ... -- true` with these arguments (before
+// the nodes), each expected to exit 0.
+std::vector<cli_result> acquire_and_run(const std::string& resource, const std::vector<std::string>& extra,
+                                        const std::vector<std::string>& uris) {
+  std::vector<std::string> acquire = {"acquire", resource + "-acquire", "--ttl", "5s"};
+  std::vector<std::string> run = {"run", resource + "-run", "--ttl", "5s"};
+  acquire.insert(acquire.end(), extra.begin(), extra.end());
+  run.insert(run.end(), extra.begin(), extra.end());
+  run.insert(run.end(), {"--", "true"});
+  std::vector<cli_result> out;
+  out.push_back(run_cli(with_node_list(acquire, uris)));
+  out.push_back(run_cli(with_node_list(run, uris)));
+  for (const cli_result& r : out) EXPECT_EQ(r.code, 0) << r.err;
+  return out;
+}
+
+TEST_F(Cli, acquire_and_run_warn_of_fewer_than_3_nodes_and_still_exit_0) {
+  const std::vector<std::string> one = {cluster()[0].uri()};
+  for (const cli_result& r : acquire_and_run("cli-warn-one", {}, one)) {
+    const std::vector<std::string> lines = warning_lines(r.err);
+    ASSERT_EQ(lines.size(), 1u) << r.err;
+    EXPECT_EQ(lines[0].rfind("redlock: warning: one node (" + one[0] + "): no fault tolerance", 0), 0u) << r.err;
+    EXPECT_EQ(redlock_lines(r.err), lines[0] + "\n") << "no other redlock line: " << r.err;
+  }
+  const std::vector<std::string> two = {cluster()[0].uri(), cluster()[1].uri()};
+  for (const cli_result& r : acquire_and_run("cli-warn-two", {}, two)) {
+    const std::vector<std::string> lines = warning_lines(r.err);
+    ASSERT_EQ(lines.size(), 1u) << r.err;
+    EXPECT_EQ(lines[0].rfind("redlock: warning: 2 nodes: the quorum of 2 tolerates 0 failure(s)", 0), 0u) << r.err;
+  }
+}
+
+TEST_F(Cli, acquire_and_run_warn_naming_a_node_whose_policy_may_evict_locks) {
+  redis_node& n = cluster()[2];
+  ASSERT_EQ(n.command({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}), "OK");
+  const std::vector<cli_result> rs =
+      acquire_and_run("cli-warn-evict", {}, {cluster()[0].uri(), cluster()[1].uri(), n.uri()});
+  ASSERT_EQ(n.command({"CONFIG", "SET", "maxmemory-policy", "noeviction"}), "OK");
+  for (const cli_result& r : rs) {
+    const std::vector<std::string> lines = warning_lines(r.err);
+    ASSERT_EQ(lines.size(), 1u) << r.err;
+    EXPECT_EQ(lines[0].rfind("redlock: warning: " + n.uri() + ": maxmemory-policy allkeys-lru may evict any key", 0),
+              0u)
+        << r.err;
+    EXPECT_NE(lines[0].find("noeviction"), std::string::npos) << "says what to use: " << r.err;
+  }
+}
+
+TEST_F(Cli, acquire_and_run_warn_naming_a_node_that_did_not_answer_when_the_lock_was_taken) {
+  redis_node& down = cluster()[4];
+  down.kill();  // TearDown starts it again
+  for (const cli_result& r : acquire_and_run("cli-warn-down", {}, cluster().uris())) {
+    const std::vector<std::string> lines = warning_lines(r.err);
+    ASSERT_EQ(lines.size(), 1u) << r.err;
+    EXPECT_EQ(lines[0].rfind("redlock: warning: " + down.uri() + ": did not answer the acquire (", 0), 0u) << r.err;
+    EXPECT_NE(lines[0].find("the lock was taken without it (5 nodes, quorum 3)"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(cluster().count_key("cli-warn-down-acquire"), 4);
+}
+
+TEST_F(Cli, quiet_silences_every_configuration_warning_of_acquire_and_run) {
+  redis_node& evicting = cluster()[1];
+  ASSERT_EQ(evicting.command({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"}), "OK");
+  std::vector<cli_result> rs = acquire_and_run("cli-warn-q-one", {"-q"}, {cluster()[0].uri()});
+  for (cli_result& r : acquire_and_run("cli-warn-q-evict", {"--quiet"}, cluster().uris())) rs.push_back(r);
+  ASSERT_EQ(evicting.command({"CONFIG", "SET", "maxmemory-policy", "noeviction"}), "OK");
+  cluster()[4].kill();
+  for (cli_result& r : acquire_and_run("cli-warn-q-down", {"-q"}, cluster().uris())) rs.push_back(r);
+  ASSERT_EQ(rs.size(), 6u);
+  for (const cli_result& r : rs) {
+    EXPECT_EQ(r.err, "");
+    EXPECT_EQ(r.out, "");
+  }
+  // Without -q the same runs do warn (so the silence above is -q's).
+  const std::vector<cli_result> loud = acquire_and_run("cli-warn-q-loud", {}, cluster().uris());
+  for (const cli_result& r : loud) EXPECT_EQ(warning_lines(r.err).size(), 1u) << r.err;
+}
+
+TEST_F(Cli, acquire_and_run_on_three_healthy_noeviction_nodes_print_no_warning) {
+  const std::vector<std::string> three = {cluster()[0].uri(), cluster()[1].uri(), cluster()[2].uri()};
+  for (const cli_result& r : acquire_and_run("cli-warn-none", {}, three)) EXPECT_EQ(r.err, "");
+  for (const cli_result& r : acquire_and_run("cli-warn-none-json", {"--json"}, three)) EXPECT_EQ(r.err, "");
+}
+
 // --- status ---
 
 TEST_F(Cli, status_of_a_free_resource_exits_0) {
@@ -1812,12 +1919,226 @@ TEST_F(CliSecrets, a_password_on_the_command_line_works_with_one_warning_line) {
   EXPECT_EQ(r.err.find(password), std::string::npos) << r.err;
 }
 
+TEST_F(CliSecrets, a_configuration_warning_names_the_node_without_its_password) {
+  const std::string one = "redis://127.0.0.1:" + std::to_string((*secured_)[0].port());
+  temp_dir tmp;
+  const std::string file = tmp.file("pw");
+  std::ofstream(file) << password << "\n";
+  ::chmod(file.c_str(), 0600);
+  const std::string with_pw = "redis://:" + std::string(password) + "@127.0.0.1:" +
+                              std::to_string((*secured_)[0].port());
+  for (const cli_result& r :
+       {run_cli(args({"acquire", "cli-pw-warn-file", "--ttl", "5s", "--nodes", one, "--password-file", file})),
+        run_cli(args({"run", "cli-pw-warn-env", "--ttl", "5s", "--nodes", one, "--", "true"}),
+                {std::string("REDLOCK_PASSWORD=") + password}),
+        run_cli(args({"acquire", "cli-pw-warn-argv", "--ttl", "5s", "--nodes", with_pw}))}) {
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.err.find("redlock: warning: one node (redis://"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("@127.0.0.1:" + std::to_string((*secured_)[0].port()) + "): no fault tolerance"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.err.find(password), std::string::npos) << r.err;
+  }
+}
+
 TEST_F(CliSecrets, REDLOCK_PASSWORD_cannot_apply_to_a_unix_socket_node_78) {
   const cli_result r = run_cli(args({"status", "r", "--nodes", "unix:///tmp/redlock-none.sock"}),
                                {std::string("REDLOCK_PASSWORD=") + password});
   EXPECT_EQ(r.code, 78) << r.err;
   expect_one_error_line(r);
   EXPECT_EQ(r.err.find(password), std::string::npos) << r.err;
+}
+
+// --- the cron and systemd recipes of docs/cli.md, run as written ---
+
+// The text between "<!-- recipe:NAME begin -->" and "<!-- recipe:NAME end -->" in
+// docs/cli.md, without the code fence around it.
+std::string recipe(const std::string& name) {
+  const std::string doc = read_file(std::string(REDLOCK_SOURCE_DIR) + "/docs/cli.md").value_or("");
+  const std::string begin = "<!-- recipe:" + name + " begin -->\n", end = "<!-- recipe:" + name + " end -->";
+  const std::size_t b = doc.find(begin), e = doc.find(end);
+  if (b == std::string::npos || e == std::string::npos || e < b) {
+    ADD_FAILURE() << "docs/cli.md has no recipe:" << name << " markers";
+    return {};
+  }
+  std::string block = doc.substr(b + begin.size(), e - b - begin.size());
+  // ```lang\n ... ```\n
+  const std::size_t first_nl = block.find('\n');
+  if (block.rfind("```", 0) != 0 || first_nl == std::string::npos) {
+    ADD_FAILURE() << "recipe:" << name << " is not one code block: " << block;
+    return {};
+  }
+  block = block.substr(first_nl + 1);
+  const std::size_t fence = block.rfind("```");
+  return fence == std::string::npos ? block : block.substr(0, fence);
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (std::size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) {
+    s.replace(at, from.size(), to);
+  }
+  return s;
+}
+
+std::vector<std::string> words_of(const std::string& line) {
+  std::vector<std::string> out;
+  std::istringstream in(line);
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+// The word after `word` in `words` ("" if none).
+std::string word_after(const std::vector<std::string>& words, const std::string& word) {
+  const auto it = std::find(words.begin(), words.end(), word);
+  return it == words.end() || it + 1 == words.end() ? std::string() : *(it + 1);
+}
+
+// The machine a recipe expects, under a temporary directory: /etc/redlock/ and
+// /usr/local/bin/ of the recipe's text point into it, as the only change made to
+// the text. bin/redlock is the built tool; bin/<job> writes its environment to
+// job.env; etc/redlock/ holds the env file (the test's nodes) and the password.
+class recipe_machine {
+ public:
+  recipe_machine(const std::string& nodes, const std::string& password) {
+    etc_ = tmp_.file("etc/redlock/");
+    bin_ = tmp_.file("bin/");
+    EXPECT_EQ(std::system(("mkdir -p '" + etc_ + "' '" + bin_ + "'").c_str()), 0);
+    EXPECT_EQ(::symlink(cli_path, (bin_ + "redlock").c_str()), 0);
+    std::ofstream(etc_ + "redlock.env") << "REDLOCK_NODES=" << nodes << "\n";
+    std::ofstream(etc_ + "password") << password << "\n";
+    ::chmod((etc_ + "password").c_str(), 0600);
+  }
+  std::string localize(const std::string& text) const {
+    return replace_all(replace_all(text, "/etc/redlock/", etc_), "/usr/local/bin/", bin_);
+  }
+  // The job the recipe runs (a path under /usr/local/bin/ in the text).
+  void install_job(const std::string& path) const {
+    ASSERT_EQ(path.rfind(bin_, 0), 0u) << "the recipe's job is not in /usr/local/bin/: " << path;
+    std::ofstream(path) << "#!/bin/sh\nenv > '" << tmp_.file("job.env") << "'\n";
+    ::chmod(path.c_str(), 0755);
+  }
+  std::optional<std::string> job_env() const { return read_file(tmp_.file("job.env")); }
+  void forget_job() const { ::unlink(tmp_.file("job.env").c_str()); }
+  std::string file(const std::string& name) const { return tmp_.file(name); }
+  std::string etc() const { return etc_; }
+
+ private:
+  temp_dir tmp_;
+  std::string etc_, bin_;
+};
+
+// Runs `argv` (the recipe's command under env -i) once with the lock free and once
+// with it held elsewhere: the job runs with the lock and no password the first time;
+// the second time nothing runs, the exit status is 0 and nothing is printed.
+void expect_recipe_behaviour(const recipe_machine& m, redis_cluster& nodes, const std::string& resource,
+                             const std::string& password, const std::vector<std::string>& argv) {
+  const cli_result free = cli_process(argv, {}, "/dev/null", false, "/usr/bin/env").wait(30s);
+  EXPECT_EQ(free.code, 0) << free.err;
+  EXPECT_EQ(free.out, "");
+  EXPECT_EQ(free.err, "");
+  const std::string env = "\n" + m.job_env().value_or("");  // each line after a newline
+  EXPECT_NE(env.find("\nREDLOCK_RESOURCE=" + resource + "\n"), std::string::npos) << "the job ran with the lock: " << env;
+  EXPECT_NE(env.find("\nREDLOCK_TOKEN="), std::string::npos) << env;
+  EXPECT_NE(env.find("\nREDLOCK_NODES=redis://127.0.0.1:"), std::string::npos) << env;
+  EXPECT_EQ(env.find(password), std::string::npos) << "no password reaches the job: " << env;
+  EXPECT_EQ(nodes.count_key(resource), 0) << "released after the job";
+
+  m.forget_job();
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    nodes[i].command({"SET", resource, "foreign-holder-token", "PX", "30000"});
+  }
+  const cli_result held = cli_process(argv, {}, "/dev/null", false, "/usr/bin/env").wait(30s);
+  for (std::size_t i = 0; i < nodes.size(); ++i) nodes[i].command({"DEL", resource});
+  EXPECT_EQ(held.code, 0) << "--conflict-exit-code 0: " << held.err;
+  EXPECT_EQ(held.out, "");
+  EXPECT_EQ(held.err, "") << "-q: the conflict is silent";
+  EXPECT_FALSE(m.job_env().has_value()) << "the job did not run elsewhere's lock";
+
+  // A real failure still shows: a password file others can read.
+  ::chmod((m.etc() + "password").c_str(), 0644);
+  const cli_result shared = cli_process(argv, {}, "/dev/null", false, "/usr/bin/env").wait(30s);
+  ::chmod((m.etc() + "password").c_str(), 0600);
+  EXPECT_EQ(shared.code, 78) << shared.err;
+  expect_one_error_line(shared);
+  EXPECT_FALSE(m.job_env().has_value());
+}
+
+TEST_F(CliSecrets, the_cron_recipe_runs_as_written_in_crons_empty_environment) {
+  recipe_machine m(plain_nodes(), password);
+  // The one job line: minute hour day month weekday user command.
+  std::string line;
+  std::istringstream lines(recipe("cron"));
+  for (std::string l; std::getline(lines, l);) {
+    if (!l.empty() && l[0] != '#') {
+      EXPECT_TRUE(line.empty()) << "one job line only: " << l;
+      line = l;
+    }
+  }
+  std::string command = line;
+  for (int field = 0; field < 6 && !command.empty(); ++field) {
+    command = command.substr(std::min(command.size(), command.find_first_of(' ')));
+    command = command.substr(std::min(command.size(), command.find_first_not_of(' ')));
+  }
+  ASSERT_NE(command.find("/etc/redlock/redlock.env"), std::string::npos) << command;
+  ASSERT_NE(command.find("--password-file /etc/redlock/password"), std::string::npos) << command;
+  const std::vector<std::string> words = words_of(command);
+  const std::string resource = word_after(words, "run");
+  m.install_job(m.localize(word_after(words, "--")));
+  // What cron gives a job (Debian's cron): no REDLOCK_*, nothing of ours.
+  expect_recipe_behaviour(m, *secured_, resource, password,
+                          {"-i", "HOME=" + m.file(""), "LOGNAME=root", "SHELL=/bin/sh", "PATH=/usr/bin:/bin",
+                           "/bin/sh", "-c", m.localize(command)});
+}
+
+TEST_F(CliSecrets, the_systemd_recipe_runs_its_exec_start_with_its_environment_file) {
+  recipe_machine m(plain_nodes(), password);
+  const std::string service = recipe("systemd-service"), timer = recipe("systemd-timer");
+  std::string exec_start, environment_file;
+  std::istringstream lines(service);
+  for (std::string l; std::getline(lines, l);) {
+    if (l.rfind("ExecStart=", 0) == 0) exec_start = l.substr(10);
+    if (l.rfind("EnvironmentFile=", 0) == 0) environment_file = l.substr(16);
+  }
+  ASSERT_EQ(environment_file, "/etc/redlock/redlock.env") << service;
+  // Without quotes, escapes, variables or specifiers, systemd splits the line at
+  // blanks, as words_of() does.
+  ASSERT_EQ(exec_start.find_first_of("\"'\\$%;"), std::string::npos) << exec_start;
+  ASSERT_NE(exec_start.find("--password-file /etc/redlock/password"), std::string::npos) << exec_start;
+  const std::vector<std::string> words = words_of(m.localize(exec_start));
+  m.install_job(word_after(words, "--"));
+  // systemd's environment for a service: its PATH, then the EnvironmentFile's
+  // NAME=VALUE lines.
+  std::vector<std::string> argv = {"-i", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
+  std::istringstream env_lines(read_file(m.localize(environment_file)).value_or(""));
+  for (std::string l; std::getline(env_lines, l);) {
+    if (!l.empty() && l[0] != '#') argv.push_back(l);
+  }
+  argv.insert(argv.end(), words.begin(), words.end());
+  expect_recipe_behaviour(m, *secured_, word_after(words, "run"), password, argv);
+
+  // The unit and the timer, as systemd reads them.
+  if (std::system("command -v systemd-analyze >/dev/null 2>&1") != 0) {
+    std::cout << "[ NOTE     ] systemd-analyze is not installed: the unit and the timer were not verified "
+                 "(their ExecStart ran above)\n";
+    RecordProperty("systemd_analyze", "not installed");
+    return;
+  }
+  const std::string unit_dir = m.file("units/");
+  ASSERT_EQ(std::system(("mkdir -p '" + unit_dir + "'").c_str()), 0);
+  const auto unit_name = [](const std::string& text) {
+    const std::string head = "# /etc/systemd/system/";
+    return text.rfind(head, 0) == 0 ? text.substr(head.size(), text.find('\n') - head.size()) : std::string();
+  };
+  ASSERT_EQ(unit_name(service), "nightly-report.service") << service;
+  ASSERT_EQ(unit_name(timer), "nightly-report.timer") << timer;
+  std::ofstream(unit_dir + unit_name(service)) << m.localize(service);
+  std::ofstream(unit_dir + unit_name(timer)) << m.localize(timer);
+  const std::string err = m.file("verify.err");
+  const int rc = std::system(("timeout 60 systemd-analyze verify '" + unit_dir + unit_name(service) + "' '" +
+                              unit_dir + unit_name(timer) + "' >/dev/null 2>'" + err + "'").c_str());
+  const std::string said = read_file(err).value_or("");
+  EXPECT_EQ(rc, 0) << said;
+  EXPECT_EQ(said.find("nightly-report"), std::string::npos) << said;
 }
 
 // The command sees no password in its environment, and the redlock process running

@@ -9,6 +9,7 @@
 
 #include "common.h"
 #include "json.h"
+#include "warnings.h"
 
 namespace redlock::cli {
 namespace {
@@ -29,7 +30,8 @@ int acquire_command(const invocation& inv) {
   // Caught for the whole acquire, so that none ends it half done (docs/cli.md, Signals).
   signal_capture signals(events, guarded_signals());
   std::string error;
-  auto client = make_client(inv, error);
+  auto warnings = std::make_shared<warning_collector>();
+  auto client = make_client(inv, error, {warnings});
   if (!client) {
     print_error(error);
     return exit_code::config;
@@ -45,6 +47,7 @@ int acquire_command(const invocation& inv) {
     print_error("interrupted by " + signal_name(waited.signal) + " while acquiring " + quote(inv.resource));
     return 128 + waited.signal;
   }
+  print_acquire_warnings(inv, *warnings, r.report, client->quorum());
   if (!r) {
     print_acquire_failure(inv, quote(inv.resource), r.report);
     return acquire_exit_status(inv, r.report.error);

@@ -19,6 +19,7 @@
 
 #include "commands.h"
 #include "common.h"
+#include "warnings.h"
 
 extern char** environ;
 
@@ -163,7 +164,8 @@ int run_command(const invocation& inv) {
   // Caught until the lock is released: no signal but SIGKILL ends us holding it.
   signal_capture signals(events, guarded_signals({SIGCHLD}));
   std::string error;
-  auto client = make_client(inv, error);
+  auto warnings = std::make_shared<warning_collector>();
+  auto client = make_client(inv, error, {warnings});
   if (!client) {
     print_error(error);
     return exit_code::config;
@@ -202,6 +204,8 @@ int run_command(const invocation& inv) {
                 inv.argv[0] + " was not started");
     return 128 + waited.signal;  // a lock taken meanwhile is released with `r`
   }
+  // Before CMD starts (delayed by --node-timeout at most).
+  print_acquire_warnings(inv, *warnings, r.report, client->quorum());
   if (!r) {
     print_acquire_failure(inv, wanted, r.report);
     return acquire_exit_status(inv, r.report.error);
