@@ -386,7 +386,8 @@ std::string metrics::render() const {
 
   name = "redlock_node_up";
   append_family(out, name, "gauge",
-                "1 while the connection to the node is up (handshake done), 0 while it is down.");
+                "Client connection state: 1 while this client's connection to the node is up (handshake "
+                "done), 0 while it is down. (redlock monitor's probe of the node is redlock_monitor_node_up.)");
   for (const node_series& n : s.nodes)
     if (n.up >= 0) append_sample(out, name, "", {{"node", n.name}}, nullptr, n.up == 1 ? "1" : "0");
 

@@ -1084,6 +1084,16 @@ TEST(RttWindow, nearest_rank_percentiles_over_the_last_n_values) {
   EXPECT_EQ(one.percentile(50), 9u);
 }
 
+TEST(RttWindow, counts_and_sums_every_value_beyond_the_window) {
+  rtt_window w(2);
+  EXPECT_EQ(w.total_count(), 0u);
+  EXPECT_EQ(w.total_us(), 0u);
+  for (std::uint64_t v : {100, 200, 300, 400}) w.add(v);
+  EXPECT_EQ(w.size(), 2u);
+  EXPECT_EQ(w.total_count(), 4u);
+  EXPECT_EQ(w.total_us(), 1000u);
+}
+
 TEST(HttpHead, incomplete_complete_bad_and_too_large) {
   EXPECT_EQ(parse_http_head("GET /metrics HTTP/1.1\r\nHost: x\r\n").st, http_head::state::incomplete);
   const http_head h = parse_http_head("GET /metrics?a=1 HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -1140,6 +1150,8 @@ monitor_sample sample() {
   a.redis_version = "7.0.15";
   a.maxmemory_policy = "noeviction";
   a.aof_enabled = false;
+  a.rtt_count = 7;
+  a.rtt_sum_us = 1'500;
   monitor_node b;
   b.node = "redis://127.0.0.1:7002";
   b.status = "timeout";
@@ -1177,9 +1189,32 @@ TEST(MonitorView, text_line_screen_and_prometheus) {
   EXPECT_NE(prom.find("\nredlock_monitor_intervals_total 2\n"), std::string::npos) << prom;
   EXPECT_NE(prom.find("\nredlock_monitor_node_up{node=\"redis://127.0.0.1:7001\"} 1\n"), std::string::npos);
   EXPECT_NE(prom.find("\nredlock_monitor_node_up{node=\"redis://127.0.0.1:7002\"} 0\n"), std::string::npos);
-  EXPECT_NE(prom.find("redlock_monitor_node_rtt_seconds{node=\"redis://127.0.0.1:7001\",quantile=\"0.99\"} 0.000300"),
+  // The round trip is a summary (promtool check metrics refuses a gauge with a quantile label).
+  EXPECT_NE(prom.find("\n# TYPE redlock_monitor_node_rtt_seconds summary\n"
+                      "redlock_monitor_node_rtt_seconds{node=\"redis://127.0.0.1:7001\",quantile=\"0.5\"} 0.000110\n"
+                      "redlock_monitor_node_rtt_seconds{node=\"redis://127.0.0.1:7001\",quantile=\"0.99\"} 0.000300\n"
+                      "redlock_monitor_node_rtt_seconds_sum{node=\"redis://127.0.0.1:7001\"} 0.001500\n"
+                      "redlock_monitor_node_rtt_seconds_count{node=\"redis://127.0.0.1:7001\"} 7\n"
+                      "redlock_monitor_node_rtt_seconds_sum{node=\"redis://127.0.0.1:7002\"} 0.000000\n"
+                      "redlock_monitor_node_rtt_seconds_count{node=\"redis://127.0.0.1:7002\"} 0\n"),
             std::string::npos)
       << prom;
+  EXPECT_NE(prom.find("\nredlock_monitor_quorum 2\n"), std::string::npos) << prom;
+  EXPECT_NE(prom.find("\nredlock_monitor_voting_nodes 1\n"), std::string::npos) << prom;
+  // Eviction risk: known for the node whose policy was read, absent for the other.
+  EXPECT_NE(prom.find("\nredlock_monitor_node_eviction_risk{node=\"redis://127.0.0.1:7001\"} 0\n"), std::string::npos)
+      << prom;
+  EXPECT_EQ(prom.find("redlock_monitor_node_eviction_risk{node=\"redis://127.0.0.1:7002\"}"), std::string::npos)
+      << prom;
+  monitor_sample evicting = s;
+  evicting.nodes[0].maxmemory_policy = "allkeys-lru";
+  evicting.nodes[0].eviction_risk = true;
+  EXPECT_NE(monitor_prometheus(&evicting, 2)
+                .find("\nredlock_monitor_node_eviction_risk{node=\"redis://127.0.0.1:7001\"} 1\n"),
+            std::string::npos);
+  // The two "node up" families say whose view they are.
+  EXPECT_NE(prom.find("# HELP redlock_monitor_node_up Monitor probe: "), std::string::npos) << prom;
+  EXPECT_NE(prom.find("is redlock_node_up."), std::string::npos) << prom;
   EXPECT_EQ(prom.find("\nredlock_monitor_lock_pair_seconds "), std::string::npos);  // the lock failed
   EXPECT_EQ(monitor_prometheus(nullptr, 0),
             "# HELP redlock_monitor_intervals_total Probe intervals completed by redlock monitor.\n"

@@ -267,6 +267,9 @@ TEST(metrics, a_fresh_object_renders_every_family_with_help_and_type_and_zero_se
   EXPECT_EQ(e.find("redlock_operations_total")->type, "counter");
   EXPECT_EQ(e.find("redlock_locks_held")->type, "gauge");
   EXPECT_EQ(e.find("redlock_node_up")->type, "gauge");
+  // Not to be mistaken for redlock monitor's probe (redlock_monitor_node_up): its HELP says so.
+  EXPECT_EQ(e.find("redlock_node_up")->help.value_or("").rfind("Client connection state: ", 0), 0u);
+  EXPECT_NE(e.find("redlock_node_up")->help.value_or("").find("redlock_monitor_node_up"), std::string::npos);
   EXPECT_EQ(e.find("redlock_reconnects_total")->type, "counter");
   EXPECT_EQ(e.value("redlock_acquire_duration_seconds_count", {{"outcome", "ok"}}), 0);
   EXPECT_EQ(e.value("redlock_wait_duration_seconds_count"), 0);

@@ -127,6 +127,8 @@ int monitor_command(const invocation& inv) {
       }
       n.rtt_p50_us = windows[i].percentile(50);
       n.rtt_p99_us = windows[i].percentile(99);
+      n.rtt_count = windows[i].total_count();
+      n.rtt_sum_us = windows[i].total_us();
       n.quarantined = h.quarantined;
       n.quarantine_detail = h.quarantine_detail;
       if (h.quarantined_until) {
@@ -138,6 +140,9 @@ int monitor_command(const invocation& inv) {
       n.redis_version = h.redis_version;
       n.maxmemory_policy = h.maxmemory_policy;
       n.aof_enabled = h.aof_enabled;
+      for (const redlock::warning& w : h.warnings) {
+        if (w.code == warning_code::eviction_policy) n.eviction_risk = true;
+      }
       if (!n.reachable) {
         s.warnings.push_back(h.node + ": unreachable: " + n.status + (h.detail.empty() ? "" : ": " + h.detail));
       }

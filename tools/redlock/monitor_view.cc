@@ -12,6 +12,8 @@ namespace redlock::cli {
 rtt_window::rtt_window(std::size_t capacity) : capacity_(capacity == 0 ? 1 : capacity) {}
 
 void rtt_window::add(std::uint64_t us) {
+  ++total_count_;
+  total_us_ += us;
   if (values_.size() < capacity_) {
     values_.push_back(us);
   } else {
@@ -230,33 +232,52 @@ std::string monitor_prometheus(const monitor_sample* last, std::uint64_t interva
   family("redlock_monitor_intervals_total", "counter", "Probe intervals completed by redlock monitor.");
   out += "redlock_monitor_intervals_total " + std::to_string(intervals) + "\n";
   if (last == nullptr) return out;
-  family("redlock_monitor_quorum_ok", "gauge", "1 when a quorum of nodes is reachable and not quarantined.");
+  const auto per_node = [&out, last](const char* name, const auto& value) {
+    for (const monitor_node& n : last->nodes) {
+      const std::string v = value(n);
+      if (!v.empty()) out += std::string(name) + "{node=\"" + prometheus_label(n.node) + "\"} " + v + "\n";
+    }
+  };
+  family("redlock_monitor_quorum_ok", "gauge",
+         "Monitor probe: 1 when at least redlock_monitor_quorum nodes answered it and are not quarantined.");
   out += std::string("redlock_monitor_quorum_ok ") + (last->quorum_ok ? "1" : "0") + "\n";
+  family("redlock_monitor_quorum", "gauge", "Nodes an acquire needs: a majority of the configured nodes.");
+  out += "redlock_monitor_quorum " + std::to_string(last->quorum) + "\n";
+  family("redlock_monitor_voting_nodes", "gauge",
+         "Monitor probe: nodes that answered the last probe and are not quarantined (can vote on acquires).");
+  out += "redlock_monitor_voting_nodes " + std::to_string(last->voting) + "\n";
   family("redlock_monitor_lock_pair_seconds", "gauge",
          "Round trip of the test lock's acquire and release (absent when it failed).");
   if (last->lock_pair_us) out += "redlock_monitor_lock_pair_seconds " + seconds(*last->lock_pair_us) + "\n";
-  family("redlock_monitor_node_up", "gauge", "1 when the node answered the last probe's PING.");
-  for (const monitor_node& n : last->nodes) {
-    out += "redlock_monitor_node_up{node=\"" + prometheus_label(n.node) + "\"} " + (n.reachable ? "1" : "0") + "\n";
-  }
+  family("redlock_monitor_node_up", "gauge",
+         "Monitor probe: 1 when the node answered this monitor's last PING, 0 when not. (The connection "
+         "state of a client, the monitor's own included, is redlock_node_up.)");
+  per_node("redlock_monitor_node_up", [](const monitor_node& n) { return std::string(n.reachable ? "1" : "0"); });
   family("redlock_monitor_node_quarantined", "gauge", "1 while a safety guard keeps the node out of acquires.");
+  per_node("redlock_monitor_node_quarantined",
+           [](const monitor_node& n) { return std::string(n.quarantined ? "1" : "0"); });
+  // A summary, as client libraries make one: quantiles over a sliding window (the
+  // last 60 replies), _sum and _count over every reply since the start.
+  family("redlock_monitor_node_rtt_seconds", "summary",
+         "Monitor probe: PING round trip; quantiles over the last 60 replies, sum and count over all.");
   for (const monitor_node& n : last->nodes) {
-    out += "redlock_monitor_node_quarantined{node=\"" + prometheus_label(n.node) + "\"} " +
-           (n.quarantined ? "1" : "0") + "\n";
-  }
-  family("redlock_monitor_node_rtt_seconds", "gauge", "PING round trip over the monitor's sliding window.");
-  for (const monitor_node& n : last->nodes) {
-    if (!n.rtt_p50_us) continue;
-    const std::string label = "{node=\"" + prometheus_label(n.node) + "\",quantile=\"";
-    out += "redlock_monitor_node_rtt_seconds" + label + "0.5\"} " + seconds(*n.rtt_p50_us) + "\n";
-    out += "redlock_monitor_node_rtt_seconds" + label + "0.99\"} " + seconds(*n.rtt_p99_us) + "\n";
+    const std::string node = "node=\"" + prometheus_label(n.node) + "\"";
+    if (n.rtt_p50_us && n.rtt_p99_us) {
+      out += "redlock_monitor_node_rtt_seconds{" + node + ",quantile=\"0.5\"} " + seconds(*n.rtt_p50_us) + "\n";
+      out += "redlock_monitor_node_rtt_seconds{" + node + ",quantile=\"0.99\"} " + seconds(*n.rtt_p99_us) + "\n";
+    }
+    out += "redlock_monitor_node_rtt_seconds_sum{" + node + "} " + seconds(n.rtt_sum_us) + "\n";
+    out += "redlock_monitor_node_rtt_seconds_count{" + node + "} " + std::to_string(n.rtt_count) + "\n";
   }
   family("redlock_monitor_node_uptime_seconds", "gauge", "The server's uptime_in_seconds.");
-  for (const monitor_node& n : last->nodes) {
-    if (!n.uptime_s) continue;
-    out += "redlock_monitor_node_uptime_seconds{node=\"" + prometheus_label(n.node) + "\"} " +
-           std::to_string(*n.uptime_s) + "\n";
-  }
+  per_node("redlock_monitor_node_uptime_seconds",
+           [](const monitor_node& n) { return n.uptime_s ? std::to_string(*n.uptime_s) : std::string(); });
+  family("redlock_monitor_node_eviction_risk", "gauge",
+         "1 when the node's maxmemory-policy may evict lock keys (anything but noeviction), 0 when it cannot; "
+         "absent while the policy is unknown.");
+  per_node("redlock_monitor_node_eviction_risk", [](const monitor_node& n) {
+    return n.maxmemory_policy.empty() ? std::string() : std::string(n.eviction_risk ? "1" : "0");
+  });
   family("redlock_monitor_warnings", "gauge", "Warnings in the last interval.");
   out += "redlock_monitor_warnings " + std::to_string(last->warnings.size()) + "\n";
   return out;

@@ -11,12 +11,15 @@
 
 namespace redlock::cli {
 
-// The last `capacity` round trips of one node, for its p50 and p99.
+// The last `capacity` round trips of one node, for its p50 and p99, and the
+// count and sum of all of them (a Prometheus summary's _count and _sum).
 class rtt_window {
  public:
   explicit rtt_window(std::size_t capacity = 60);
   void add(std::uint64_t us);
   std::size_t size() const noexcept { return values_.size(); }
+  std::uint64_t total_count() const noexcept { return total_count_; }
+  std::uint64_t total_us() const noexcept { return total_us_; }
   // Nearest-rank percentile for p in (0, 100] over the window: the smallest
   // value such that at least p % of the values are <= it. nullopt when empty.
   std::optional<std::uint64_t> percentile(double p) const;
@@ -25,6 +28,8 @@ class rtt_window {
   std::vector<std::uint64_t> values_;  // a ring once full
   std::size_t next_ = 0;
   std::size_t capacity_;
+  std::uint64_t total_count_ = 0;
+  std::uint64_t total_us_ = 0;
 };
 
 struct monitor_node {
@@ -35,6 +40,8 @@ struct monitor_node {
   std::optional<std::uint64_t> rtt_us;  // this interval's PING round trip
   std::optional<std::uint64_t> rtt_p50_us;
   std::optional<std::uint64_t> rtt_p99_us;
+  std::uint64_t rtt_count = 0;  // round trips since the monitor started (rtt_window::total_count)
+  std::uint64_t rtt_sum_us = 0;  // their sum
   bool quarantined = false;
   std::string quarantine_detail;
   std::optional<std::int64_t> quarantine_left_ms;  // until the quarantine ends, if it ends
@@ -43,6 +50,8 @@ struct monitor_node {
   std::string redis_version;
   std::string maxmemory_policy;  // "" = unknown
   std::optional<bool> aof_enabled;
+  // The probe's warning_code::eviction_policy holds: its maxmemory-policy may evict lock keys.
+  bool eviction_risk = false;
 };
 
 struct monitor_sample {
