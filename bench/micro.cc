@@ -51,7 +51,7 @@ void BM_failure_reason_contended(benchmark::State& state) {
   votes[2].status = node_status::held;
   votes[3].status = node_status::held;
   votes[4].status = node_status::timeout;
-  for (auto _ : state) benchmark::DoNotOptimize(failure_reason(op_kind::acquire, votes));
+  for (auto _ : state) benchmark::DoNotOptimize(failure_reason(refusal::held, votes));
 }
 BENCHMARK(BM_failure_reason_contended);
 

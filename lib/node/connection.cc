@@ -12,12 +12,6 @@ namespace {
 
 constexpr std::uint64_t kNoDeadline = ~std::uint64_t{0};
 
-// Every acquire form: the plain SET and the acquire scripts.
-bool acquires(script_id id) noexcept {
-  return id == script_id::acquire_set || id == script_id::acquire || id == script_id::acquire_fenced ||
-         id == script_id::acquire_many;
-}
-
 }  // namespace
 
 connection::connection(node_host& owner, std::size_t index, node_address address)
@@ -285,7 +279,7 @@ void connection::encode(request& r) {
   // an expiry that a later forward correction brings early; the holder must see
   // that jump at the very reply that extends (round::on_reply).
   const script_id id = r.cmd->script();
-  r.with_time = (acquires(id) || id == script_id::extend || id == script_id::extend_many) && time_sample_due();
+  r.with_time = (acquires(id) || extends(id)) && time_sample_due();
   if (id == script_id::acquire_set) {
     // The plain SET form, unless this server rejected it before (then EVAL).
     const bool plain = !r.force_eval && !r.cmd->force_eval() && !set_get_unsupported_;

@@ -43,7 +43,7 @@ class extend_listener final : public round_listener, public async_op<extend_list
         valid_until = rd.started + duration_cast<clock_tp::duration>(microseconds(ttl_) - drift_of(ttl_, f));
       }
     } else {
-      ec = failure_reason(op_kind::extend, rd.votes);
+      ec = failure_reason(refusal::not_owner, rd.votes);
     }
     report rep = round_report(c_, rd, ec, start_, now, 1);
     if (!ec) rep.validity = duration_cast<milliseconds>(valid_until - now);
@@ -76,7 +76,7 @@ void extend_round(core& c, const lease& l, milliseconds ttl, std::function<void(
     return;
   }
   command cmd = extend_command(c, l, ttl);
-  auto r = std::make_shared<round>(c, op_kind::extend, cmd.script, false);
+  auto r = std::make_shared<round>(c, cmd.script, false);
   if (until_validity_ends && l.valid_until) {
     // Rounded up: the round must not give up before the validity is really gone.
     const auto left = duration_cast<milliseconds>(*l.valid_until - start) + milliseconds(1);

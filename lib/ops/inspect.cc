@@ -53,7 +53,7 @@ class inspect_listener final : public round_listener, public async_op<inspect_li
       }
     }
     if (answered < q) {
-      res.report.error = failure_reason(op_kind::inspect, rd.votes);
+      res.report.error = failure_reason(refusal::not_owner, rd.votes);
     }
     for (std::size_t i = 0; i < res.nodes.size() && !res.holder; ++i) {
       if (!res.nodes[i].token) continue;
@@ -77,7 +77,7 @@ class ping_listener final : public round_listener, public async_op<ping_listener
 
   void decided(round& rd) override {
     std::error_code ec;
-    if (rd.outcome != verdict::quorum) ec = failure_reason(op_kind::inspect, rd.votes);
+    if (rd.outcome != verdict::quorum) ec = failure_reason(refusal::not_owner, rd.votes);
     finish(round_report(c_, rd, ec, start_, c_.now(), 1));
   }
 
@@ -97,7 +97,7 @@ void core::inspect(std::string resource, std::function<void(inspect_result)> don
     return done(std::move(res));
   }
   const clock_tp start = now();
-  auto r = std::make_shared<round>(*this, op_kind::inspect, script_id::inspect, true);
+  auto r = std::make_shared<round>(*this, script_id::inspect, true);
   r->listen(std::make_shared<inspect_listener>(*this, start, std::move(done)));
   command cmd;
   cmd.script = script_id::inspect;
@@ -108,7 +108,7 @@ void core::inspect(std::string resource, std::function<void(inspect_result)> don
 void core::ping(std::function<void(report)> done) {
   if (closing_) return done(empty_report(*this, make_error_code(errc::cancelled), "client shut down"));
   const clock_tp start = now();
-  auto r = std::make_shared<round>(*this, op_kind::inspect, script_id::ping, true);
+  auto r = std::make_shared<round>(*this, script_id::ping, true);
   r->listen(std::make_shared<ping_listener>(*this, start, std::move(done)));
   command cmd;
   cmd.script = script_id::ping;

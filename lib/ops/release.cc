@@ -59,7 +59,7 @@ class release_listener final : public round_listener, public async_op<release_li
     }
     if (any && (rd.outcome == verdict::quorum || always_)) deliver_release(c_, rel_, again, left_, always_);
     std::error_code ec;
-    if (rd.outcome != verdict::quorum) ec = failure_reason(op_kind::release, rd.votes);
+    if (rd.outcome != verdict::quorum) ec = failure_reason(refusal::not_owner, rd.votes);
     c_.stats().releases.fetch_add(1, std::memory_order_relaxed);
     if (!ec && released_) {
       lock_event e;
@@ -103,7 +103,7 @@ void release_round(core& c, const lease& l, std::function<void(report)> done, bo
                    bool of_handle, milliseconds redeliver_failed) {
   const clock_tp start = c.now();
   command rel = release_command(c, l);
-  auto r = std::make_shared<round>(c, op_kind::release, rel.script, false);
+  auto r = std::make_shared<round>(c, rel.script, false);
   // How long the key may live: the validity left plus its drift, or max_ttl for a
   // lease without a known validity.
   milliseconds left = c.options().max_ttl;

@@ -17,8 +17,8 @@ namespace redlock::detail {
 
 using std::chrono::milliseconds;
 
-round::round(core& c, op_kind kind, script_id script, bool wait_all)
-    : core_(c), kind_(kind), script_(script), wait_all_(wait_all) {
+round::round(core& c, script_id script, bool wait_all)
+    : core_(c), refusal_(acquires(script) ? refusal::held : refusal::not_owner), script_(script), wait_all_(wait_all) {
   const std::size_t n = c.size();
   votes.resize(n);
   results.resize(n);
@@ -111,7 +111,7 @@ void round::on_reply(std::size_t node, std::uint32_t, const reply_event& ev) {
     if (v.status == node_status::ok && !ev.excluded_by.empty()) {
       v.status = node_status::excluded;
       granted_excluded[node] = true;
-      clock_jumped[node] = kind_ == op_kind::extend;
+      clock_jumped[node] = extends(script_);
       r.detail = std::string(ev.excluded_by);
     }
   }
@@ -138,7 +138,7 @@ void round::evaluate() {
     // them (each bounded by its request's or the round's deadline), so the reason
     // ("contended", "auth_failed", ... or "unavailable") never depends on the
     // order of the replies.
-    if (outcome == verdict::no_quorum && reason_may_change(kind_, votes)) {
+    if (outcome == verdict::no_quorum && reason_may_change(refusal_, votes)) {
       outcome = verdict::undecided;
       return;
     }

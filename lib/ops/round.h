@@ -33,8 +33,9 @@ class round_listener {
 class round final : public sink, public std::enable_shared_from_this<round> {
  public:
   // wait_all: decide only when every node answered (inspect); otherwise decide at
-  // quorum or when quorum became impossible.
-  round(core& c, op_kind kind, script_id script, bool wait_all);
+  // quorum or when quorum became impossible. What a refusal means (an acquire's
+  // `held`, every other script's `not_owner`) follows from `script`.
+  round(core& c, script_id script, bool wait_all);
   ~round() override;
 
   // Sends `cmd` to every node whose skip[i] is empty (all if `skip` is empty);
@@ -90,7 +91,7 @@ class round final : public sink, public std::enable_shared_from_this<round> {
   std::uint64_t deadline_timer_ = 0;
   std::chrono::milliseconds deadline_after_{0};
   const char* deadline_what_ = "";
-  op_kind kind_;
+  refusal refusal_;
   script_id script_;
   bool wait_all_;
   bool sending_ = false;

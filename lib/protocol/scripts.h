@@ -35,6 +35,15 @@ struct script {
 
 const script& get_script(script_id id);
 
+// Every acquire form: the plain SET and the acquire scripts (a grant the guards judge;
+// a refusal means another owner holds the key).
+inline bool acquires(script_id id) noexcept {
+  return id == script_id::acquire_set || id == script_id::acquire || id == script_id::acquire_fenced ||
+         id == script_id::acquire_many;
+}
+// The extensions (a grant only the clock-jump guard judges).
+inline bool extends(script_id id) noexcept { return id == script_id::extend || id == script_id::extend_many; }
+
 // KEYS[1] lock key; ARGV[1] token, ARGV[2] ttl ms.
 // {1 granted | 0 held, "0"}; WRONGTYPE error if the key is not a string. Calls
 // no TIME: the clock-jump guard's sample is a plain TIME the connection pipelines

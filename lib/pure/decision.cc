@@ -52,7 +52,7 @@ struct reason_counts {
   std::size_t n = 0, refused = 0, auth = 0, permission = 0, wrong_type = 0, tls = 0, cancelled = 0, pending = 0;
 };
 
-reason_counts count_reasons(op_kind kind, const std::vector<vote>& votes) noexcept {
+reason_counts count_reasons(refusal kind, const std::vector<vote>& votes) noexcept {
   reason_counts c;
   c.n = votes.size();
   for (const vote& v : votes) {
@@ -60,8 +60,8 @@ reason_counts count_reasons(op_kind kind, const std::vector<vote>& votes) noexce
       ++c.pending;
       continue;
     }
-    const node_status refusal = kind == op_kind::acquire ? node_status::held : node_status::not_owner;
-    if (v.status == refusal) ++c.refused;
+    const node_status no = kind == refusal::held ? node_status::held : node_status::not_owner;
+    if (v.status == no) ++c.refused;
     if (v.status == node_status::cancelled) ++c.cancelled;
     if (v.permanent == errc::auth_failed) ++c.auth;
     if (v.permanent == errc::permission_denied) ++c.permission;
@@ -71,11 +71,11 @@ reason_counts count_reasons(op_kind kind, const std::vector<vote>& votes) noexce
   return c;
 }
 
-std::error_code reason_of(op_kind kind, const reason_counts& c) noexcept {
+std::error_code reason_of(refusal kind, const reason_counts& c) noexcept {
   const std::size_t tolerated = c.n - quorum_of(c.n);  // more than this rule out a quorum
   // Contended (not owner) when the refusals alone rule out a quorum: retrying
   // cannot help until the holder lets go, whatever the other nodes did.
-  if (c.n > 0 && c.refused > tolerated) return kind == op_kind::acquire ? errc::contended : errc::not_owner;
+  if (c.n > 0 && c.refused > tolerated) return kind == refusal::held ? errc::contended : errc::not_owner;
   // Likewise for permanent errors: one node with a wrong password among healthy
   // ones is a configuration problem to alert on, not a reason to stop retrying or
   // to declare a held lock lost.
@@ -92,11 +92,11 @@ std::error_code reason_of(op_kind kind, const reason_counts& c) noexcept {
 
 }  // namespace
 
-std::error_code failure_reason(op_kind kind, const std::vector<vote>& votes) noexcept {
+std::error_code failure_reason(refusal kind, const std::vector<vote>& votes) noexcept {
   return reason_of(kind, count_reasons(kind, votes));
 }
 
-bool reason_may_change(op_kind kind, const std::vector<vote>& votes) noexcept {
+bool reason_may_change(refusal kind, const std::vector<vote>& votes) noexcept {
   const reason_counts now = count_reasons(kind, votes);
   if (now.pending == 0) return false;
   const std::error_code current = reason_of(kind, now);

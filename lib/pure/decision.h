@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <system_error>
 #include <vector>
 
@@ -15,7 +16,11 @@ namespace redlock::detail {
 using std::chrono::microseconds;
 using std::chrono::milliseconds;
 
-enum class op_kind { acquire, extend, release, inspect, fence_commit };
+// What a node's "no" to a round means, which is all a failure's reason needs to know
+// of the operation: `held` for an acquire (another owner holds the key: contended),
+// `not_owner` for every other script (the token is not there: not_owner). The
+// operations themselves are named by the public redlock::operation_kind.
+enum class refusal : std::uint8_t { held, not_owner };
 
 inline std::size_t quorum_of(std::size_t n) noexcept { return n / 2 + 1; }
 
@@ -62,13 +67,13 @@ verdict decide(const tally& t) noexcept;
 //  4. otherwise unavailable.
 // Pending votes count for nothing. Depends on the votes' counts only, never on
 // their order.
-std::error_code failure_reason(op_kind kind, const std::vector<vote>& votes) noexcept;
+std::error_code failure_reason(refusal kind, const std::vector<vote>& votes) noexcept;
 
 // True when the votes still pending could change failure_reason(): some way they
 // may turn out gives another reason than the votes in so far. A round without a
 // quorum waits for those answers (each bounded by its own deadline), so the
 // reason never depends on the order in which the replies arrive.
-bool reason_may_change(op_kind kind, const std::vector<vote>& votes) noexcept;
+bool reason_may_change(refusal kind, const std::vector<vote>& votes) noexcept;
 
 // Whether another attempt may succeed after this error.
 bool retryable(std::error_code ec) noexcept;

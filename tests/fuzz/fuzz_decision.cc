@@ -46,7 +46,7 @@ bool plain_decide() {
 
 // Mirrors round::evaluate (lib/operations.cc): no quorum, but pending answers could
 // still change the reason: keep waiting.
-bool round_waits(const std::vector<vote>& votes, op_kind kind) { return reason_may_change(kind, votes); }
+bool round_waits(const std::vector<vote>& votes, refusal kind) { return reason_may_change(kind, votes); }
 
 vote make_vote(int kind) {
   static const node_status statuses[] = {node_status::ok,
@@ -81,7 +81,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (std::size_t i = 0; i < n; ++i) order[i] = i;
   for (std::size_t i = n; i > 1; --i)
     std::swap(order[i - 1], order[in.ConsumeIntegralInRange<std::size_t>(0, i - 1)]);
-  const op_kind kind = in.ConsumeBool() ? op_kind::acquire : op_kind::release;
+  const refusal kind = in.ConsumeBool() ? refusal::held : refusal::not_owner;
 
   std::vector<vote> votes(n);  // all pending
   verdict decided = verdict::undecided;
@@ -108,7 +108,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::error_code final_reason = failure_reason(kind, votes);
     if (!final_reason) fail("no quorum without a reason");
     const tally t = count_votes(votes);
-    const std::size_t refused = kind == op_kind::acquire ? t.held : t.not_owner;
+    const std::size_t refused = kind == refusal::held ? t.held : t.not_owner;
     // Contended / not owner exactly when the refusals alone rule out a quorum.
     const bool refusing_quorum = refused > n - q;
     if (refusing_quorum != (final_reason == errc::contended || final_reason == errc::not_owner))
@@ -124,7 +124,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       fail("a permanent reason that no node gave");
     if (reason_at_decision != final_reason) {
       std::fprintf(stderr,
-                   "kind %s; votes in arrival order:", kind == op_kind::acquire ? "acquire" : "release");
+                   "kind %s; votes in arrival order:", kind == refusal::held ? "acquire" : "release");
       for (std::size_t idx : order) std::fprintf(stderr, " %s", to_string(final_votes[idx].status));
       std::fprintf(stderr, "\nat the decision: %s; with every vote: %s\n",
                    reason_at_decision.message().c_str(), final_reason.message().c_str());

@@ -247,7 +247,7 @@ TEST(FailureReason, AcquireIsContendedExactlyWhenHeldNodesAloneRuleOutAQuorum) {
           // kFailedStatuses includes cancelled; make sure "all cancelled" is not hit.
           std::vector<vote> votes = make_votes(yes, held, 0, pending, 0);
           for (std::size_t i = 0; i < failed; ++i) votes.push_back(make_vote(node_status::timeout));
-          EXPECT_EQ(failure_reason(op_kind::acquire, votes), expected);
+          EXPECT_EQ(failure_reason(refusal::held, votes), expected);
         }
       }
     }
@@ -255,7 +255,8 @@ TEST(FailureReason, AcquireIsContendedExactlyWhenHeldNodesAloneRuleOutAQuorum) {
 }
 
 TEST(FailureReason, ReleaseAndExtendAreNotOwnerExactlyWhenRefusalsAloneRuleOutAQuorum) {
-  for (op_kind kind : {op_kind::extend, op_kind::release, op_kind::fence_commit}) {
+  {
+    const refusal kind = refusal::not_owner;  // every script but an acquire
     for (std::size_t n = 1; n <= 7; ++n) {
       const std::size_t q = n / 2 + 1;
       for (std::size_t yes = 0; yes <= n; ++yes) {
@@ -277,22 +278,22 @@ TEST(FailureReason, ReleaseAndExtendAreNotOwnerExactlyWhenRefusalsAloneRuleOutAQ
 TEST(FailureReason, AcquireIgnoresNotOwnerVotesAndReleaseIgnoresHeldVotes) {
   const std::vector<vote> held = {make_vote(node_status::held), make_vote(node_status::held),
                                   make_vote(node_status::timeout)};
-  EXPECT_EQ(failure_reason(op_kind::acquire, held), errc::contended);
-  EXPECT_EQ(failure_reason(op_kind::release, held), errc::unavailable);
-  EXPECT_EQ(failure_reason(op_kind::extend, held), errc::unavailable);
+  EXPECT_EQ(failure_reason(refusal::held, held), errc::contended);
+  EXPECT_EQ(failure_reason(refusal::not_owner, held), errc::unavailable);
+  EXPECT_EQ(failure_reason(refusal::not_owner, held), errc::unavailable);
 
   const std::vector<vote> not_owner = {make_vote(node_status::not_owner), make_vote(node_status::not_owner),
                                        make_vote(node_status::timeout)};
-  EXPECT_EQ(failure_reason(op_kind::release, not_owner), errc::not_owner);
-  EXPECT_EQ(failure_reason(op_kind::acquire, not_owner), errc::unavailable);
+  EXPECT_EQ(failure_reason(refusal::not_owner, not_owner), errc::not_owner);
+  EXPECT_EQ(failure_reason(refusal::held, not_owner), errc::unavailable);
 }
 
 TEST(FailureReason, AuthFailedWhenRefusedCredentialsAloneRuleOutAQuorum) {
   const vote auth = make_vote(node_status::auth_error, errc::auth_failed);
   const std::vector<vote> votes = {make_vote(node_status::ok), auth, auth};
-  EXPECT_EQ(failure_reason(op_kind::acquire, votes), errc::auth_failed);
-  EXPECT_EQ(failure_reason(op_kind::release, votes), errc::auth_failed);
-  EXPECT_EQ(failure_reason(op_kind::extend, votes), errc::auth_failed);
+  EXPECT_EQ(failure_reason(refusal::held, votes), errc::auth_failed);
+  EXPECT_EQ(failure_reason(refusal::not_owner, votes), errc::auth_failed);
+  EXPECT_EQ(failure_reason(refusal::not_owner, votes), errc::auth_failed);
 }
 
 // One node with a wrong password among healthy ones is a configuration problem to
@@ -301,25 +302,25 @@ TEST(FailureReason, AuthFailedWhenRefusedCredentialsAloneRuleOutAQuorum) {
 TEST(FailureReason, OneNodeRefusingCredentialsBesideAHiccupIsUnavailable) {
   const std::vector<vote> votes = {make_vote(node_status::ok), make_vote(node_status::timeout),
                                    make_vote(node_status::auth_error, errc::auth_failed)};
-  EXPECT_EQ(failure_reason(op_kind::acquire, votes), errc::unavailable);
-  EXPECT_EQ(failure_reason(op_kind::release, votes), errc::unavailable);
-  EXPECT_EQ(failure_reason(op_kind::extend, votes), errc::unavailable);
+  EXPECT_EQ(failure_reason(refusal::held, votes), errc::unavailable);
+  EXPECT_EQ(failure_reason(refusal::not_owner, votes), errc::unavailable);
+  EXPECT_EQ(failure_reason(refusal::not_owner, votes), errc::unavailable);
 }
 
 TEST(FailureReason, WrongTypeWhenNonStringKeysAloneRuleOutAQuorum) {
   const vote wrong_type = make_vote(node_status::server_error, errc::wrong_type);
-  EXPECT_EQ(failure_reason(op_kind::acquire, {wrong_type, wrong_type, make_vote(node_status::timeout)}),
+  EXPECT_EQ(failure_reason(refusal::held, {wrong_type, wrong_type, make_vote(node_status::timeout)}),
             errc::wrong_type);
-  EXPECT_EQ(failure_reason(op_kind::extend, {wrong_type, make_vote(node_status::timeout),
+  EXPECT_EQ(failure_reason(refusal::not_owner, {wrong_type, make_vote(node_status::timeout),
                                               make_vote(node_status::timeout)}),
             errc::unavailable);
 }
 
 TEST(FailureReason, PermissionDeniedWhenAclRefusalsAloneRuleOutAQuorum) {
   const vote noperm = make_vote(node_status::server_error, errc::permission_denied);
-  EXPECT_EQ(failure_reason(op_kind::acquire, {noperm, noperm, make_vote(node_status::ok)}),
+  EXPECT_EQ(failure_reason(refusal::held, {noperm, noperm, make_vote(node_status::ok)}),
             errc::permission_denied);
-  EXPECT_EQ(failure_reason(op_kind::acquire, {noperm, make_vote(node_status::timeout), make_vote(node_status::ok)}),
+  EXPECT_EQ(failure_reason(refusal::held, {noperm, make_vote(node_status::timeout), make_vote(node_status::ok)}),
             errc::unavailable);
 }
 
@@ -329,39 +330,39 @@ TEST(FailureReason, MixedPermanentErrorsThatTogetherRuleOutAQuorumNameTheMostCom
   const vote noperm = make_vote(node_status::server_error, errc::permission_denied);
   const vote timeout = make_vote(node_status::timeout);
   // Ties: auth_failed, then permission_denied, then wrong_type.
-  EXPECT_EQ(failure_reason(op_kind::acquire, {wrong_type, auth, timeout}), errc::auth_failed);
-  EXPECT_EQ(failure_reason(op_kind::acquire, {auth, wrong_type, timeout}), errc::auth_failed);
-  EXPECT_EQ(failure_reason(op_kind::acquire, {wrong_type, noperm, timeout}), errc::permission_denied);
-  EXPECT_EQ(failure_reason(op_kind::acquire, {noperm, wrong_type, timeout}), errc::permission_denied);
-  EXPECT_EQ(failure_reason(op_kind::acquire, {wrong_type, wrong_type, auth, timeout, timeout}), errc::wrong_type);
-  EXPECT_EQ(failure_reason(op_kind::acquire, {auth, wrong_type, timeout, timeout, timeout}), errc::unavailable);
+  EXPECT_EQ(failure_reason(refusal::held, {wrong_type, auth, timeout}), errc::auth_failed);
+  EXPECT_EQ(failure_reason(refusal::held, {auth, wrong_type, timeout}), errc::auth_failed);
+  EXPECT_EQ(failure_reason(refusal::held, {wrong_type, noperm, timeout}), errc::permission_denied);
+  EXPECT_EQ(failure_reason(refusal::held, {noperm, wrong_type, timeout}), errc::permission_denied);
+  EXPECT_EQ(failure_reason(refusal::held, {wrong_type, wrong_type, auth, timeout, timeout}), errc::wrong_type);
+  EXPECT_EQ(failure_reason(refusal::held, {auth, wrong_type, timeout, timeout, timeout}), errc::unavailable);
 }
 
 TEST(FailureReason, TlsFailedWhenTlsErrorsAloneRuleOutAQuorum) {
   const vote tls = make_vote(node_status::tls_error, errc::tls_failed);
   const vote auth = make_vote(node_status::auth_error, errc::auth_failed);
   const vote timeout = make_vote(node_status::timeout);
-  EXPECT_EQ(failure_reason(op_kind::acquire, {tls, tls, make_vote(node_status::ok)}), errc::tls_failed);
-  EXPECT_EQ(failure_reason(op_kind::release, {tls, tls, tls}), errc::tls_failed);
+  EXPECT_EQ(failure_reason(refusal::held, {tls, tls, make_vote(node_status::ok)}), errc::tls_failed);
+  EXPECT_EQ(failure_reason(refusal::not_owner, {tls, tls, tls}), errc::tls_failed);
   // One node of three: the others may still form a quorum next time.
-  EXPECT_EQ(failure_reason(op_kind::acquire, {tls, timeout, make_vote(node_status::ok)}), errc::unavailable);
+  EXPECT_EQ(failure_reason(refusal::held, {tls, timeout, make_vote(node_status::ok)}), errc::unavailable);
   // Ties go to the other permanent errors first.
-  EXPECT_EQ(failure_reason(op_kind::acquire, {tls, auth, timeout}), errc::auth_failed);
-  EXPECT_EQ(failure_reason(op_kind::acquire, {tls, tls, auth, timeout, timeout}), errc::tls_failed);
+  EXPECT_EQ(failure_reason(refusal::held, {tls, auth, timeout}), errc::auth_failed);
+  EXPECT_EQ(failure_reason(refusal::held, {tls, tls, auth, timeout, timeout}), errc::tls_failed);
   EXPECT_FALSE(retryable(errc::tls_failed));
 }
 
 TEST(FailureReason, ContendedTakesPrecedenceOverPermanentErrorsOfAMinority) {
   const std::vector<vote> votes = {make_vote(node_status::held), make_vote(node_status::held),
                                    make_vote(node_status::auth_error, errc::auth_failed)};
-  EXPECT_EQ(failure_reason(op_kind::acquire, votes), errc::contended);
+  EXPECT_EQ(failure_reason(refusal::held, votes), errc::contended);
   const std::vector<vote> release_votes = {make_vote(node_status::not_owner), make_vote(node_status::not_owner),
                                            make_vote(node_status::server_error, errc::wrong_type)};
-  EXPECT_EQ(failure_reason(op_kind::release, release_votes), errc::not_owner);
+  EXPECT_EQ(failure_reason(refusal::not_owner, release_votes), errc::not_owner);
   // One refusal and one permanent error of three rule out nothing by themselves.
   const std::vector<vote> mixed = {make_vote(node_status::not_owner), make_vote(node_status::ok),
                                    make_vote(node_status::server_error, errc::wrong_type)};
-  EXPECT_EQ(failure_reason(op_kind::release, mixed), errc::unavailable);
+  EXPECT_EQ(failure_reason(refusal::not_owner, mixed), errc::unavailable);
 }
 
 // --- exhaustive: every count of every kind of vote, N = 1..7 ---
@@ -390,12 +391,12 @@ vote vote_of(int k) {
 using counts = std::array<std::size_t, k_count>;
 
 // The rule, written from the contract in decision.h.
-std::error_code expected_reason(op_kind kind, const counts& c) {
+std::error_code expected_reason(refusal kind, const counts& c) {
   std::size_t n = 0;
   for (std::size_t x : c) n += x;
   const std::size_t tolerated = n - quorum_of(n);
-  const std::size_t refused = kind == op_kind::acquire ? c[k_held] : c[k_not_owner];
-  if (n > 0 && refused > tolerated) return kind == op_kind::acquire ? errc::contended : errc::not_owner;
+  const std::size_t refused = kind == refusal::held ? c[k_held] : c[k_not_owner];
+  if (n > 0 && refused > tolerated) return kind == refusal::held ? errc::contended : errc::not_owner;
   if (n > 0 && c[k_auth] + c[k_noperm] + c[k_wrongtype] + c[k_tls] > tolerated) {
     if (c[k_auth] >= c[k_noperm] && c[k_auth] >= c[k_wrongtype] && c[k_auth] >= c[k_tls]) return errc::auth_failed;
     if (c[k_noperm] >= c[k_wrongtype] && c[k_noperm] >= c[k_tls]) return errc::permission_denied;
@@ -435,13 +436,13 @@ std::vector<vote> votes_of(const counts& c, bool reversed) {
   return v;
 }
 
-constexpr op_kind kKinds[] = {op_kind::acquire, op_kind::extend, op_kind::release};
+constexpr refusal kKinds[] = {refusal::held, refusal::not_owner};
 
 TEST(FailureReason, ExhaustivelyFollowsTheRuleAndIgnoresOrderUpToSevenNodes) {
   std::size_t checked = 0;
   for (std::size_t n = 1; n <= 7; ++n) {
     for_each_counts(n, k_pending, [&](const counts& c) {
-      for (op_kind kind : kKinds) {
+      for (refusal kind : kKinds) {
         const std::error_code want = expected_reason(kind, c);
         ASSERT_EQ(failure_reason(kind, votes_of(c, false)), want) << "n=" << n;
         ASSERT_EQ(failure_reason(kind, votes_of(c, true)), want) << "n=" << n;
@@ -457,7 +458,7 @@ TEST(ReasonMayChange, ExhaustivelyTrueExactlyWhenSomeOutcomeOfThePendingVotesCha
   std::size_t checked = 0, changing = 0;
   for (std::size_t n = 1; n <= 7; ++n) {
     for_each_counts(n, k_pending, [&](const counts& c) {
-      for (op_kind kind : kKinds) {
+      for (refusal kind : kKinds) {
         const std::error_code now = failure_reason(kind, votes_of(c, false));
         bool may_change = false;
         for_each_counts(c[k_pending], k_cancelled, [&](const counts& outcome) {
@@ -480,7 +481,7 @@ TEST(ReasonMayChange, ExhaustivelyTrueExactlyWhenSomeOutcomeOfThePendingVotesCha
 TEST(ReasonMayChange, FalseWithEveryVoteIn) {
   for (std::size_t n = 1; n <= 7; ++n) {
     for_each_counts(n, k_cancelled, [&](const counts& c) {
-      for (op_kind kind : kKinds) ASSERT_FALSE(reason_may_change(kind, votes_of(c, false)));
+      for (refusal kind : kKinds) ASSERT_FALSE(reason_may_change(kind, votes_of(c, false)));
     });
   }
 }
@@ -496,7 +497,7 @@ TEST(ReasonMayChange, TheRoundsReasonNeverDependsOnTheReplyOrder) {
     for_each_counts(n, k_cancelled, [&](const counts& c) {
       std::vector<int> seq;
       for (int k = 0; k < k_pending; ++k) seq.insert(seq.end(), c[k], k);
-      for (op_kind kind : kKinds) {
+      for (refusal kind : kKinds) {
         std::vector<vote> all;
         for (int k : seq) all.push_back(vote_of(k));
         const std::error_code final_reason = failure_reason(kind, all);
@@ -536,25 +537,25 @@ TEST(ReasonMayChange, TheRoundsReasonNeverDependsOnTheReplyOrder) {
 TEST(FailureReason, NonPermanentServerErrorsAreUnavailable) {
   const std::vector<vote> votes = {make_vote(node_status::server_error),
                                    make_vote(node_status::protocol_error), make_vote(node_status::excluded)};
-  EXPECT_EQ(failure_reason(op_kind::acquire, votes), errc::unavailable);
+  EXPECT_EQ(failure_reason(refusal::held, votes), errc::unavailable);
 }
 
 TEST(FailureReason, CancelledWhenEveryNodeWasCancelled) {
   for (std::size_t n = 1; n <= 7; ++n) {
     const std::vector<vote> votes(n, make_vote(node_status::cancelled));
-    EXPECT_EQ(failure_reason(op_kind::acquire, votes), errc::cancelled) << "n=" << n;
-    EXPECT_EQ(failure_reason(op_kind::release, votes), errc::cancelled) << "n=" << n;
+    EXPECT_EQ(failure_reason(refusal::held, votes), errc::cancelled) << "n=" << n;
+    EXPECT_EQ(failure_reason(refusal::not_owner, votes), errc::cancelled) << "n=" << n;
   }
 }
 
 TEST(FailureReason, PartlyCancelledIsUnavailable) {
   const std::vector<vote> votes = {make_vote(node_status::cancelled), make_vote(node_status::cancelled),
                                    make_vote(node_status::timeout)};
-  EXPECT_EQ(failure_reason(op_kind::acquire, votes), errc::unavailable);
+  EXPECT_EQ(failure_reason(refusal::held, votes), errc::unavailable);
 }
 
 TEST(FailureReason, NoNodesIsUnavailable) {
-  EXPECT_EQ(failure_reason(op_kind::acquire, {}), errc::unavailable);
+  EXPECT_EQ(failure_reason(refusal::held, {}), errc::unavailable);
 }
 
 TEST(Retryable, OnlyContendedUnavailableAndValidityExhaustedAreRetried) {

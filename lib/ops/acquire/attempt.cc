@@ -67,7 +67,7 @@ void acquire_op::start_attempt() {
   const script_id sid = !set_.empty() ? script_id::acquire_many
                         : o_.fencing  ? script_id::acquire_fenced
                                       : script_id::acquire_set;
-  auto r = std::make_shared<round>(c_, op_kind::acquire, sid, false);
+  auto r = std::make_shared<round>(c_, sid, false);
   r->listen(std::make_shared<attempt_listener>(keep(), current_), /*late=*/true);
   command cmd = set_.empty() ? lock_command(sid, key_, token_, std::to_string(o_.ttl.count()))
                              : set_command(sid, keys_, token_, std::to_string(o_.ttl.count()));
@@ -105,7 +105,7 @@ void acquire_op::on_acquired(round& r) {
     if (k >= 1 && k <= set_.size()) r.results[i].detail = "held: " + set_[k - 1];
   }
   if (r.outcome != verdict::quorum) {
-    fail_attempt(r, failure_reason(op_kind::acquire, r.votes));
+    fail_attempt(r, failure_reason(refusal::held, r.votes));
     return;
   }
   const microseconds validity = validity_of(granted_ttl(), duration_cast<microseconds>(now - r.started), drift());

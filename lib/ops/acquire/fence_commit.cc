@@ -41,7 +41,7 @@ void acquire_op::commit_fence(round& r) {
   for (std::size_t i = 0; i < skip.size(); ++i) {
     if (r.votes[i].status != node_status::ok) skip[i] = "did not grant the lock";
   }
-  auto cr = std::make_shared<round>(c_, op_kind::fence_commit, script_id::fence_commit, false);
+  auto cr = std::make_shared<round>(c_, script_id::fence_commit, false);
   cr->listen(std::make_shared<commit_listener>(keep(), r.shared_from_this()));
   command cmd = lock_command(script_id::fence_commit, key_, token_, std::to_string(*fence_));
   cmd.key2 = fence_key_;
@@ -63,7 +63,7 @@ void acquire_op::on_fence_committed(round& commit, round& r) {
 }
 
 void acquire_op::commit_late_grant(std::size_t node) {
-  auto cr = std::make_shared<round>(c_, op_kind::fence_commit, script_id::fence_commit, false);
+  auto cr = std::make_shared<round>(c_, script_id::fence_commit, false);
   std::vector<std::string> skip(c_.size(), "not this node");
   skip[node].clear();
   command cmd = lock_command(script_id::fence_commit, key_, token_, std::to_string(*fence_));
