@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -998,6 +999,89 @@ TEST(HelpTables, EveryOptionIsInTheHelpTheManPageAndTheCompletion) {
     EXPECT_NE(bash.find(std::string("    ") + c.name + ") opts="), std::string::npos) << c.name;
   }
   EXPECT_NE(man.find("redlock 9.9.9"), std::string::npos);
+}
+
+// The text of `script` from the line "    NAME)" to its ";;" (zsh's case branch of
+// a command).
+std::string zsh_branch(const std::string& script, const std::string& name) {
+  const std::size_t b = script.find("\n    " + name + ")\n");
+  if (b == std::string::npos) return {};
+  return script.substr(b, script.find(";;", b) - b);
+}
+
+// Whether the zsh branch offers option `o`: "'--ttl=[", "'--json[" or "{-q,--quiet}".
+bool zsh_offers(const std::string& branch, const option_doc& o) {
+  const std::string name = o.name;
+  return branch.find("'" + name + "[") != std::string::npos || branch.find("'" + name + "=[") != std::string::npos ||
+         (o.short_name != nullptr && branch.find("{" + std::string(o.short_name) + "," + name + "}") != std::string::npos);
+}
+
+// The commands fish offers option `o` for: the names in the condition of its line
+// "complete -c redlock -n '__fish_seen_subcommand_from CMDS' [-s S] -l NAME ...".
+std::vector<std::string> fish_commands_of(const std::string& script, const option_doc& o) {
+  std::istringstream lines(script);
+  const std::string head = "complete -c redlock -n '__fish_seen_subcommand_from ";
+  std::string flag = " -l " + std::string(o.name + 2) + " ";
+  if (o.short_name != nullptr) flag = " -s " + std::string(o.short_name + 1) + flag;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(head, 0) != 0) continue;
+    const std::size_t close = line.find('\'', head.size());
+    if (close == std::string::npos || line.compare(close + 1, flag.size(), flag) != 0) continue;
+    std::vector<std::string> cmds;
+    std::istringstream words(line.substr(head.size(), close - head.size()));
+    for (std::string w; words >> w;) cmds.push_back(w);
+    return cmds;
+  }
+  return {};
+}
+
+TEST(HelpTables, TheZshAndFishCompletionsOfferEachCommandExactlyItsOptions) {
+  const std::string zsh = zsh_completion(), fish = fish_completion();
+  EXPECT_EQ(zsh.rfind("#compdef redlock\n", 0), 0u) << zsh;
+  for (const auto& c : command_docs()) {
+    const std::string branch = zsh_branch(zsh, c.name);
+    ASSERT_FALSE(branch.empty()) << c.name;
+    EXPECT_NE(zsh.find("    '" + std::string(c.name) + ":"), std::string::npos) << c.name;
+    EXPECT_NE(fish.find(" -a " + std::string(c.name) + " -d '"), std::string::npos) << c.name;
+    for (const auto& o : option_docs()) {
+      const bool takes = (o.commands & command_bit(c.cmd)) != 0;
+      EXPECT_EQ(zsh_offers(branch, o), takes) << "zsh, " << c.name << ": " << o.name;
+      const std::vector<std::string> cmds = fish_commands_of(fish, o);
+      EXPECT_EQ(std::find(cmds.begin(), cmds.end(), c.name) != cmds.end(), takes) << "fish, " << c.name << ": " << o.name;
+    }
+  }
+}
+
+// Runs `shell -n` on `script`: 0 when its syntax is sound. zsh and fish come with
+// tools/deps.sh, so the check always runs.
+int syntax_check(const std::string& shell, const std::string& script) {
+  char path[] = "/tmp/redlock-completion-XXXXXX";
+  const int fd = ::mkstemp(path);
+  if (fd < 0) return -1;
+  const bool written = ::write(fd, script.data(), script.size()) == static_cast<ssize_t>(script.size());
+  ::close(fd);
+  const int rc = written ? std::system((shell + " -n '" + path + "'").c_str()) : -1;
+  ::unlink(path);
+  return rc;
+}
+
+TEST(HelpTables, TheZshAndFishCompletionsPassTheirShellsSyntaxCheck) {
+  ASSERT_EQ(std::system("command -v zsh >/dev/null && command -v fish >/dev/null"), 0)
+      << "zsh and fish are missing: run tools/deps.sh";
+  EXPECT_EQ(syntax_check("zsh", zsh_completion()), 0);
+  EXPECT_EQ(syntax_check("fish", fish_completion()), 0);
+  // The checks can fail: an unclosed quote is refused.
+  EXPECT_NE(syntax_check("zsh 2>/dev/null", zsh_completion() + "'\n"), 0);
+  EXPECT_NE(syntax_check("fish 2>/dev/null", fish_completion() + "'\n"), 0);
+}
+
+TEST(HelpTables, TheManPageHasExamplesAndSendsNoReaderToAnUninstalledFile) {
+  const std::string man = man_page("9.9.9");
+  const std::size_t examples = man.find("\n.SH EXAMPLES\n");
+  ASSERT_NE(examples, std::string::npos);
+  EXPECT_NE(man.find("\\-\\-conflict\\-exit\\-code 0 \\-q \\-\\-password\\-file", examples), std::string::npos);
+  EXPECT_NE(man.find("EnvironmentFile=", examples), std::string::npos);
+  EXPECT_EQ(man.find("docs/"), std::string::npos) << "docs/ is not installed";
 }
 
 TEST(HelpTables, ACommandsHelpListsItsOwnOptionsOnly) {

@@ -2074,6 +2074,11 @@ TEST_F(CliSecrets, the_cron_recipe_runs_as_written_in_crons_empty_environment) {
       line = l;
     }
   }
+  // The man page's EXAMPLES show the same line.
+  std::string roff_line;
+  for (char c : line) roff_line += c == '-' ? std::string("\\-") : std::string(1, c);
+  EXPECT_NE(read_file(REDLOCK_MAN_PAGE).value_or("").find(roff_line + "\n"), std::string::npos)
+      << "redlock(1)'s EXAMPLES must show the cron line of docs/cli.md: " << line;
   std::string command = line;
   for (int field = 0; field < 6 && !command.empty(); ++field) {
     command = command.substr(std::min(command.size(), command.find_first_of(' ')));

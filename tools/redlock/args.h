@@ -183,6 +183,9 @@ const std::vector<command_doc>& command_docs();
 const char* durations_text() noexcept;
 const char* environment_text() noexcept;
 const char* exit_status_text() noexcept;
+// The man page's EXAMPLES: paragraphs separated by blank lines; command lines start
+// with "$ ", file contents are indented by two spaces.
+const char* examples_text() noexcept;
 
 // The text `redlock --help` prints (docs/cli.md quotes it verbatim).
 std::string help_text();
@@ -192,5 +195,9 @@ std::string help_text(command c);
 std::string man_page(const std::string& version);
 // A bash completion script for the tool, from the same tables.
 std::string bash_completion();
+// A zsh completion function (the file _redlock on $fpath), from the same tables.
+std::string zsh_completion();
+// A fish completion script (redlock.fish), from the same tables.
+std::string fish_completion();
 
 }  // namespace redlock::cli

@@ -1,8 +1,8 @@
-// redlock_gendoc: writes the man page redlock(1) or the bash completion script,
-// rendered from the same tables as `redlock --help` (args.cc), to a file. Run at
-// build time (tools/CMakeLists.txt); not installed.
+// redlock_gendoc: writes the man page redlock(1) or the bash, zsh or fish
+// completion script, rendered from the same tables as `redlock --help` (args.cc),
+// to a file. Run at build time (tools/CMakeLists.txt); not installed.
 //
-//   redlock_gendoc man|bash OUTPUT
+//   redlock_gendoc man|bash|zsh|fish OUTPUT
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -11,12 +11,20 @@
 #include "redlock/version.h"
 
 int main(int argc, char** argv) {
-  if (argc != 3 || (std::strcmp(argv[1], "man") != 0 && std::strcmp(argv[1], "bash") != 0)) {
-    std::fputs("usage: redlock_gendoc man|bash OUTPUT\n", stderr);
+  const std::string what = argc == 3 ? argv[1] : "";
+  std::string text;
+  if (what == "man") {
+    text = redlock::cli::man_page(REDLOCK_VERSION_STRING);
+  } else if (what == "bash") {
+    text = redlock::cli::bash_completion();
+  } else if (what == "zsh") {
+    text = redlock::cli::zsh_completion();
+  } else if (what == "fish") {
+    text = redlock::cli::fish_completion();
+  } else {
+    std::fputs("usage: redlock_gendoc man|bash|zsh|fish OUTPUT\n", stderr);
     return 64;
   }
-  const std::string text = std::strcmp(argv[1], "man") == 0 ? redlock::cli::man_page(REDLOCK_VERSION_STRING)
-                                                             : redlock::cli::bash_completion();
   std::FILE* f = std::fopen(argv[2], "w");
   if (f == nullptr) {
     std::perror(argv[2]);

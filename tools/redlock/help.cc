@@ -104,6 +104,67 @@ std::string roff_block(std::string_view text) {
   return out + ".fi\n";
 }
 
+// The examples: paragraphs of prose, and command lines (lines starting with "$ " or
+// "# " and what follows them up to a blank line) kept as they are.
+std::string roff_examples(std::string_view text) {
+  std::string out;
+  bool in_code = false, in_prose = false;
+  for (auto line : lines_of(text)) {
+    if (line.empty()) {
+      if (in_code) out += ".fi\n.RE\n";
+      in_code = in_prose = false;
+      continue;
+    }
+    const bool code = line.rfind("$ ", 0) == 0 || line.rfind("  ", 0) == 0;
+    if (code && !in_code) out += ".PP\n.RS 4\n.nf\n";
+    if (!code && !in_prose && !in_code) out += ".PP\n";
+    in_code = in_code || code;
+    in_prose = in_prose || !code;
+    if (line.rfind("  ", 0) == 0) line.remove_prefix(2);  // .RS indents it
+    out += roff(line) + "\n";
+  }
+  if (in_code) out += ".fi\n.RE\n";
+  return out;
+}
+
+// An option's help as one line for a completion menu: its first sentence (up to
+// ". " or the end), lines joined, at most 72 characters.
+std::string short_help(std::string_view help) {
+  std::string text;
+  for (auto line : lines_of(help)) text += (text.empty() ? "" : " ") + std::string(line);
+  const std::size_t stop = text.find(". ");
+  if (stop != std::string::npos) text.resize(stop);
+  if (!text.empty() && text.back() == '.') text.pop_back();
+  if (text.size() > 72) {
+    text.resize(69);
+    while (!text.empty() && text.back() == ' ') text.pop_back();
+    text += "...";
+  }
+  return text;
+}
+
+// `text` inside a single-quoted shell word (zsh, fish): ' becomes '\''.
+std::string single_quoted(std::string_view text) {
+  std::string out;
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out;
+}
+
+// A completion description for zsh's _arguments: no brackets or colons, which
+// delimit its fields.
+std::string zsh_description(std::string_view help) {
+  std::string out = short_help(help);
+  for (std::size_t at = out.find("://"); at != std::string::npos; at = out.find("://")) out.erase(at, 3);
+  for (char& c : out) {
+    if (c == '[') c = '(';
+    if (c == ']') c = ')';
+    if (c == ':') c = ',';
+  }
+  return single_quoted(out);
+}
+
+bool takes(const option_doc& o, command c) { return (o.commands & command_bit(c)) != 0; }
+
 }  // namespace
 
 const char* durations_text() noexcept {
@@ -142,6 +203,37 @@ const char* exit_status_text() noexcept {
          "  128+N  interrupted by signal N before CMD started; run, elect: CMD\n"
          "       killed by signal N\n"
          "  other  run, elect: CMD's exit status";
+}
+
+const char* examples_text() noexcept {
+  return "Run a report on one host at a time across three nodes; the other hosts\n"
+         "exit 75 at once (or wait up to a minute with --wait 1m):\n"
+         "\n"
+         "$ export REDLOCK_NODES=redis://lock1.example:6379,redis://lock2.example:6379,redis://lock3.example:6379\n"
+         "$ redlock run reports/daily --ttl 30s -- ./make-report --date today\n"
+         "\n"
+         "Take a lock in one step of a script and release it in another:\n"
+         "\n"
+         "$ redlock acquire jobs/deploy --ttl 5m > /run/deploy.token\n"
+         "$ redlock release jobs/deploy --token - < /run/deploy.token\n"
+         "\n"
+         "From cron (/etc/cron.d/nightly-report), where the environment is empty: the\n"
+         "nodes come from an env file of NAME=VALUE lines, the password from a file\n"
+         "only its user can read, and the hosts that find the job running elsewhere\n"
+         "exit 0 and print nothing:\n"
+         "\n"
+         "  30 2 * * * root set -a; . /etc/redlock/redlock.env; set +a; exec /usr/local/bin/redlock run jobs/nightly --ttl 5m --conflict-exit-code 0 -q --password-file /etc/redlock/password -- /usr/local/bin/nightly-report\n"
+         "\n"
+         "From a systemd service started by a timer, with the same two files:\n"
+         "\n"
+         "  [Service]\n"
+         "  Type=oneshot\n"
+         "  EnvironmentFile=/etc/redlock/redlock.env\n"
+         "  ExecStart=/usr/local/bin/redlock run jobs/nightly --ttl 5m --conflict-exit-code 0 -q --password-file /etc/redlock/password -- /usr/local/bin/nightly-report\n"
+         "\n"
+         "Watch the nodes, serving Prometheus metrics on a loopback port:\n"
+         "\n"
+         "$ redlock monitor --prometheus 127.0.0.1:9121";
 }
 
 std::string help_text() {
@@ -237,8 +329,12 @@ std::string man_page(const std::string& version) {
   out += ".SH EXIT STATUS\n" + roff_block(exit_status_text());
   out += ".PP\nErrors are one line on stderr starting with \\(lqredlock: \\(rq; warnings are lines\n"
          "starting with \\(lqredlock: warning: \\(rq.\n";
+  out += ".SH EXAMPLES\n" + roff_examples(examples_text());
   out += ".SH SEE ALSO\n"
-         "The full manual is docs/cli.md in the redlock sources.\n";
+         ".BR flock (1),\n.BR crontab (5),\n.BR systemd.service (5),\n.BR systemd.timer (5),\n"
+         ".BR redis\\-server (1).\n"
+         "The README, the CHANGELOG and the LICENSE are installed in share/doc/redlock under\n"
+         "the installation prefix.\n";
   return out;
 }
 
@@ -305,6 +401,101 @@ std::string bash_completion() {
          "  return 0\n"
          "}\n"
          "complete -F _redlock redlock\n";
+  return out;
+}
+
+std::string zsh_completion() {
+  std::string out =
+      "#compdef redlock\n"
+      "# zsh completion for redlock(1). Generated from the tables in\n"
+      "# tools/redlock/args.cc (redlock_gendoc); do not edit.\n"
+      "_redlock() {\n"
+      "  local -a commands\n"
+      "  commands=(\n";
+  for (const auto& c : command_docs()) {
+    out += "    '" + std::string(c.name) + ":" + single_quoted(short_help(c.summary)) + "'\n";
+  }
+  out +=
+      "  )\n"
+      "  if (( CURRENT == 2 )); then\n"
+      "    _describe -t commands 'redlock command' commands\n"
+      "    _arguments '(- *)'{-h,--help}'[print the help]' '(- *)'{-V,--version}'[print the version]'\n"
+      "    return\n"
+      "  fi\n"
+      "  local i\n"
+      "  for (( i = 3; i < CURRENT; i++ )); do\n"
+      "    if [[ $words[i] == -- ]]; then\n"
+      "      # run's and elect's command: complete it as a command line of its own.\n"
+      "      shift $i words\n"
+      "      (( CURRENT -= i ))\n"
+      "      _normal\n"
+      "      return\n"
+      "    fi\n"
+      "  done\n"
+      "  case $words[2] in\n";
+  for (const auto& c : command_docs()) {
+    out += "    " + std::string(c.name) + ")\n      _arguments -S : \\\n";
+    for (const auto& o : option_docs()) {
+      if (!takes(o, c.cmd)) continue;
+      const std::string desc = zsh_description(o.help);
+      std::string spec;
+      if (o.short_name != nullptr) {
+        spec = "'(" + std::string(o.short_name) + " " + o.name + ")'{" + o.short_name + "," + o.name + "}";
+        spec += o.metavar != nullptr ? "'[" + desc + "]" : "'[" + desc + "]'";
+      } else {
+        spec = "'" + std::string(o.name) + (o.metavar != nullptr ? "=[" : "[") + desc + "]";
+        if (o.metavar == nullptr) spec += "'";
+      }
+      if (o.metavar != nullptr) {
+        const std::string_view m = o.metavar;
+        const std::string action = m == "FILE" ? "_files" : m == "DIR" ? "_files -/" : " ";
+        spec += ":" + std::string(o.metavar) + ":" + action + "'";
+      }
+      out += "        " + spec + " \\\n";
+    }
+    out += "        '*:argument: '\n      ;;\n";
+  }
+  out +=
+      "    help)\n"
+      "      _describe -t commands 'redlock command' commands\n"
+      "      ;;\n"
+      "  esac\n"
+      "}\n"
+      "_redlock \"$@\"\n";
+  return out;
+}
+
+std::string fish_completion() {
+  std::string all;
+  for (const auto& c : command_docs()) all += (all.empty() ? "" : " ") + std::string(c.name);
+  std::string out =
+      "# fish completion for redlock(1). Generated from the tables in\n"
+      "# tools/redlock/args.cc (redlock_gendoc); do not edit.\n"
+      "complete -c redlock -f\n"
+      "complete -c redlock -n 'not __fish_seen_subcommand_from " + all + " help' -s h -l help -d 'Print the help'\n"
+      "complete -c redlock -n 'not __fish_seen_subcommand_from " + all + " help' -s V -l version -d 'Print the version'\n";
+  for (const auto& c : command_docs()) {
+    out += "complete -c redlock -n 'not __fish_seen_subcommand_from " + all + " help' -a " + c.name + " -d '" +
+           single_quoted(short_help(c.summary)) + "'\n";
+  }
+  out += "complete -c redlock -n 'not __fish_seen_subcommand_from " + all + " help' -a help -d 'Print the help of a command'\n";
+  out += "complete -c redlock -n '__fish_seen_subcommand_from help' -a '" + all + "'\n";
+  // One line per option: the commands that take it, then the option.
+  for (const auto& o : option_docs()) {
+    std::string cmds;
+    for (const auto& c : command_docs()) {
+      if (takes(o, c.cmd)) cmds += " " + std::string(c.name);
+    }
+    std::string line = "complete -c redlock -n '__fish_seen_subcommand_from" + cmds + "'";
+    if (o.short_name != nullptr) line += " -s " + std::string(o.short_name + 1);
+    line += " -l " + std::string(o.name + 2);
+    if (o.metavar != nullptr) {
+      const std::string_view m = o.metavar;
+      line += m == "FILE" ? " -r -F" : m == "DIR" ? " -x -a '(__fish_complete_directories)'" : " -x";
+    }
+    line += " -d '" + single_quoted(short_help(o.help)) + "'\n";
+    out += line;
+  }
   return out;
 }
 
