@@ -338,9 +338,15 @@ std::string man_page(const std::string& version) {
   return out;
 }
 
+// Every command's name, separated by blanks (the completions' word lists).
+static std::string command_names() {
+  std::string names;
+  for (const auto& c : command_docs()) names += (names.empty() ? "" : " ") + std::string(c.name);
+  return names;
+}
+
 std::string bash_completion() {
-  std::string commands;
-  for (const auto& c : command_docs()) commands += (commands.empty() ? "" : " ") + std::string(c.name);
+  const std::string commands = command_names();
 
   std::string out =
       "# bash completion for redlock(1). Generated from the tables in\n"
@@ -466,8 +472,7 @@ std::string zsh_completion() {
 }
 
 std::string fish_completion() {
-  std::string all;
-  for (const auto& c : command_docs()) all += (all.empty() ? "" : " ") + std::string(c.name);
+  const std::string all = command_names();
   std::string out =
       "# fish completion for redlock(1). Generated from the tables in\n"
       "# tools/redlock/args.cc (redlock_gendoc); do not edit.\n"

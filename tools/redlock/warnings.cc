@@ -72,7 +72,10 @@ void print_acquire_warnings(const invocation& inv, warning_collector& collected,
                             std::to_string(quorum) + ")";
   for (std::size_t i = 0; i < rep.nodes.size(); ++i) {
     const redlock::node_result& n = rep.nodes[i];
-    if (n.status == node_status::ok) continue;
+    // A node still holding the key of an owner that let go an instant ago (a waiter
+    // that won its quorum while the release was on its way) is no configuration
+    // problem: no warning for a `held` refusal.
+    if (n.status == node_status::ok || n.status == node_status::held) continue;
     std::string why;
     bool answered = false;
     if (n.status == node_status::pending) {
