@@ -1,3 +1,9 @@
+// A connection's life, top to bottom: connect (with backoff after a failure) ->
+// link up -> handshake (AUTH/HELLO, INFO, TIME: the guards' inputs) -> ready ->
+// requests submitted, encoded, pipelined -> replies matched in order, each judged
+// by the guards (a grant's exclusion travels in its reply_event) -> deadlines and
+// stalls -> a failed link fails every request in flight once -> reconnect; and
+// shutdown, which cancels what is left. Loop thread only.
 #include "node/connection.h"
 
 #include <algorithm>

@@ -24,7 +24,7 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::steady_clock;
 
-constexpr std::size_t max_identity_bytes = 512;
+constexpr std::size_t kMaxIdentityBytes = 512;
 
 // KEYS[1] lock key, KEYS[2] record key; ARGV[1] token, ARGV[2] term, ARGV[3] identity.
 // Writes the record only where the node still holds this token.
@@ -123,7 +123,7 @@ class campaign_op final : public async_op<campaign_op, campaign_result> {
         started_(core_->now()) {}
 
   void start() {
-    if (identity_.empty() || identity_.size() > max_identity_bytes) {
+    if (identity_.empty() || identity_.size() > kMaxIdentityBytes) {
       return finish_with(refused(errc::invalid_argument, "identity must be 1 to 512 bytes"));
     }
     if (role_.empty()) return finish_with(refused(errc::invalid_argument, "role must not be empty"));

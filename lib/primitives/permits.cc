@@ -26,8 +26,8 @@ std::error_code combine_permit_errors(const std::vector<std::error_code>& errors
 
 std::string check_semaphore(std::string_view name, std::size_t permits, std::size_t batch) {
   if (name.empty()) return "semaphore name must not be empty";
-  if (permits < 1 || permits > max_permits) {
-    return "semaphore permits must be in [1, " + std::to_string(max_permits) + "], got " +
+  if (permits < 1 || permits > kMaxPermits) {
+    return "semaphore permits must be in [1, " + std::to_string(kMaxPermits) + "], got " +
            std::to_string(permits);
   }
   if (batch > permits) {

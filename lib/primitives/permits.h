@@ -14,7 +14,7 @@
 namespace redlock::detail {
 
 // Upper bound on semaphore_options::permits.
-inline constexpr std::size_t max_permits = 1024;
+inline constexpr std::size_t kMaxPermits = 1024;
 
 // name + ":permit:" + decimal index.
 std::string permit_resource(std::string_view name, std::size_t index);

@@ -20,11 +20,11 @@ std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); 
 
 // Virtual steady-clock time 0 is this far from the clock's epoch, so that no
 // instant of a run is the default-constructed time_point.
-constexpr std::int64_t kClockOrigin_us = 1'000'000'000;
+constexpr std::int64_t kClockOriginUs = 1'000'000'000;
 // Node wall clocks start here (2026-12-01), microseconds since the Unix epoch.
-constexpr std::int64_t kWallOrigin_us = 1'796'083'200'000'000;
+constexpr std::int64_t kWallOriginUs = 1'796'083'200'000'000;
 // The least time one turn of a client's loop takes (see arm_timer).
-constexpr std::int64_t kTurn_us = 10;
+constexpr std::int64_t kTurnUs = 10;
 }  // namespace
 
 sim_rng::sim_rng(std::uint64_t seed) {
@@ -67,7 +67,7 @@ class world_clock final : public redlock::clock {
  public:
   explicit world_clock(const impl* w) : w_(w) {}
   std::chrono::steady_clock::time_point now() const noexcept override {
-    return std::chrono::steady_clock::time_point(std::chrono::microseconds(kClockOrigin_us + w_->now_us));
+    return std::chrono::steady_clock::time_point(std::chrono::microseconds(kClockOriginUs + w_->now_us));
   }
 
  private:
@@ -107,10 +107,10 @@ class sim_reactor final : public detail::reactor {
     cl_->timer_gen = gen;
     // Due when the loop's millisecond clock reaches now_ms() + delay, as with uv;
     // a timer armed with no delay runs on the next turn, which on a real machine
-    // comes a little later (kTurn_us): a loop that re-arms a zero timer until a
+    // comes a little later (kTurnUs): a loop that re-arms a zero timer until a
     // deadline passes ends here as it does there.
     const std::int64_t due =
-        std::max(w_->now_us + kTurn_us, (w_->now_us / 1000 + static_cast<std::int64_t>(delay_ms)) * 1000);
+        std::max(w_->now_us + kTurnUs, (w_->now_us / 1000 + static_cast<std::int64_t>(delay_ms)) * 1000);
     auto cl = cl_;
     impl* w = w_.get();
     w_->at(due, [w, cl, gen] {
@@ -210,10 +210,10 @@ world::impl::impl(world_options o) : options(o), rng(o.seed) {
     cfg.persist = keeps ? sim::persistence::aof_always : sim::persistence::none;
     if (!options.maxmemory_policies.empty()) cfg.maxmemory_policy = options.maxmemory_policies[i];
     cfg.loading_us = options.restart_loading_us;
-    nodes[i].node = std::make_unique<sim::node>(cfg, rng.next(), kWallOrigin_us);
+    nodes[i].node = std::make_unique<sim::node>(cfg, rng.next(), kWallOriginUs);
     nodes[i].min_latency_us = options.min_latency_us;
     nodes[i].max_latency_us = options.max_latency_us;
-    nodes[i].clock_base_us = kWallOrigin_us;
+    nodes[i].clock_base_us = kWallOriginUs;
   }
   clock = std::make_shared<world_clock>(this);
 }
