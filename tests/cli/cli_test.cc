@@ -727,10 +727,16 @@ TEST_F(Cli, run_sends_sigkill_after_kill_after_when_the_command_ignores_sigterm)
 TEST_F(Cli, run_forwards_sigterm_to_the_command_and_still_releases) {
   temp_dir tmp;
   const std::string marker = tmp.file("marker");
-  cli_process run(
-      with_nodes({"run", "cli-run-term", "--ttl", "1s", "--", "sh", "-c",
-                  "trap 'echo got-TERM > " + marker + "; kill $!; exit 7' TERM; sleep 30 & echo $$ > " +
-                      tmp.file("pid") + "; wait"}));
+  // The pid file is written once `sleep` runs (its comm is "sleep"): a SIGTERM that
+  // reached the forked child before its exec could be lost in dash's handler, and
+  // the sleep would then outlive sh by --kill-after (10 s by default, the test's
+  // whole bound; it flaked so once at -j3). The wait is bounded (2,000 reads), and
+  // --kill-after 2s bounds what a lost signal could still cost.
+  cli_process run(with_nodes(
+      {"run", "cli-run-term", "--ttl", "1s", "--kill-after", "2s", "--", "sh", "-c",
+       "trap 'echo got-TERM > " + marker + "; kill $!; exit 7' TERM; sleep 30 & c=$!; i=0; " +
+           "while [ \"$(cat /proc/$c/comm 2>/dev/null)\" != sleep ] && [ $i -lt 2000 ]; do i=$((i+1)); done; " +
+           "echo $$ > " + tmp.file("pid") + "; wait"}));
   track_child(tmp.file("pid"));
   EXPECT_EQ(cluster().count_key("cli-run-term"), 5);
   run.signal(SIGTERM);
