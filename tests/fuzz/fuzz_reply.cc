@@ -2,7 +2,8 @@
 // fuzzer-chosen sizes, into hiredis's redisReader (as lib/connection.cc does), and
 // every complete reply is classified for every script (lib/reply.h) and, when it
 // is an error, by classify_error and as a MOVED/ASK redirect; and every reply is
-// read as a CLUSTER SHARDS and a CLUSTER SLOTS topology (protocol/cluster.h).
+// read as a CLUSTER SHARDS and a CLUSTER SLOTS topology (protocol/cluster.h) and as
+// Sentinel's and ROLE's answers (protocol/sentinel.h).
 // Invariants: nothing crashes, each vote is one of the statuses a reply can
 // produce, a redirect's slot and port are in range, and a slot map that parsed is
 // consistent (each slot served by a shard whose master is a master node, or none).
@@ -16,6 +17,7 @@
 
 #include "protocol/cluster.h"
 #include "protocol/reply.h"
+#include "protocol/sentinel.h"
 #include "pure/slot.h"
 
 namespace {
@@ -92,6 +94,20 @@ void parse_topologies(const redisReply* r) {
   std::string error;
   if (redlock::detail::parse_cluster_shards(r, "127.0.0.1", m, error)) check_map(m);
   if (redlock::detail::parse_cluster_slots(r, "127.0.0.1", m, error)) check_map(m);
+  // Sentinel's answers and ROLE (protocol/sentinel.h): ports in range when parsed.
+  if (const auto a = redlock::detail::parse_master_addr(r)) {
+    if (a->known && (a->address.port < 1 || a->address.port > 65535 || a->address.host.empty())) std::abort();
+  }
+  if (const auto role = redlock::detail::parse_role(r)) {
+    for (const auto& e : role->replicas) {
+      if (e.port < 1 || e.port > 65535) std::abort();
+    }
+  }
+  if (r->type == REDIS_REPLY_STRING) {
+    if (const auto sw = redlock::detail::parse_switch_master(std::string_view(r->str, r->len))) {
+      if (sw->name.empty() || sw->to.port < 1 || sw->from.port < 1) std::abort();
+    }
+  }
 }
 
 }  // namespace

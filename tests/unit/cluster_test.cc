@@ -2,7 +2,6 @@
 // (MOVED/ASK redirects, CLUSTER SHARDS and CLUSTER SLOTS into a slot map).
 #include <gtest/gtest.h>
 
-#include <initializer_list>
 #include <string>
 
 #include "parse_resp.h"
@@ -14,15 +13,10 @@ namespace {
 
 using test::parse_resp;
 
-// RESP2 builders, so a reply reads as its structure.
-std::string bulk(const std::string& s) { return "$" + std::to_string(s.size()) + "\r\n" + s + "\r\n"; }
-std::string num(long long v) { return ":" + std::to_string(v) + "\r\n"; }
-std::string arr(std::initializer_list<std::string> items) {
-  std::string out = "*" + std::to_string(items.size()) + "\r\n";
-  for (const std::string& i : items) out += i;
-  return out;
-}
-const std::string nil = "$-1\r\n";
+using test::arr;
+using test::bulk;
+using test::nil;
+using test::num;
 
 std::string shard_node(const std::string& id, int port, const std::string& endpoint, const std::string& role,
                        const std::string& health = "online") {
