@@ -223,6 +223,19 @@ std::string trim(std::string s) {
   return s;
 }
 
+// The lines of `out`, each without its newline (a last line without one is dropped).
+std::vector<std::string> lines_of(const std::string& out) {
+  std::vector<std::string> lines;
+  std::size_t from = 0;
+  while (from < out.size()) {
+    const std::size_t nl = out.find('\n', from);
+    if (nl == std::string::npos) break;
+    lines.push_back(out.substr(from, nl - from));
+    from = nl + 1;
+  }
+  return lines;
+}
+
 // (The tests scan the tool's output by hand: std::regex trips GCC 12's
 // -Wmaybe-uninitialized under the sanitizers.)
 
@@ -2193,9 +2206,41 @@ TEST_F(CliSecrets, run_passes_no_password_to_the_command_nor_shows_it_in_its_arg
       run_cli(args({"run", "cli-run-pw-argv", "--ttl", "5s", "--nodes", join(with_pw, ","), "--", "sh", "-c", report}));
   ASSERT_EQ(argv.code, 0) << argv.err;
   EXPECT_EQ(argv.out.find(password), std::string::npos) << argv.out;
-  EXPECT_NE(argv.out.find("--nodes redis://:" + std::string(std::strlen(password), '*') + "@"), std::string::npos)
-      << argv.out;
+  EXPECT_NE(argv.out.find("--nodes redis://:***@"), std::string::npos) << argv.out;
   EXPECT_NE(argv.err.find("redlock: warning: "), std::string::npos) << argv.err;
+}
+
+// ps showed as many '*' as the password had characters. Passwords of 3, 11 and 40
+// characters (ACL users beside the default user's) all show as "***", and the
+// arguments after the node list are intact.
+TEST_F(CliSecrets, run_shows_the_same_mask_in_its_argv_for_passwords_of_any_length) {
+  const std::string long_pw(40, 'L');
+  for (std::size_t i = 0; i < secured_->size(); ++i) {
+    for (const auto& [user, pw] : {std::pair<std::string, std::string>{"cli-mask-3", "abc"}, {"cli-mask-40", long_pw}}) {
+      ASSERT_EQ((*secured_)[i].command({"ACL", "SETUSER", user, "reset", "on", ">" + pw, "~*", "&*", "+@all"}), "OK");
+    }
+  }
+  const std::string report = "tr '\\0' '\\n' < /proc/$PPID/cmdline";
+  for (const auto& [user, pw] : {std::pair<std::string, std::string>{"cli-mask-3", "abc"},
+                                 {"default", password},
+                                 {"cli-mask-40", long_pw}}) {
+    std::vector<std::string> uris, masked;
+    for (std::size_t i = 0; i < secured_->size(); ++i) {
+      const std::string at = "@127.0.0.1:" + std::to_string((*secured_)[i].port());
+      uris.push_back("redis://" + user + ":" + pw + at);
+      masked.push_back("redis://" + user + ":***" + at);
+    }
+    const cli_result r = run_cli(args({"run", "cli-run-mask", "--ttl", "5s", "--nodes", join(uris, ","), "--", "sh",
+                                       "-c", report, "after-the-list"}));
+    ASSERT_EQ(r.code, 0) << user << ": " << r.err;
+    EXPECT_EQ(r.out.find(pw), std::string::npos) << r.out;
+    const std::vector<std::string> lines = lines_of(r.out);
+    const auto nodes = std::find(lines.begin(), lines.end(), "--nodes");
+    ASSERT_NE(nodes, lines.end()) << r.out;
+    ASSERT_LT(nodes + 1, lines.end()) << r.out;
+    EXPECT_EQ(nodes[1], join(masked, ",")) << pw.size() << "-character password: " << r.out;
+    EXPECT_NE(std::find(nodes, lines.end(), "after-the-list"), lines.end()) << r.out;
+  }
 }
 
 // --- TLS (rediss://) ---
@@ -2590,17 +2635,6 @@ TEST(CliHelp, the_man_page_has_every_option_of_the_help_and_renders_without_warn
 
 // --- monitor ---
 
-std::vector<std::string> lines_of(const std::string& out) {
-  std::vector<std::string> lines;
-  std::size_t from = 0;
-  while (from < out.size()) {
-    const std::size_t nl = out.find('\n', from);
-    if (nl == std::string::npos) break;
-    lines.push_back(out.substr(from, nl - from));
-    from = nl + 1;
-  }
-  return lines;
-}
 
 // The object of node `uri` in a monitor JSON line ("" if absent).
 std::string json_node(const std::string& line, const std::string& uri) {
