@@ -118,8 +118,8 @@ class tls_link final : public link, public link_events {
     // A plain-text Redis node reads the ClientHello as the start of an inline
     // command and waits for the rest of it: nothing ever comes back.
     if (!heard_) {
-      return "no reply to the TLS ClientHello; does the server speak TLS? A plain-text server never answers "
-             "one (use redis:// for it)";
+      return "no reply to the TLS ClientHello (is the node serving TLS? a plain node never answers one: it "
+             "needs redis://)";
     }
     return "the TLS handshake did not complete";
   }

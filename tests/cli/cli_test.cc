@@ -513,6 +513,52 @@ TEST_F(Cli, extend_sets_the_ttl_from_now) {
   for (std::size_t i = 0; i < 5; ++i) EXPECT_GT(cluster()[i].pttl("cli-extend"), 15000);
 }
 
+// The reason the tool prints for a token held nowhere: what the nodes answered,
+// each node counted once, and no count that reads as if the token held the lock
+// somewhere ("does not hold the lock on 3 of 5 nodes").
+TEST_F(Cli, extend_and_release_of_a_token_held_nowhere_say_what_the_nodes_answered) {
+  for (const char* cmd : {"extend", "release"}) {
+    std::vector<std::string> a = {cmd, "cli-held-nowhere", "0123456789abcdef0123456789abcdef"};
+    if (std::string(cmd) == "extend") a.insert(a.end(), {"--ttl", "5s"});
+    const cli_result r = run_cli(with_nodes(a));
+    EXPECT_EQ(r.code, 1) << r.err;
+    expect_one_error_line(r);
+    EXPECT_EQ(r.err.find("does not hold the lock on"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("pending"), std::string::npos) << r.err;
+    // 3, 4 or 5 of them answered before the outcome was decided; the rest were not
+    // waited for.
+    bool one_form = false;
+    for (int answered = 3; answered <= 5; ++answered) {
+      std::string want = "cannot " + std::string(cmd) + " \"cli-held-nowhere\": not owner: " +
+                         std::to_string(answered) + " of 5 nodes answered that the token does not hold the lock (quorum 3)";
+      if (answered == 4) want += "; 1 reply not waited for (it could not change the outcome)";
+      if (answered == 3) want += "; 2 replies not waited for (they could not change the outcome)";
+      one_form = one_form || r.err == "redlock: " + want + "\n";
+    }
+    EXPECT_TRUE(one_form) << r.err;
+  }
+}
+
+// "1 still pending after 3 attempts": the attempts are said first, the counts are
+// the last attempt's.
+TEST_F(Cli, a_contended_wait_says_how_many_attempts_before_the_last_ones_counts) {
+  const std::string token = acquire_token("cli-contended-attempts", "10s");
+  const cli_result r = run_cli(
+      with_nodes({"acquire", "cli-contended-attempts", "--ttl", "5s", "--wait", "300ms", "--retry-delay", "50ms"}));
+  EXPECT_EQ(r.code, 75) << r.err;
+  expect_one_error_line(r);
+  const std::string head = "redlock: cannot acquire \"cli-contended-attempts\": contended after ";
+  ASSERT_EQ(r.err.rfind(head, 0), 0u) << r.err;
+  const std::size_t n_end = r.err.find(' ', head.size());
+  ASSERT_NE(n_end, std::string::npos) << r.err;
+  const std::string n = r.err.substr(head.size(), n_end - head.size());
+  EXPECT_TRUE(is_number(n) && std::stoi(n) >= 2) << r.err;
+  const std::string then = " attempts; in the last, held by another owner on ";
+  EXPECT_EQ(r.err.compare(n_end, then.size(), then), 0) << r.err;
+  EXPECT_EQ(r.err.find("pending"), std::string::npos) << r.err;
+  EXPECT_EQ(cluster().count_value("cli-contended-attempts", token), 5);
+}
+
 TEST_F(Cli, extend_with_a_foreign_token_is_refused_with_1) {
   const std::string token = acquire_token("cli-extend-foreign", "5s");
   const cli_result r = run_cli(
@@ -2210,6 +2256,29 @@ TEST_F(CliSecrets, run_passes_no_password_to_the_command_nor_shows_it_in_its_arg
   EXPECT_NE(argv.err.find("redlock: warning: "), std::string::npos) << argv.err;
 }
 
+// "a node refused authentication" followed by two nodes: the count matches the list.
+TEST_F(CliSecrets, an_authentication_refused_by_two_nodes_says_two_nodes_and_names_them) {
+  std::vector<std::string> uris;
+  for (std::size_t i = 0; i < secured_->size(); ++i) {
+    uris.push_back("redis://:" + std::string(i < 2 ? "wrong-pw-2" : password) + "@127.0.0.1:" +
+                   std::to_string((*secured_)[i].port()));
+  }
+  const cli_result r = run_cli(args({"acquire", "cli-auth-two", "--ttl", "5s", "--nodes", join(uris, ","), "-q"}));
+  EXPECT_EQ(r.code, 77) << r.err;
+  expect_one_error_line(r);
+  EXPECT_EQ(r.err.rfind("redlock: cannot acquire \"cli-auth-two\": authentication refused on 2 of 3 nodes [", 0), 0u)
+      << r.err;
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_NE(r.err.find("redis://:***@127.0.0.1:" + std::to_string((*secured_)[i].port()) +
+                         ": authentication refused ("),
+              std::string::npos)
+        << r.err;
+  }
+  EXPECT_EQ(r.err.find("a node refused"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("wrong-pw-2"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(password), std::string::npos) << r.err;
+}
+
 // ps showed as many '*' as the password had characters. Passwords of 3, 11 and 40
 // characters (ACL users beside the default user's) all show as "***", and the
 // arguments after the node list are intact.
@@ -2425,6 +2494,10 @@ TEST_F(CliTls, a_plaintext_server_behind_rediss_exits_69_within_the_connect_time
   // --connect-timeout=1s plus a node timeout, with generous slack for a loaded machine.
   EXPECT_LT(r.elapsed, 5s) << r.err;
   EXPECT_EQ(plain.count_key("cli-tls-to-plain"), 0);
+  // Not a bare timeout: the detail says the server may not speak TLS (a plain node
+  // never answers the ClientHello; or, when its bytes held a newline, its error
+  // reply is not TLS).
+  EXPECT_NE(r.err.find("(is the node serving TLS? a plain node "), std::string::npos) << r.err;
 }
 
 TEST_F(CliTls, a_tls_server_behind_redis_exits_69_hinting_at_rediss) {
