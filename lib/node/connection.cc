@@ -37,8 +37,8 @@ void connection::connect_now() {
   connect_deadline_ms_ = host_.now_ms() + static_cast<std::uint64_t>(host_.options().connect_timeout.count());
   connect_timer_ = host_.schedule(host_.options().connect_timeout, [this] {
     connect_timer_ = 0;
-    std::string detail =
-        "connect/handshake took longer than " + std::to_string(host_.options().connect_timeout.count()) + " ms";
+    std::string detail = "connect/handshake took longer than " +
+                         std::to_string(host_.options().connect_timeout.count()) + " ms";
     if (link_ != nullptr && state_ == state::connecting) {
       if (std::string why = link_->stalled_on(); !why.empty()) detail += ": " + why;
     }

@@ -173,8 +173,9 @@ std::string describe(const report& r) {
   const auto ok = static_cast<std::size_t>(r.count(node_status::ok));
   // The counts are the last attempt's: the attempts are said first, so that no
   // count reads as if it were one of attempts ("1 still pending after 3 attempts").
-  const std::string head =
-      r.attempts > 1 ? " after " + std::to_string(r.attempts) + " attempts; in the last, " : std::string(": ");
+  const std::string head = r.attempts > 1
+                               ? " after " + std::to_string(r.attempts) + " attempts; in the last, "
+                               : std::string(": ");
   auto then = [](std::string parts) { return parts.empty() ? parts : "; " + parts; };
   std::string s;
   if (!r.error) {
@@ -182,8 +183,8 @@ std::string describe(const report& r) {
     if (r.validity.count() > 0) s += ", validity " + std::to_string(r.validity.count()) + " ms";
     if (r.attempts > 1) s += " after " + std::to_string(r.attempts) + " attempts";
   } else if (r.error == errc::contended) {
-    s = "contended" + head + "held by another owner on " + std::to_string(r.count(node_status::held)) + " of " +
-        nodes_count(n) + " (quorum " + std::to_string(q) + ")" +
+    s = "contended" + head + "held by another owner on " + std::to_string(r.count(node_status::held)) +
+        " of " + nodes_count(n) + " (quorum " + std::to_string(q) + ")" +
         (ok > 0 ? ", ok on " + std::to_string(ok) : std::string()) + then(node_counts(r, nullptr));
   } else if (r.error == errc::not_owner &&
              std::all_of(r.nodes.begin(), r.nodes.end(),
@@ -196,7 +197,8 @@ std::string describe(const report& r) {
     // did not answer (or was not waited for) may or may not hold the token.
     s = "not owner" + head + std::to_string(r.count(node_status::not_owner)) + " of " + nodes_count(n) +
         " answered that the token does not hold the lock (quorum " + std::to_string(q) + ")" +
-        (ok > 0 ? ", " + std::to_string(ok) + " that it does" : std::string()) + then(node_counts(r, nullptr));
+        (ok > 0 ? ", " + std::to_string(ok) + " that it does" : std::string()) +
+        then(node_counts(r, nullptr));
   } else if (r.error == errc::unavailable) {
     s = "unavailable" + head + "ok on " + std::to_string(ok) + " of " + nodes_count(n) + ", quorum is " +
         std::to_string(q) + then(node_counts(r, "refused"));

@@ -636,15 +636,14 @@ struct argv_block {
       at += a.size() + 1;
     }
   }
-  std::vector<std::string> args() const {
-    return std::vector<std::string>(argv.begin(), argv.end());
-  }
+  std::vector<std::string> args() const { return std::vector<std::string>(argv.begin(), argv.end()); }
 };
 
 // A mask as long as the password told its length to anyone running ps.
 TEST(Secrets, ScrubArgvShowsTheSameMaskForPasswordsOfAnyLength) {
   for (const std::string& pw : std::vector<std::string>{"abc", "hunter2", std::string(40, 'x')}) {
-    argv_block b({"redlock", "run", "r", "--nodes", "redis://:" + pw + "@h:1,redis://u:" + pw + "@h:2", "--", "cmd"});
+    argv_block b(
+        {"redlock", "run", "r", "--nodes", "redis://:" + pw + "@h:1,redis://u:" + pw + "@h:2", "--", "cmd"});
     const std::size_t size = b.bytes.size();
     scrub_argv(static_cast<int>(b.argv.size()), b.argv.data(), {4});
     EXPECT_EQ(b.args(), (std::vector<std::string>{"redlock", "run", "r", "--nodes",
@@ -653,7 +652,8 @@ TEST(Secrets, ScrubArgvShowsTheSameMaskForPasswordsOfAnyLength) {
     ASSERT_EQ(b.bytes.size(), size);
     EXPECT_EQ(b.bytes.find(pw), std::string::npos);
     // The freed bytes are zeroes after the last argument.
-    const std::size_t used = std::string("redlock run r --nodes redis://:***@h:1,redis://u:***@h:2 -- cmd ").size();
+    const std::size_t used =
+        std::string("redlock run r --nodes redis://:***@h:1,redis://u:***@h:2 -- cmd ").size();
     EXPECT_EQ(b.bytes.find_first_not_of('\0', used), std::string::npos) << pw.size();
     EXPECT_EQ(b.argv[6], &b.bytes[used - 4]);
   }
@@ -666,8 +666,8 @@ TEST(Secrets, ScrubArgvUsesOneStarWhenTheMaskDoesNotFit) {
   // Room from another, longer password: both get the mask.
   argv_block two({"redlock", "--nodes", "redis://:a@h:1", "--nodes", "redis://:abcdefg@h:1"});
   scrub_argv(static_cast<int>(two.argv.size()), two.argv.data(), {2, 4});
-  EXPECT_EQ(two.args(),
-            (std::vector<std::string>{"redlock", "--nodes", "redis://:***@h:1", "--nodes", "redis://:***@h:1"}));
+  EXPECT_EQ(two.args(), (std::vector<std::string>{"redlock", "--nodes", "redis://:***@h:1", "--nodes",
+                                                  "redis://:***@h:1"}));
 }
 
 TEST(Secrets, ScrubArgvLeavesOtherArgumentsAndArgv0Alone) {

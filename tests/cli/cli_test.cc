@@ -529,8 +529,9 @@ TEST_F(Cli, extend_and_release_of_a_token_held_nowhere_say_what_the_nodes_answer
     // waited for.
     bool one_form = false;
     for (int answered = 3; answered <= 5; ++answered) {
-      std::string want = "cannot " + std::string(cmd) + " \"cli-held-nowhere\": not owner: " +
-                         std::to_string(answered) + " of 5 nodes answered that the token does not hold the lock (quorum 3)";
+      std::string want = "cannot " + std::string(cmd) +
+                         " \"cli-held-nowhere\": not owner: " + std::to_string(answered) +
+                         " of 5 nodes answered that the token does not hold the lock (quorum 3)";
       if (answered == 4) want += "; 1 reply not waited for (it could not change the outcome)";
       if (answered == 3) want += "; 2 replies not waited for (they could not change the outcome)";
       one_form = one_form || r.err == "redlock: " + want + "\n";
@@ -543,8 +544,8 @@ TEST_F(Cli, extend_and_release_of_a_token_held_nowhere_say_what_the_nodes_answer
 // the last attempt's.
 TEST_F(Cli, a_contended_wait_says_how_many_attempts_before_the_last_ones_counts) {
   const std::string token = acquire_token("cli-contended-attempts", "10s");
-  const cli_result r = run_cli(
-      with_nodes({"acquire", "cli-contended-attempts", "--ttl", "5s", "--wait", "300ms", "--retry-delay", "50ms"}));
+  const cli_result r = run_cli(with_nodes(
+      {"acquire", "cli-contended-attempts", "--ttl", "5s", "--wait", "300ms", "--retry-delay", "50ms"}));
   EXPECT_EQ(r.code, 75) << r.err;
   expect_one_error_line(r);
   const std::string head = "redlock: cannot acquire \"cli-contended-attempts\": contended after ";
@@ -1619,8 +1620,8 @@ TEST_F(Cli, acquire_and_run_warn_of_fewer_than_3_nodes_and_still_exit_0) {
     const std::vector<std::string> lines = warning_lines(r.err);
     ASSERT_EQ(lines.size(), 1u) << r.err;
     EXPECT_EQ(lines[0],
-              "redlock: warning: 2 nodes: the quorum of 2 tolerates no failure, no more than 1 node would; use an odd "
-              "number of nodes")
+              "redlock: warning: 2 nodes: the quorum of 2 tolerates no failure, no more than 1 node would; "
+              "use an odd number of nodes")
         << r.err;
   }
 }
@@ -2263,13 +2264,16 @@ TEST_F(CliSecrets, run_passes_no_password_to_the_command_nor_shows_it_in_its_arg
 TEST_F(CliSecrets, an_authentication_refused_by_two_nodes_says_two_nodes_and_names_them) {
   std::vector<std::string> uris;
   for (std::size_t i = 0; i < secured_->size(); ++i) {
-    uris.push_back("redis://:" + std::string(i < 2 ? "wrong-pw-2" : password) + "@127.0.0.1:" +
-                   std::to_string((*secured_)[i].port()));
+    uris.push_back("redis://:" + std::string(i < 2 ? "wrong-pw-2" : password) +
+                   "@127.0.0.1:" + std::to_string((*secured_)[i].port()));
   }
-  const cli_result r = run_cli(args({"acquire", "cli-auth-two", "--ttl", "5s", "--nodes", join(uris, ","), "-q"}));
+  const cli_result r =
+      run_cli(args({"acquire", "cli-auth-two", "--ttl", "5s", "--nodes", join(uris, ","), "-q"}));
   EXPECT_EQ(r.code, 77) << r.err;
   expect_one_error_line(r);
-  EXPECT_EQ(r.err.rfind("redlock: cannot acquire \"cli-auth-two\": authentication refused on 2 of 3 nodes [", 0), 0u)
+  EXPECT_EQ(
+      r.err.rfind("redlock: cannot acquire \"cli-auth-two\": authentication refused on 2 of 3 nodes [", 0),
+      0u)
       << r.err;
   for (std::size_t i = 0; i < 2; ++i) {
     EXPECT_NE(r.err.find("redis://:***@127.0.0.1:" + std::to_string((*secured_)[i].port()) +
@@ -2288,8 +2292,11 @@ TEST_F(CliSecrets, an_authentication_refused_by_two_nodes_says_two_nodes_and_nam
 TEST_F(CliSecrets, run_shows_the_same_mask_in_its_argv_for_passwords_of_any_length) {
   const std::string long_pw(40, 'L');
   for (std::size_t i = 0; i < secured_->size(); ++i) {
-    for (const auto& [user, pw] : {std::pair<std::string, std::string>{"cli-mask-3", "abc"}, {"cli-mask-40", long_pw}}) {
-      ASSERT_EQ((*secured_)[i].command({"ACL", "SETUSER", user, "reset", "on", ">" + pw, "~*", "&*", "+@all"}), "OK");
+    for (const auto& [user, pw] :
+         {std::pair<std::string, std::string>{"cli-mask-3", "abc"}, {"cli-mask-40", long_pw}}) {
+      ASSERT_EQ(
+          (*secured_)[i].command({"ACL", "SETUSER", user, "reset", "on", ">" + pw, "~*", "&*", "+@all"}),
+          "OK");
     }
   }
   const std::string report = "tr '\\0' '\\n' < /proc/$PPID/cmdline";
@@ -2302,8 +2309,8 @@ TEST_F(CliSecrets, run_shows_the_same_mask_in_its_argv_for_passwords_of_any_leng
       uris.push_back("redis://" + user + ":" + pw + at);
       masked.push_back("redis://" + user + ":***" + at);
     }
-    const cli_result r = run_cli(args({"run", "cli-run-mask", "--ttl", "5s", "--nodes", join(uris, ","), "--", "sh",
-                                       "-c", report, "after-the-list"}));
+    const cli_result r = run_cli(args({"run", "cli-run-mask", "--ttl", "5s", "--nodes", join(uris, ","), "--",
+                                       "sh", "-c", report, "after-the-list"}));
     ASSERT_EQ(r.code, 0) << user << ": " << r.err;
     EXPECT_EQ(r.out.find(pw), std::string::npos) << r.out;
     const std::vector<std::string> lines = lines_of(r.out);
@@ -2710,7 +2717,6 @@ TEST(CliHelp, the_man_page_has_every_option_of_the_help_and_renders_without_warn
 }
 
 // --- monitor ---
-
 
 // The object of node `uri` in a monitor JSON line ("" if absent).
 std::string json_node(const std::string& line, const std::string& uri) {
