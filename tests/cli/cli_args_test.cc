@@ -1361,6 +1361,9 @@ TEST(MonitorView, text_line_screen_and_prometheus) {
   EXPECT_EQ(format_uptime(3725), "1h02m");
   EXPECT_EQ(format_uptime(90'000), "1d01h");
   EXPECT_EQ(format_us(1250), "1.25ms");
+  EXPECT_EQ(counted(1, "node"), "1 node");
+  EXPECT_EQ(counted(0, "node"), "0 nodes");
+  EXPECT_EQ(counted(3, "client"), "3 clients");
 }
 
 TEST(ElectArgs, elect_needs_an_id_and_a_command_and_defaults_its_ttl) {

@@ -1797,6 +1797,8 @@ TEST_F(Cli, bench_prints_a_table_with_the_floor_ratio) {
     EXPECT_NE(r.out.find(part), std::string::npos) << part << " in\n" << r.out;
   }
   EXPECT_NE(r.out.find(cluster()[4].uri()), std::string::npos) << r.out;
+  // "1 clients" read like a bug.
+  EXPECT_EQ(r.out.rfind("redlock bench: 5 nodes (quorum 3), 1 client, ", 0), 0u) << r.out;
 }
 
 TEST_F(Cli, bench_exits_69_when_no_quorum_answers) {

@@ -207,7 +207,7 @@ int status_command(const invocation& inv) {
         std::any_of(rows.begin(), rows.end(), [](const row& rw) { return rw.token.has_value(); });
     out += "resource  " + printable(inv.resource) + "\n";
     if (ir.holder) {
-      out += "holder    " + *ir.holder + " (" + std::to_string(agree) + " of " + nodes_count(rows.size()) +
+      out += "holder    " + *ir.holder + " (" + std::to_string(agree) + " of " + counted(rows.size(), "node") +
              ", quorum " + std::to_string(client->quorum()) + ")\n";
     } else {
       out +=

@@ -154,7 +154,7 @@ int monitor_command(const invocation& inv) {
     s.voting = pr.voting;
     s.quorum_ok = pr.quorum_ok;
     if (!pr.quorum_ok) {
-      s.warnings.push_back("no quorum: " + std::to_string(pr.voting) + " of " + nodes_count(pr.nodes.size()) +
+      s.warnings.push_back("no quorum: " + std::to_string(pr.voting) + " of " + counted(pr.nodes.size(), "node") +
                            " can vote, " + std::to_string(s.quorum) + " needed: acquires fail");
     }
 
