@@ -180,8 +180,8 @@ std::string describe(const report& r) {
   std::string s;
   if (!r.error) {
     s = "ok on " + std::to_string(ok) + " of " + nodes_count(n);
-    if (r.validity.count() > 0) s += ", validity " + std::to_string(r.validity.count()) + " ms";
     if (r.attempts > 1) s += " after " + std::to_string(r.attempts) + " attempts";
+    if (r.validity.count() > 0) s += ", validity " + std::to_string(r.validity.count()) + " ms";
   } else if (r.error == errc::contended) {
     s = "contended" + head + "held by another owner on " + std::to_string(r.count(node_status::held)) +
         " of " + nodes_count(n) + " (quorum " + std::to_string(q) + ")" +

@@ -605,6 +605,8 @@ TEST(Describe, SuccessNamesOkCountAndValidity) {
              node("redis://h3:7003", node_status::ok), node("redis://h4:7004", node_status::pending),
              node("redis://h5:7005", node_status::pending)};
   EXPECT_EQ(describe(r), "ok on 3 of 5 nodes, validity 29650 ms");
+  r.attempts = 4;  // not "validity 29650 ms after 4 attempts"
+  EXPECT_EQ(describe(r), "ok on 3 of 5 nodes after 4 attempts, validity 29650 ms");
 }
 
 TEST(Describe, SuccessWithoutValidityOmitsIt) {
