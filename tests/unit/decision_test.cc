@@ -8,16 +8,17 @@
 #include <array>
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 #include <vector>
 
+#include "pure/token.h"
 #include "redlock/error.h"
 #include "redlock/report.h"
-#include "pure/token.h"
 
 namespace redlock::detail {
 namespace {
@@ -701,15 +702,22 @@ TEST(Describe, UnavailableCountsSilentExcludedAndPendingNodesApart) {
   EXPECT_TRUE(lacks(m, "1 refused"));
 }
 
+// A failed report: `e` after `attempts` attempts, with these nodes.
+report failed(errc e, int attempts, std::vector<node_result> nodes) {
+  report r;
+  r.error = e;
+  r.attempts = attempts;
+  r.nodes = std::move(nodes);
+  return r;
+}
+
 // "does not hold the lock on 3 of 5 nodes" read as if it held it on the other two,
 // which had not been waited for.
 TEST(Describe, NotOwnerSaysWhatEachNodeAnsweredAndNotWhatTheOthersHold) {
-  report r;
-  r.error = errc::not_owner;
-  r.attempts = 1;
-  r.nodes = {node("redis://h1", node_status::not_owner), node("redis://h2", node_status::pending),
-             node("redis://h3", node_status::not_owner), node("redis://h4", node_status::not_owner),
-             node("redis://h5", node_status::pending)};
+  report r = failed(errc::not_owner, 1,
+                    {node("redis://h1", node_status::not_owner), node("redis://h2", node_status::pending),
+                     node("redis://h3", node_status::not_owner), node("redis://h4", node_status::not_owner),
+                     node("redis://h5", node_status::pending)});
   EXPECT_EQ(
       describe(r),
       "not owner: 3 of 5 nodes answered that the token does not hold the lock (quorum 3); 2 replies not "
@@ -723,11 +731,9 @@ TEST(Describe, NotOwnerSaysWhatEachNodeAnsweredAndNotWhatTheOthersHold) {
 }
 
 TEST(Describe, NotOwnerRefusedBeforeAnyNodeWasAskedSaysSo) {
-  report r;
-  r.error = errc::not_owner;
-  r.attempts = 1;
-  r.nodes = {node("redis://h1", node_status::pending, "lock not held"),
-             node("redis://h2", node_status::pending)};
+  report r = failed(
+      errc::not_owner, 1,
+      {node("redis://h1", node_status::pending, "lock not held"), node("redis://h2", node_status::pending)});
   EXPECT_EQ(describe(r), "not owner: lock not held (no node was asked)");
   r.nodes.clear();
   EXPECT_EQ(describe(r), "not owner: no node was asked");
@@ -735,12 +741,10 @@ TEST(Describe, NotOwnerRefusedBeforeAnyNodeWasAskedSaysSo) {
 
 // "1 still pending after 3 attempts" read as one node pending across the attempts.
 TEST(Describe, AttemptsComeBeforeTheLastAttemptsCounts) {
-  report r;
-  r.error = errc::unavailable;
-  r.attempts = 3;
-  r.nodes = {node("redis://h1", node_status::ok),
-             node("redis://h2", node_status::timeout, "no reply within 50 ms"),
-             node("redis://h3", node_status::pending)};
+  report r = failed(
+      errc::unavailable, 3,
+      {node("redis://h1", node_status::ok), node("redis://h2", node_status::timeout, "no reply within 50 ms"),
+       node("redis://h3", node_status::pending)});
   EXPECT_EQ(
       describe(r),
       "unavailable after 3 attempts; in the last, ok on 1 of 3 nodes, quorum is 2; 1 did not answer, 1 reply "
@@ -755,12 +759,11 @@ TEST(Describe, AttemptsComeBeforeTheLastAttemptsCounts) {
 
 // "a node refused authentication" followed by two nodes.
 TEST(Describe, AuthAndTlsFailuresCountTheNodesTheyName) {
-  report r;
-  r.error = errc::auth_failed;
-  r.attempts = 1;
-  r.nodes = {node("redis://:***@h1", node_status::auth_error, "WRONGPASS invalid username-password pair"),
-             node("redis://:***@h2", node_status::auth_error, "WRONGPASS invalid username-password pair"),
-             node("redis://:***@h3", node_status::ok)};
+  report r =
+      failed(errc::auth_failed, 1,
+             {node("redis://:***@h1", node_status::auth_error, "WRONGPASS invalid username-password pair"),
+              node("redis://:***@h2", node_status::auth_error, "WRONGPASS invalid username-password pair"),
+              node("redis://:***@h3", node_status::ok)});
   EXPECT_EQ(
       describe(r),
       "authentication refused on 2 of 3 nodes [redis://:***@h1: authentication refused (WRONGPASS invalid "
@@ -774,10 +777,8 @@ TEST(Describe, AuthAndTlsFailuresCountTheNodesTheyName) {
 }
 
 TEST(Describe, OneNodeIsNotNodes) {
-  report r;
-  r.error = errc::unavailable;
-  r.attempts = 1;
-  r.nodes = {node("redis://h1", node_status::connection_error, "connect: connection refused")};
+  report r = failed(errc::unavailable, 1,
+                    {node("redis://h1", node_status::connection_error, "connect: connection refused")});
   EXPECT_TRUE(contains(describe(r), "ok on 0 of 1 node, quorum is 1; 1 did not answer"));
   r.error = {};
   r.nodes = {node("redis://h1", node_status::ok)};
