@@ -670,6 +670,16 @@ TEST(Secrets, ScrubArgvUsesOneStarWhenTheMaskDoesNotFit) {
                                                   "redis://:***@h:1"}));
 }
 
+TEST(Secrets, ScrubArgvMasksArgumentsThatDoNotLieOneAfterTheOther) {
+  std::string prog = "redlock", list = "redis://:secret@h:1", opt = "--nodes=redis://:a@h:2";
+  std::vector<char*> argv = {prog.data(), list.data(), opt.data()};
+  scrub_argv(3, argv.data(), {1, 2});
+  EXPECT_EQ(std::string(argv[1]), "redis://:***@h:1");
+  EXPECT_EQ(list.size(), std::string("redis://:secret@h:1").size());
+  EXPECT_EQ(list.find_first_not_of('\0', std::strlen(argv[1])), std::string::npos);
+  EXPECT_EQ(std::string(argv[2]), "--nodes=redis://:*@h:2");
+}
+
 TEST(Secrets, ScrubArgvLeavesOtherArgumentsAndArgv0Alone) {
   argv_block b({"redlock", "status", "r", "--nodes", "redis://h:1"});
   char* const argv0 = b.argv[0];

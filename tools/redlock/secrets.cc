@@ -176,9 +176,21 @@ void scrub_argv(int argc, char** argv, const std::vector<std::size_t>& which) no
     // The area from argv[first] to the end of the last argument, if the arguments
     // lie one after the other in it (as the kernel lays them out).
     std::size_t area = 0;
-    for (std::size_t i = first; i < args.size(); ++i) {
-      if (argv[i] != argv[first] + area) return;  // not contiguous: leave argv as it is
+    bool contiguous = true;
+    for (std::size_t i = first; i < args.size() && contiguous; ++i) {
+      contiguous = argv[i] == argv[first] + area;
       area += args[i].size() + 1;
+    }
+    if (!contiguous) {
+      // Each argument in its own place: masked there, its freed bytes zeroed.
+      for (std::size_t i : which) {
+        if (i < first || i >= args.size()) continue;
+        std::string m = mask_passwords(args[i], password_mask);
+        if (m.size() > args[i].size()) m = mask_passwords(args[i], "*");
+        std::memcpy(argv[i], m.c_str(), m.size());
+        std::memset(argv[i] + m.size(), 0, args[i].size() - m.size());
+      }
+      return;
     }
     auto masked = [&](std::string_view mask) {
       std::vector<std::string> out(args.begin() + static_cast<std::ptrdiff_t>(first), args.end());

@@ -43,7 +43,8 @@ std::string mask_passwords(std::string_view arg, std::string_view mask = passwor
 // first changed one on are rewritten one after the other (argv[i] updated), and
 // the bytes the shorter masks free are zeroed at the end of the last argument.
 // Should the masks need more room than the passwords give (passwords of one or two
-// characters), each password becomes one '*' instead. argv[0] never moves.
+// characters), each password becomes one '*' instead. argv[0] never moves. Arguments
+// that do not lie one after the other are each masked in their own place.
 void scrub_argv(int argc, char** argv, const std::vector<std::size_t>& which) noexcept;
 
 // Reads a password file: a regular file, readable by this user, not readable by
