@@ -1199,6 +1199,31 @@ TEST(HttpHead, incomplete_complete_bad_and_too_large) {
   EXPECT_EQ(parse_http_head(fits).st, http_head::state::complete);
 }
 
+TEST(HttpHead, a_head_ends_at_the_first_empty_line_with_or_without_its_cr) {
+  // Each line ends in LF, a CR before it optional (RFC 9112 2.2), so every mix of
+  // the two ends the head: "\n\r\n" once waited for more bytes until the timeout.
+  for (const char* req : {"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", "GET /metrics HTTP/1.1\nHost: x\n\n",
+                          "GET /metrics HTTP/1.1\nHost: x\n\r\n", "GET /metrics HTTP/1.1\r\nHost: x\r\n\n",
+                          "GET /metrics HTTP/1.1\n\r\n"}) {
+    const http_head h = parse_http_head(req);
+    EXPECT_EQ(h.st, http_head::state::complete) << req;
+    EXPECT_EQ(h.target, "/metrics") << req;
+  }
+  EXPECT_EQ(http_head_length("GET / HTTP/1.1\nA: b\n\r\nrest"), 22u);
+  EXPECT_EQ(http_head_length("GET / HTTP/1.1\r\n\r\r\n"), std::string_view::npos);  // "\r\r" is not empty
+  EXPECT_EQ(parse_http_head("GET / HTTP/1.1\r\n\r\r\n").st, http_head::state::incomplete);
+}
+
+TEST(HttpHead, a_request_line_is_method_target_and_http_1_digit) {
+  EXPECT_EQ(parse_http_head("GET /metrics HTTP/1.0\r\n\r\n").st, http_head::state::complete);
+  EXPECT_EQ(parse_http_head("GET /metrics HTTP/1.1x\r\n\r\n").st, http_head::state::bad);
+  EXPECT_EQ(parse_http_head("GET /metrics HTTP/1.\r\n\r\n").st, http_head::state::bad);
+  EXPECT_EQ(parse_http_head("GET /met\rrics HTTP/1.1\r\n\r\n").st, http_head::state::bad);  // a bare CR
+  EXPECT_EQ(parse_http_head("GET /met\x01rics HTTP/1.1\r\n\r\n").st, http_head::state::bad);
+  EXPECT_EQ(parse_http_head("GET /m\xc3\xa9trics HTTP/1.1\r\n\r\n").st, http_head::state::bad);
+  EXPECT_EQ(parse_http_head("GET  /metrics HTTP/1.1\r\n\r\n").st, http_head::state::bad);
+}
+
 TEST(HttpHead, routing_gives_200_405_404_431_400) {
   const auto body = [] { return std::string("m 1\n"); };
   const auto route = [&](const std::string& req) {
