@@ -54,12 +54,13 @@ inline std::size_t skip_promql_group(std::string_view q, std::size_t i, char ope
 // bool, offset), numbers and durations, strings, comments, and Grafana variables
 // ($x, ${x}, $__rate_interval).
 inline std::set<std::string> promql_metric_names(std::string_view q) {
-  static const std::set<std::string_view> aggregations = {"sum",    "min",    "max",     "avg",         "group",
-                                                          "stddev", "stdvar", "count",   "count_values", "bottomk",
-                                                          "topk",   "quantile", "limitk", "limit_ratio"};
-  static const std::set<std::string_view> label_lists = {"by", "without", "on", "ignoring", "group_left",
-                                                         "group_right"};
-  static const std::set<std::string_view> keywords = {"and", "or", "unless", "bool", "offset", "atan2", "inf", "nan"};
+  static const std::set<std::string_view> aggregations = {
+      "sum",   "min",          "max",     "avg",  "group",    "stddev", "stdvar",
+      "count", "count_values", "bottomk", "topk", "quantile", "limitk", "limit_ratio"};
+  static const std::set<std::string_view> label_lists = {"by",       "without",    "on",
+                                                         "ignoring", "group_left", "group_right"};
+  static const std::set<std::string_view> keywords = {"and",    "or",    "unless", "bool",
+                                                      "offset", "atan2", "inf",    "nan"};
   std::set<std::string> names;
   std::size_t i = 0;
   while (i < q.size()) {
@@ -142,9 +143,11 @@ inline std::vector<std::string> rules_exprs(std::string_view yaml, std::string_v
         if (block_indent == std::string_view::npos) block_indent = mi;
         block += std::string(lines[m].substr(std::min(mi, block_indent))) + "\n";
       }
-      while (block.size() >= 2 && block[block.size() - 1] == '\n' && block[block.size() - 2] == '\n') block.pop_back();
+      while (block.size() >= 2 && block[block.size() - 1] == '\n' && block[block.size() - 2] == '\n')
+        block.pop_back();
       out.push_back(block);
-    } else if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') && value.back() == value.front()) {
+    } else if (value.size() >= 2 && (value.front() == '"' || value.front() == '\'') &&
+               value.back() == value.front()) {
       out.emplace_back(value.substr(1, value.size() - 2));
     } else {
       out.emplace_back(value);
@@ -180,18 +183,29 @@ inline std::vector<std::string> json_string_values(std::string_view json, std::s
       }
       const char e = json[++i];
       switch (e) {
-        case 'n': v += '\n'; break;
-        case 't': v += '\t'; break;
-        case 'r': v += '\r'; break;
-        case 'b': v += '\b'; break;
-        case 'f': v += '\f'; break;
+        case 'n':
+          v += '\n';
+          break;
+        case 't':
+          v += '\t';
+          break;
+        case 'r':
+          v += '\r';
+          break;
+        case 'b':
+          v += '\b';
+          break;
+        case 'f':
+          v += '\f';
+          break;
         case 'u':
           if (i + 4 < json.size()) {
             v += static_cast<char>(std::stoi(std::string(json.substr(i + 1, 4)), nullptr, 16) & 0x7f);
             i += 4;
           }
           break;
-        default: v += e;  // \" \\ \/
+        default:
+          v += e;  // \" \\ \/
       }
     }
     out.push_back(v);
@@ -215,7 +229,8 @@ template <class TypeOf>
 std::optional<std::string> family_of(const std::string& name, const TypeOf& type_of) {
   if (!type_of(name).empty()) return name;
   for (const std::string_view suffix : {"_bucket", "_sum", "_count"}) {
-    if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    if (name.size() <= suffix.size() ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
       continue;
     }
     const std::string base = name.substr(0, name.size() - suffix.size());

@@ -72,10 +72,12 @@ void check(std::string_view in, std::size_t cap) {
   if (redlock::cli::http_head_length(in) != len) fail("http_head_length is not where the head ends", in);
   if (len == std::string_view::npos || len > cap) {
     const state want = in.size() >= cap ? state::too_large : state::incomplete;
-    if (h.st != want) fail(want == state::too_large ? "not too_large at the cap" : "not incomplete below the cap", in);
+    if (h.st != want)
+      fail(want == state::too_large ? "not too_large at the cap" : "not incomplete below the cap", in);
     return;
   }
-  if (h.st != state::complete && h.st != state::bad) fail("a head that ended is neither complete nor bad", in);
+  if (h.st != state::complete && h.st != state::bad)
+    fail("a head that ended is neither complete nor bad", in);
   if (h.st == state::complete) {
     if (h.method.empty() || h.target.empty()) fail("complete with an empty method or target", in);
     for (char c : h.method) {
@@ -95,7 +97,8 @@ void check(std::string_view in, std::size_t cap) {
   // The head alone decides: without what followed it, or with more after it.
   const std::string head(in.substr(0, len));
   if (!same(parse_http_head(head, cap), h)) fail("the bytes after the head changed the result", in);
-  if (!same(parse_http_head(head + "GET /x HTTP/1.1\r\n\r\n", cap), h)) fail("appended bytes changed the result", in);
+  if (!same(parse_http_head(head + "GET /x HTTP/1.1\r\n\r\n", cap), h))
+    fail("appended bytes changed the result", in);
   // ... and it had not ended one byte earlier.
   const http_head shorter = parse_http_head(std::string_view(head).substr(0, len - 1), cap);
   if (shorter.st != state::incomplete) fail("the head without its last byte is not incomplete", in);
@@ -103,12 +106,17 @@ void check(std::string_view in, std::size_t cap) {
 
 void check_route(std::string_view in) {
   const http_head h = parse_http_head(in);
-  const std::string r = redlock::cli::http_route(h, "/metrics", "text/plain", [] { return std::string("m 1\n"); });
+  const std::string r =
+      redlock::cli::http_route(h, "/metrics", "text/plain", [] { return std::string("m 1\n"); });
   int want = 0;
   switch (h.st) {
-    case state::too_large: want = 431; break;
+    case state::too_large:
+      want = 431;
+      break;
     case state::bad:
-    case state::incomplete: want = 400; break;
+    case state::incomplete:
+      want = 400;
+      break;
     case state::complete: {
       const std::string_view target = std::string_view(h.target).substr(0, h.target.find('?'));
       want = target != "/metrics" ? 404 : h.method != "GET" ? 405 : 200;
@@ -119,7 +127,8 @@ void check_route(std::string_view in) {
   if (r.compare(0, status.size(), status) != 0) fail("the response's status is not the route's", in);
   const std::size_t body_at = r.find("\r\n\r\n");
   const std::size_t cl = r.find("\r\nContent-Length: ");
-  if (body_at == std::string::npos || cl == std::string::npos || cl > body_at) fail("a response without a head", in);
+  if (body_at == std::string::npos || cl == std::string::npos || cl > body_at)
+    fail("a response without a head", in);
   const std::size_t body = r.size() - body_at - 4;
   if (std::strtoull(r.c_str() + cl + 18, nullptr, 10) != body) fail("Content-Length is not the body's", in);
 }

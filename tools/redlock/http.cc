@@ -35,7 +35,8 @@ http_head parse_http_head(std::string_view received, std::size_t cap) {
   for (char c : target) {
     if (c <= ' ' || c >= 0x7f) return h;
   }
-  if (version.size() != 8 || version.rfind("HTTP/1.", 0) != 0 || version[7] < '0' || version[7] > '9') return h;
+  if (version.size() != 8 || version.rfind("HTTP/1.", 0) != 0 || version[7] < '0' || version[7] > '9')
+    return h;
   h.st = http_head::state::complete;
   h.method = std::string(method);
   h.target = std::string(target);
