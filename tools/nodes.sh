@@ -72,7 +72,7 @@ case "$cmd" in
       ping_node "$port" >/dev/null || { echo "nodes: node on port $port did not start" >&2; exit 1; }
     done
     (IFS=,; echo "REDLOCK_NODES=${uris[*]}")
-    [ "$tls" = 1 ] && echo "REDLOCK_TLS_CA=$dir/tls/ca.crt"
+    if [ "$tls" = 1 ]; then echo "REDLOCK_TLS_CA=$dir/tls/ca.crt"; fi
     ;;
   stop)
     for pidfile in "$dir"/*/pid; do

@@ -1,5 +1,6 @@
 // Unit tests of the redlock tool's pure parts: durations, the command line, JSON,
-// latency statistics and command lookup. No network.
+// latency statistics and command lookup; and of the readers of docs/monitoring/'s
+// files that cli_test uses. No network.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -24,6 +26,7 @@
 #include "http.h"
 #include "latency.h"
 #include "monitor_view.h"
+#include "monitoring_files.h"
 #include "process.h"
 #include "secrets.h"
 
@@ -1260,6 +1263,31 @@ TEST(HttpHead, incomplete_complete_bad_and_too_large) {
   EXPECT_EQ(parse_http_head(fits).st, http_head::state::complete);
 }
 
+TEST(HttpHead, a_head_ends_at_the_first_empty_line_with_or_without_its_cr) {
+  // Each line ends in LF, a CR before it optional (RFC 9112 2.2), so every mix of
+  // the two ends the head: "\n\r\n" once waited for more bytes until the timeout.
+  for (const char* req : {"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", "GET /metrics HTTP/1.1\nHost: x\n\n",
+                          "GET /metrics HTTP/1.1\nHost: x\n\r\n", "GET /metrics HTTP/1.1\r\nHost: x\r\n\n",
+                          "GET /metrics HTTP/1.1\n\r\n"}) {
+    const http_head h = parse_http_head(req);
+    EXPECT_EQ(h.st, http_head::state::complete) << req;
+    EXPECT_EQ(h.target, "/metrics") << req;
+  }
+  EXPECT_EQ(http_head_length("GET / HTTP/1.1\nA: b\n\r\nrest"), 22u);
+  EXPECT_EQ(http_head_length("GET / HTTP/1.1\r\n\r\r\n"), std::string_view::npos);  // "\r\r" is not empty
+  EXPECT_EQ(parse_http_head("GET / HTTP/1.1\r\n\r\r\n").st, http_head::state::incomplete);
+}
+
+TEST(HttpHead, a_request_line_is_method_target_and_http_1_digit) {
+  EXPECT_EQ(parse_http_head("GET /metrics HTTP/1.0\r\n\r\n").st, http_head::state::complete);
+  EXPECT_EQ(parse_http_head("GET /metrics HTTP/1.1x\r\n\r\n").st, http_head::state::bad);
+  EXPECT_EQ(parse_http_head("GET /metrics HTTP/1.\r\n\r\n").st, http_head::state::bad);
+  EXPECT_EQ(parse_http_head("GET /met\rrics HTTP/1.1\r\n\r\n").st, http_head::state::bad);  // a bare CR
+  EXPECT_EQ(parse_http_head("GET /met\x01rics HTTP/1.1\r\n\r\n").st, http_head::state::bad);
+  EXPECT_EQ(parse_http_head("GET /m\xc3\xa9trics HTTP/1.1\r\n\r\n").st, http_head::state::bad);
+  EXPECT_EQ(parse_http_head("GET  /metrics HTTP/1.1\r\n\r\n").st, http_head::state::bad);
+}
+
 TEST(HttpHead, routing_gives_200_405_404_431_400) {
   const auto body = [] { return std::string("m 1\n"); };
   const auto route = [&](const std::string& req) {
@@ -1417,6 +1445,83 @@ TEST(ElectArgs, leader_takes_a_role_and_no_command) {
   EXPECT_EQ(parse_command_line({"leader"}, one_node).error, "leader needs ROLE");
   EXPECT_EQ(parse_command_line({"leader", "job", "--", "x"}, one_node).error, "leader takes no \"--\"");
   EXPECT_EQ(parse_command_line({"leader", "job", "--id", "x"}, one_node).error, "option --id does not apply to leader");
+}
+
+
+// --- the readers of docs/monitoring/ (monitoring_files.h), used by cli_test ---
+
+using names = std::set<std::string>;
+
+TEST(MonitoringFiles, promql_metric_names_skip_functions_matchers_clauses_and_variables) {
+  using test::monitoring::promql_metric_names;
+  EXPECT_EQ(promql_metric_names(R"(sum by (job, instance) (rate(redlock_operations_total{op="acquire",)"
+                                R"(outcome!~"ok|contended"}[5m])))"),
+            names({"redlock_operations_total"}));
+  EXPECT_EQ(promql_metric_names("histogram_quantile(0.99, sum by (node, le) "
+                                "(rate(redlock_node_rtt_seconds_bucket{job=~\"$job\"}[$__rate_interval])))"),
+            names({"redlock_node_rtt_seconds_bucket"}));
+  EXPECT_EQ(promql_metric_names("a * on (job, node) group_left(reason) (1 - max by (node) (b)) offset 5m"),
+            names({"a", "b"}));
+  EXPECT_EQ(promql_metric_names("sum(x) without (instance) / count(y) by (job) > bool 1e-3"), names({"x", "y"}));
+  EXPECT_EQ(promql_metric_names("redlock:voting_nodes - redlock:quorum"),
+            names({"redlock:voting_nodes", "redlock:quorum"}));
+  EXPECT_EQ(promql_metric_names("q == 1 unless on (job, instance) p and r or s"), names({"q", "p", "r", "s"}));
+  EXPECT_EQ(promql_metric_names(R"(x{l="} by (y) {", m='\'z'} # c {d}
+ and min_over_time(w[10m:1m]) == 0x1f and ${v} and $u)"),
+            names({"x", "w"}));
+  EXPECT_EQ(promql_metric_names("topk(3, quantile(0.5, z)) and inf > nan"), names({"z"}));
+  EXPECT_EQ(promql_metric_names(""), names());
+}
+
+TEST(MonitoringFiles, rules_exprs_reads_inline_quoted_and_block_values) {
+  const std::string yaml =
+      "groups:\n"
+      "  - name: g\n"
+      "    rules:\n"
+      "      - record: job:x:rate5m\n"
+      "        expr: |\n"
+      "          sum by (job) (\n"
+      "            rate(x[5m])\n"
+      "          )\n"
+      "      - alert: A\n"
+      "        expr: job:x:rate5m > 0\n"
+      "        for: 1m\n"
+      "      - alert: B\n"
+      "        expr: \"y == 0\"\n"
+      "      - expr: >-\n"
+      "          z\n"
+      "        alert: C\n";
+  EXPECT_EQ(test::monitoring::rules_exprs(yaml),
+            (std::vector<std::string>{"sum by (job) (\n  rate(x[5m])\n)\n", "job:x:rate5m > 0", "y == 0", "z\n"}));
+  EXPECT_EQ(test::monitoring::recorded_names(yaml), names({"job:x:rate5m"}));
+}
+
+TEST(MonitoringFiles, json_string_values_decode_escapes_at_any_depth) {
+  const std::string json =
+      R"({"panels":[{"targets":[{"expr": "a{l=\"v\"}\n+ b"},{"expr":"c\u0020d"}]},{"expr":1},)"
+      R"({"panels":[{"expr" : "e\\f"}]}], "exprx":"no"})";
+  EXPECT_EQ(test::monitoring::json_string_values(json, "expr"),
+            (std::vector<std::string>{"a{l=\"v\"}\n+ b", "c d", "e\\f"}));
+  EXPECT_EQ(test::monitoring::label_values_expr("label_values(m{job=~\"$job\"}, instance)"), "m{job=~\"$job\"}");
+  EXPECT_EQ(test::monitoring::label_values_expr("prometheus"), std::nullopt);
+}
+
+TEST(MonitoringFiles, family_of_strips_bucket_sum_count_of_histograms_and_summaries_only) {
+  const auto type_of = [](const std::string& f) -> std::string {
+    if (f == "h") return "histogram";
+    if (f == "s") return "summary";
+    if (f == "g" || f == "g_count") return "gauge";
+    return "";
+  };
+  using test::monitoring::family_of;
+  EXPECT_EQ(family_of("h_bucket", type_of), "h");
+  EXPECT_EQ(family_of("h_sum", type_of), "h");
+  EXPECT_EQ(family_of("s_count", type_of), "s");
+  EXPECT_EQ(family_of("s", type_of), "s");
+  EXPECT_EQ(family_of("s_bucket", type_of), std::nullopt);  // a summary has no buckets
+  EXPECT_EQ(family_of("g_sum", type_of), std::nullopt);     // nor does a gauge
+  EXPECT_EQ(family_of("g_count", type_of), "g_count");      // a family of its own
+  EXPECT_EQ(family_of("missing", type_of), std::nullopt);
 }
 
 }  // namespace

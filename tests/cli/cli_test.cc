@@ -26,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -36,6 +37,7 @@
 #include "redis_node.h"
 #include "tls_certs.h"
 #include "../unit/prom_text.h"
+#include "monitoring_files.h"
 
 extern char** environ;
 
@@ -2767,6 +2769,24 @@ http_reply curl(const std::string& args) {
           read_file(tmp.file("body")).value_or("")};
 }
 
+// The base URL ("http://127.0.0.1:PORT") of a `redlock monitor ... --prometheus
+// 127.0.0.1:0` once it serves /metrics and has printed its first interval; "" if it
+// has not within 10 s. `err_seen`: its stderr so far.
+std::string monitor_base_url(cli_process& p, std::string& err_seen) {
+  const std::string prefix = "redlock: monitor: serving /metrics on 127.0.0.1:";
+  const bool serving = p.read_until(
+      [&](const std::string& out, const std::string& err) {
+        err_seen = err;
+        const std::size_t at = err.find(prefix);
+        return has_line(out) && at != std::string::npos && err.find('\n', at) != std::string::npos;
+      },
+      10s);
+  if (!serving) return {};
+  const std::size_t at = err_seen.find(prefix);
+  const std::string port = err_seen.substr(at + prefix.size(), err_seen.find('\n', at) - at - prefix.size());
+  return is_number(port) ? "http://127.0.0.1:" + port : std::string();
+}
+
 TEST_F(Cli, monitor_json_reports_a_paused_and_a_restarted_node_and_leaves_no_key) {
   const std::vector<std::string> uris = cluster().uris();
   cli_process p(with_nodes({"monitor", "--json", "--count", "3", "--interval", "1500ms"}));
@@ -2847,25 +2867,10 @@ TEST_F(Cli, monitor_usage_errors_exit_64) {
 TEST_F(Cli, monitor_serves_metrics_over_http_and_sheds_slow_clients) {
   cli_process p(with_nodes({"monitor", "--interval", "200ms", "--prometheus", "127.0.0.1:0",
                             "--http-head-timeout", "1s"}));
-  const std::string prefix = "redlock: monitor: serving /metrics on 127.0.0.1:";
-  ASSERT_TRUE(p.read_until(
-      [&](const std::string& out, const std::string& err) {
-        return has_line(out) && err.find(prefix) != std::string::npos && err.find('\n', err.find(prefix)) != std::string::npos;
-      },
-      10s));
-  // The port, from the stderr read so far.
   std::string err_seen;
-  p.read_until(
-      [&](const std::string&, const std::string& err) {
-        err_seen = err;
-        return true;
-      },
-      0ms);
-  const std::size_t at = err_seen.find(prefix);
-  ASSERT_NE(at, std::string::npos) << err_seen;
-  const std::string port = err_seen.substr(at + prefix.size(), err_seen.find('\n', at) - at - prefix.size());
-  ASSERT_TRUE(is_number(port)) << err_seen;
-  const std::string base = "http://127.0.0.1:" + port;
+  const std::string base = monitor_base_url(p, err_seen);
+  ASSERT_NE(base, "") << err_seen;
+  const std::string port = base.substr(base.rfind(':') + 1);
 
   const http_reply ok = curl("'" + base + "/metrics'");
   EXPECT_EQ(ok.code, "200") << ok.head;
@@ -2972,18 +2977,10 @@ TEST_F(Cli, monitor_http_bounds_its_connections_under_a_crowd_of_silent_clients)
   constexpr int kSilent = 150;
   cli_process p(with_nodes({"monitor", "--interval", "200ms", "--prometheus", "127.0.0.1:0",
                             "--http-head-timeout", "2s"}));
-  const std::string prefix = "redlock: monitor: serving /metrics on 127.0.0.1:";
   std::string err_seen;
-  ASSERT_TRUE(p.read_until(
-      [&](const std::string& out, const std::string& err) {
-        err_seen = err;
-        return has_line(out) && err.find(prefix) != std::string::npos && err.find('\n', err.find(prefix)) != std::string::npos;
-      },
-      10s));
-  const std::size_t at = err_seen.find(prefix);
-  const std::string port = err_seen.substr(at + prefix.size(), err_seen.find('\n', at) - at - prefix.size());
-  ASSERT_TRUE(is_number(port)) << err_seen;
-  const std::string base = "http://127.0.0.1:" + port;
+  const std::string base = monitor_base_url(p, err_seen);
+  ASSERT_NE(base, "") << err_seen;
+  const std::string port = base.substr(base.rfind(':') + 1);
   ASSERT_EQ(curl("'" + base + "/metrics'").code, "200");
   // Settled: every node connected (a scrape came back), no HTTP connection open.
   ASSERT_TRUE(holds_within(
@@ -3038,6 +3035,91 @@ TEST_F(Cli, monitor_http_bounds_its_connections_under_a_crowd_of_silent_clients)
   p.signal(SIGTERM);
   const cli_result r = p.wait(10s);
   EXPECT_EQ(r.code, 0) << r.err;
+}
+
+// docs/monitoring/: every metric name that the Grafana dashboard's panel and
+// variable queries and the Prometheus rules' expressions select is a family that a
+// live `redlock monitor --prometheus` exports (x_bucket / x_sum / x_count of its
+// histograms and summaries included; the rules' own recorded names aside), and the
+// scrape passes `promtool check metrics`.
+TEST_F(Cli, monitoring_dashboard_and_rules_name_only_families_a_live_monitor_scrape_exports) {
+  namespace mon = monitoring;
+  cli_process p(with_nodes({"monitor", "--interval", "200ms", "--prometheus", "127.0.0.1:0"}));
+  std::string err_seen;
+  const std::string base = monitor_base_url(p, err_seen);
+  ASSERT_NE(base, "") << err_seen;
+  // A scrape once the test lock has been taken and released (its series are in).
+  http_reply scrape;
+  EXPECT_TRUE(holds_within(
+      [&] {
+        scrape = curl("'" + base + "/metrics'");
+        return scrape.code == "200" && scrape.body.find("\nredlock_monitor_lock_pair_seconds ") != std::string::npos &&
+               scrape.body.find("\nredlock_node_rtt_seconds_bucket{") != std::string::npos;
+      },
+      10s))
+      << scrape.code << "\n" << scrape.body;
+  p.signal(SIGTERM);
+  EXPECT_EQ(p.wait(10s).code, 0);
+
+  temp_dir tmp;
+  std::ofstream(tmp.file("scrape")) << scrape.body;
+  const std::string check = std::string("'") + REDLOCK_PROMTOOL_PATH + "' check metrics < '" + tmp.file("scrape") +
+                            "' > '" + tmp.file("check") + "' 2>&1";
+  const int rc = std::system(check.c_str());
+  EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << read_file(tmp.file("check")).value_or("") << scrape.body;
+  EXPECT_EQ(read_file(tmp.file("check")).value_or("?"), "");
+
+  const prom_text::exposition families = prom_text::parse(scrape.body);
+  ASSERT_TRUE(static_cast<bool>(families)) << families.error;
+  const auto type_of = [&](const std::string& name) {
+    const prom_text::family* f = families.find(name);
+    return f == nullptr ? std::string() : f->type;
+  };
+  const std::string dir = std::string(REDLOCK_SOURCE_DIR) + "/docs/monitoring";
+
+  const std::string dashboard = read_file(dir + "/redlock-dashboard.json").value_or("");
+  std::vector<std::string> queries = mon::json_string_values(dashboard, "expr");
+  EXPECT_GE(queries.size(), 20u);
+  std::size_t variables = 0;
+  for (const char* key : {"query", "definition"}) {
+    for (const std::string& q : mon::json_string_values(dashboard, key)) {
+      if (const auto e = mon::label_values_expr(q)) {
+        queries.push_back(*e);
+        ++variables;
+      }
+    }
+  }
+  EXPECT_GE(variables, 2u);
+  std::set<std::string> used;
+  for (const std::string& q : queries) {
+    const std::set<std::string> names = mon::promql_metric_names(q);
+    EXPECT_FALSE(names.empty()) << "no metric in the dashboard query " << q;
+    for (const std::string& n : names) {
+      const auto family = mon::family_of(n, type_of);
+      EXPECT_TRUE(family) << "the dashboard query " << q << " names " << n << ", which the monitor does not export";
+      if (family) used.insert(*family);
+    }
+  }
+  // Every family of the monitor's own view has a panel.
+  for (const prom_text::family& f : families.families) {
+    if (f.name.rfind("redlock_monitor_", 0) == 0 && f.name != "redlock_monitor_intervals_total") {
+      EXPECT_EQ(used.count(f.name), 1u) << "no dashboard panel shows " << f.name;
+    }
+  }
+
+  const std::string rules = read_file(dir + "/redlock.rules.yml").value_or("");
+  const std::vector<std::string> exprs = mon::rules_exprs(rules);
+  const std::set<std::string> recorded = mon::recorded_names(rules);
+  EXPECT_GE(exprs.size(), 30u);
+  EXPECT_GE(recorded.size(), 5u);
+  for (const std::string& e : exprs) {
+    const std::set<std::string> names = mon::promql_metric_names(e);
+    EXPECT_FALSE(names.empty()) << "no metric in the rule expression " << e;
+    for (const std::string& n : names) {
+      EXPECT_TRUE(recorded.count(n) != 0 || mon::family_of(n, type_of))
+          << "the rule expression " << e << " names " << n << ", which neither the monitor exports nor a rule records";
+    }
+  }
 }
 
 TEST_F(Cli, monitor_stops_on_sigterm_or_sigint_mid_interval_without_leaving_its_key) {

@@ -1,6 +1,6 @@
 // The monitor's HTTP /metrics server (tools/redlock/http_server.cc),
 // in process: a peer that never reads a large response, pipelined requests, a
-// connection beyond the limit.
+// head ending in LF then CRLF, a connection beyond the limit.
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -122,6 +122,27 @@ TEST(HttpServer, pipelined_requests_get_one_response) {
   const std::string got = read_all(fd, 3000ms);
   EXPECT_EQ(occurrences(got, "HTTP/1.1 "), 1u) << got;
   EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
+  close(fd);
+  s.stop();
+}
+
+// A head whose empty line is CRLF after a bare LF is answered at once (it once
+// waited for more bytes until the head timeout closed it: fuzz_http's finding).
+TEST(HttpServer, a_head_ending_in_lf_then_crlf_is_answered_before_the_head_timeout) {
+  redlock::cli::http_server s;
+  redlock::cli::http_server::settings cfg;
+  cfg.host = "127.0.0.1";
+  cfg.head_timeout = 20s;
+  std::string error;
+  ASSERT_TRUE(s.start(cfg, [] { return std::string("a 1\n"); }, error)) << error;
+  const int fd = connect_to(s.bound_address());
+  ASSERT_GE(fd, 0);
+  const std::string req = "GET /metrics HTTP/1.1\nHost: x\n\r\n";
+  ASSERT_EQ(send(fd, req.data(), req.size(), 0), static_cast<ssize_t>(req.size()));
+  const auto start = std::chrono::steady_clock::now();
+  const std::string got = read_all(fd, 5000ms);
+  EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << got;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
   close(fd);
   s.stop();
 }

@@ -2,21 +2,23 @@
 
 namespace redlock::cli {
 
+std::size_t http_head_length(std::string_view received) noexcept {
+  std::size_t line = 0;
+  for (std::size_t lf = received.find('\n'); lf != std::string_view::npos; lf = received.find('\n', line)) {
+    if (lf == line || (lf == line + 1 && received[line] == '\r')) return lf + 1;
+    line = lf + 1;
+  }
+  return std::string_view::npos;
+}
+
 http_head parse_http_head(std::string_view received, std::size_t cap) {
   http_head h;
-  std::size_t end = received.find("\r\n\r\n");
-  std::size_t end_len = 4;
-  const std::size_t lf = received.find("\n\n");
-  if (lf != std::string_view::npos && (end == std::string_view::npos || lf < end)) {
-    end = lf;
-    end_len = 2;
-  }
-  if (end == std::string_view::npos || end + end_len > cap) {
+  const std::size_t end = http_head_length(received);
+  if (end == std::string_view::npos || end > cap) {
     h.st = received.size() >= cap ? http_head::state::too_large : http_head::state::incomplete;
     return h;
   }
-  const std::string_view head = received.substr(0, end);
-  std::string_view line = head.substr(0, head.find('\n'));
+  std::string_view line = received.substr(0, received.find('\n'));
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   const std::size_t sp1 = line.find(' ');
   const std::size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
@@ -28,7 +30,13 @@ http_head parse_http_head(std::string_view received, std::size_t cap) {
   for (char c : method) {
     if (c < 'A' || c > 'Z') return h;
   }
-  if (version.rfind("HTTP/1.", 0) != 0 || target.find(' ') != std::string_view::npos) return h;
+  // A target is visible ASCII (no blank, control character or bare CR); the
+  // version is HTTP/1.<digit>.
+  for (char c : target) {
+    if (c <= ' ' || c >= 0x7f) return h;
+  }
+  if (version.size() != 8 || version.rfind("HTTP/1.", 0) != 0 || version[7] < '0' || version[7] > '9')
+    return h;
   h.st = http_head::state::complete;
   h.method = std::string(method);
   h.target = std::string(target);

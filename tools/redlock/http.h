@@ -23,8 +23,15 @@ struct http_head {
   std::string target;  // as sent: "/metrics", "/metrics?x=1", ...
 };
 
-// Parses the bytes received so far on a connection. The head ends at the first
-// empty line ("\r\n\r\n", or "\n\n"); it must end within `cap` bytes.
+// The length of a request head, its empty line included: the bytes up to the
+// first empty line, where a line ends in LF with an optional CR before it (RFC 9112
+// section 2.2: "\r\n\r\n", "\n\n", "\n\r\n", "\r\n\n"); npos while there is none.
+std::size_t http_head_length(std::string_view received) noexcept;
+
+// Parses the bytes received so far on a connection. The head ends as
+// http_head_length() says; it must end within `cap` bytes. A complete head's
+// request line is "METHOD TARGET HTTP/1.x": the method A-Z, the target visible
+// ASCII; anything else is bad.
 http_head parse_http_head(std::string_view received, std::size_t cap = max_http_head);
 
 // A complete response with Content-Length and "Connection: close".
