@@ -57,10 +57,11 @@ struct REDLOCK_EXPORT report {
   int count(node_status s) const noexcept;
   // One line that says what happened and why, e.g.
   // "unavailable: ok on 2 of 5 nodes, quorum is 3; 1 refused, 2 did not answer [redis://127.0.0.1:7001: timeout (...); ...]".
-  // Counts: "refused" = held by another owner / token not held, "answered with an
-  // error" = an error reply, "did not answer" = timeout, connection error or
-  // cancelled, "excluded by a guard", "still pending" when the outcome was decided.
-  // Contains no password and no token.
+  // Counts (of the last attempt: "unavailable after 3 attempts; in the last, ..."),
+  // each node in one: ok, "refused" = held by another owner / token not held,
+  // "answered with an error" = an error reply, "did not answer" = timeout,
+  // connection error or cancelled, "excluded by a guard", "reply not waited for"
+  // (pending: the outcome was decided without it). Contains no password and no token.
   std::string message() const;
 };
 

@@ -71,6 +71,16 @@ std::vector<detail::node_address> validate_options(const client_options& o) {
     detail::node_address a;
     std::string err;
     if (!detail::parse_node_uri(uri, a, err)) throw config_error(err);
+    // The forms parse (so a typo is named as one), but this version connects to
+    // standalone masters only: refusing is honest, treating the seed or the
+    // sentinel as a master would not be.
+    if (a.topology != detail::node_address::deployment::standalone) {
+      throw config_error("node URI '" + a.display + "': " +
+                         (a.topology == detail::node_address::deployment::cluster ? "a Redis Cluster"
+                                                                                  : "a Sentinel-managed master") +
+                         " as one node is not supported by this version yet (standalone masters only: "
+                         "redis://, rediss://, unix://)");
+    }
     std::set<std::string> id = server_identities(a);
     for (std::size_t i = 0; i < out.size(); ++i) {
       for (const std::string& s : id) {

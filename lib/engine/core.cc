@@ -338,9 +338,12 @@ void core::start_warnings() {
   } else if (n % 2 == 0) {
     warning w;
     w.code = warning_code::even_node_count;
+    const std::size_t tolerated = n - (n / 2 + 1);
     w.message = std::to_string(n) + " nodes: the quorum of " + std::to_string(n / 2 + 1) + " tolerates " +
-                std::to_string(n - (n / 2 + 1)) + " failure(s), no more than " + std::to_string(n - 1) +
-                " nodes would; use an odd number of nodes";
+                (tolerated == 0 ? std::string("no failure")
+                                : std::to_string(tolerated) + (tolerated == 1 ? " failure" : " failures")) +
+                ", no more than " + std::to_string(n - 1) + (n - 1 == 1 ? " node" : " nodes") +
+                " would; use an odd number of nodes";
     warn(w);
   }
 }

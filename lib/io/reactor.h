@@ -53,6 +53,10 @@ class link {
   // or, when the stream cannot take them at all, why (the caller fails the
   // connection; no on_link_down follows for that error).
   virtual std::string write(std::string& bytes) = 0;
+  // When the connect attempt ran out of time before on_link_up: what the link was
+  // still waiting for, if it knows more than "the connect" (a TLS handshake the
+  // server never answered), as a clause for the timeout's detail; else "".
+  virtual std::string stalled_on() const { return {}; }
 };
 
 class REDLOCK_EXPORT reactor {

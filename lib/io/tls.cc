@@ -113,11 +113,26 @@ class tls_link final : public link, public link_events {
     return error;
   }
 
+  std::string stalled_on() const override {
+    if (!tcp_up_ || established_) return {};
+    // A plain-text Redis node reads the ClientHello as the start of an inline
+    // command and waits for the rest of it: nothing ever comes back.
+    if (!heard_) {
+      return "no reply to the TLS ClientHello (is the node serving TLS? a plain node never answers one: it "
+             "needs redis://)";
+    }
+    return "the TLS handshake did not complete";
+  }
+
   // --- events of the inner (TCP) link ---
-  void on_link_up() override { step_handshake(); }
+  void on_link_up() override {
+    tcp_up_ = true;
+    step_handshake();
+  }
 
   void on_link_data(const char* data, std::size_t n) override {
     if (done_) return;
+    heard_ = true;
     if (BIO_write(SSL_get_rbio(ssl_), data, static_cast<int>(n)) != static_cast<int>(n)) {
       fail(node_status::connection_error, "TLS: out of memory buffering a record");
       return;
@@ -343,6 +358,8 @@ class tls_link final : public link, public link_events {
   bool has_cert_;
   bool verify_;
   std::unique_ptr<link> inner_;
+  bool tcp_up_ = false;  // the inner link is up: the handshake is under way
+  bool heard_ = false;   // the server sent something back
   bool established_ = false;
   bool done_ = false;
   bool got_data_ = false;

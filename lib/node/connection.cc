@@ -43,9 +43,12 @@ void connection::connect_now() {
   connect_deadline_ms_ = host_.now_ms() + static_cast<std::uint64_t>(host_.options().connect_timeout.count());
   connect_timer_ = host_.schedule(host_.options().connect_timeout, [this] {
     connect_timer_ = 0;
-    fail_connection(node_status::timeout,
-                    "connect/handshake took longer than " + std::to_string(host_.options().connect_timeout.count()) +
-                        " ms");
+    std::string detail = "connect/handshake took longer than " +
+                         std::to_string(host_.options().connect_timeout.count()) + " ms";
+    if (link_ != nullptr && state_ == state::connecting) {
+      if (std::string why = link_->stalled_on(); !why.empty()) detail += ": " + why;
+    }
+    fail_connection(node_status::timeout, std::move(detail));
   });
   state_ = state::connecting;
   node_status status = node_status::connection_error;

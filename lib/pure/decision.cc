@@ -121,65 +121,106 @@ bool retryable(std::error_code ec) noexcept {
   return ec == errc::contended || ec == errc::unavailable || ec == errc::validity_exhausted;
 }
 
+namespace {
+
+// "1 node", "2 nodes".
+std::string nodes_count(std::size_t n) { return std::to_string(n) + (n == 1 ? " node" : " nodes"); }
+
+// What the nodes of a failed report other than the ok ones did, by kind, as "1
+// refused, 1 did not answer" ("" for none): every node not ok is in exactly one
+// count (refusals only when `refused_as` is not null), so with the ok nodes (and
+// the refusals, when the caller counts them) they add up to the nodes configured.
+// Refusals (held by another owner, token not held) and error replies are answers:
+// only timeouts, connection failures and cancellations are nodes that did not answer.
+std::string node_counts(const report& r, const char* refused_as) {
+  std::size_t refused = 0, errors = 0, silent = 0, excluded = 0, pending = 0;
+  for (const node_result& nr : r.nodes) {
+    switch (nr.status) {
+      case node_status::ok: break;
+      case node_status::held:
+      case node_status::not_owner: ++refused; break;
+      case node_status::auth_error:
+      case node_status::tls_error:
+      case node_status::server_error:
+      case node_status::protocol_error: ++errors; break;
+      case node_status::excluded: ++excluded; break;
+      case node_status::pending: ++pending; break;
+      default: ++silent; break;  // timeout, connection_error, cancelled
+    }
+  }
+  std::string parts;
+  auto part = [&parts](std::size_t count, const char* what) {
+    if (count == 0) return;
+    parts += parts.empty() ? "" : ", ";
+    parts += std::to_string(count) + " " + what;
+  };
+  if (refused_as != nullptr) part(refused, refused_as);
+  part(errors, "answered with an error");
+  part(silent, "did not answer");
+  part(excluded, "excluded by a guard");
+  // Pending: the outcome was decided before these nodes replied, and a round does
+  // not wait for replies that cannot change it.
+  part(pending, pending == 1 ? "reply not waited for (it could not change the outcome)"
+                             : "replies not waited for (they could not change the outcome)");
+  return parts;
+}
+
+}  // namespace
+
 std::string describe(const report& r) {
   const std::size_t n = r.nodes.size();
   const std::size_t q = quorum_of(n);
   const auto ok = static_cast<std::size_t>(r.count(node_status::ok));
+  // The counts are the last attempt's: the attempts are said first, so that no
+  // count reads as if it were one of attempts ("1 still pending after 3 attempts").
+  const std::string head = r.attempts > 1
+                               ? " after " + std::to_string(r.attempts) + " attempts; in the last, "
+                               : std::string(": ");
+  auto then = [](std::string parts) { return parts.empty() ? parts : "; " + parts; };
   std::string s;
   if (!r.error) {
-    s = "ok on " + std::to_string(ok) + " of " + std::to_string(n) + " nodes";
+    s = "ok on " + std::to_string(ok) + " of " + nodes_count(n);
+    if (r.attempts > 1) s += " after " + std::to_string(r.attempts) + " attempts";
     if (r.validity.count() > 0) s += ", validity " + std::to_string(r.validity.count()) + " ms";
   } else if (r.error == errc::contended) {
-    s = "contended: held by another owner on " + std::to_string(r.count(node_status::held)) + " of " +
-        std::to_string(n) + " nodes (quorum " + std::to_string(q) + ")";
+    s = "contended" + head + "held by another owner on " + std::to_string(r.count(node_status::held)) +
+        " of " + nodes_count(n) + " (quorum " + std::to_string(q) + ")" +
+        (ok > 0 ? ", ok on " + std::to_string(ok) : std::string()) + then(node_counts(r, nullptr));
+  } else if (r.error == errc::not_owner &&
+             std::all_of(r.nodes.begin(), r.nodes.end(),
+                         [](const node_result& nr) { return nr.status == node_status::pending; })) {
+    // Refused before any node was asked (a handle released, lost or moved from).
+    const std::string why = r.nodes.empty() ? std::string() : r.nodes.front().detail;
+    s = "not owner: " + (why.empty() ? std::string("no node was asked") : why + " (no node was asked)");
   } else if (r.error == errc::not_owner) {
-    s = "not owner: the token does not hold the lock on " + std::to_string(r.count(node_status::not_owner)) +
-        " of " + std::to_string(n) + " nodes (quorum " + std::to_string(q) + ")";
+    // What the nodes answered, and nothing about those that did not: a node that
+    // did not answer (or was not waited for) may or may not hold the token.
+    s = "not owner" + head + std::to_string(r.count(node_status::not_owner)) + " of " + nodes_count(n) +
+        " answered that the token does not hold the lock (quorum " + std::to_string(q) + ")" +
+        (ok > 0 ? ", " + std::to_string(ok) + " that it does" : std::string()) +
+        then(node_counts(r, nullptr));
   } else if (r.error == errc::unavailable) {
-    // What the nodes other than the ok ones did. Refusals (held by another owner,
-    // token not held) and error replies are answers: only timeouts, connection
-    // failures and cancellations are nodes that did not answer.
-    std::size_t refused = 0, errors = 0, silent = 0, excluded = 0, pending = 0;
-    for (const node_result& nr : r.nodes) {
-      switch (nr.status) {
-        case node_status::ok: break;
-        case node_status::held:
-        case node_status::not_owner: ++refused; break;
-        case node_status::auth_error:
-        case node_status::tls_error:
-        case node_status::server_error:
-        case node_status::protocol_error: ++errors; break;
-        case node_status::excluded: ++excluded; break;
-        case node_status::pending: ++pending; break;
-        default: ++silent; break;  // timeout, connection_error, cancelled
-      }
-    }
-    s = "unavailable: ok on " + std::to_string(ok) + " of " + std::to_string(n) + " nodes, quorum is " +
-        std::to_string(q);
-    std::string parts;
-    auto part = [&parts](std::size_t count, const char* what) {
-      if (count == 0) return;
-      parts += parts.empty() ? "; " : ", ";
-      parts += std::to_string(count) + " " + what;
-    };
-    part(refused, "refused");
-    part(errors, "answered with an error");
-    part(silent, "did not answer");
-    part(excluded, "excluded by a guard");
-    part(pending, "still pending");
-    s += parts;
+    s = "unavailable" + head + "ok on " + std::to_string(ok) + " of " + nodes_count(n) + ", quorum is " +
+        std::to_string(q) + then(node_counts(r, "refused"));
   } else if (r.error == errc::validity_exhausted) {
-    s = "validity exhausted: a quorum answered only after ttl - drift had passed (took " +
+    s = "validity exhausted" + head + "a quorum answered only after ttl - drift had passed (took " +
         std::to_string(r.elapsed.count() / 1000) + " ms)";
   } else {
     s = r.error.message();
+    // The category's text names the kind ("authentication refused"); the count
+    // says on how many nodes, and the list below names them.
+    const node_status named = r.error == errc::auth_failed  ? node_status::auth_error
+                              : r.error == errc::tls_failed ? node_status::tls_error
+                                                            : node_status::pending;
+    const auto count = named == node_status::pending ? 0 : static_cast<std::size_t>(r.count(named));
+    if (count > 0) s += " on " + std::to_string(count) + " of " + nodes_count(n);
     // A call refused before any node was asked (invalid argument, shut down)
     // carries its reason on the first node.
     if (!r.nodes.empty() && r.nodes.front().status == node_status::pending && !r.nodes.front().detail.empty()) {
       s += ": " + r.nodes.front().detail;
     }
+    if (r.attempts > 1) s += " after " + std::to_string(r.attempts) + " attempts";
   }
-  if (r.attempts > 1) s += " after " + std::to_string(r.attempts) + " attempts";
   std::string nodes;
   for (const node_result& nr : r.nodes) {
     if (nr.status == node_status::ok || nr.status == node_status::pending ||

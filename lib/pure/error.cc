@@ -18,7 +18,7 @@ class category_impl final : public std::error_category {
       case errc::lock_lost: return "lock lost: its validity ran out";
       case errc::not_owner: return "token does not own the lock on a quorum of nodes";
       case errc::invalid_argument: return "invalid argument or configuration";
-      case errc::auth_failed: return "a node refused authentication";
+      case errc::auth_failed: return "authentication refused";
       case errc::wrong_type: return "lock key holds a non-string value (WRONGTYPE)";
       case errc::cancelled: return "operation cancelled";
       case errc::would_deadlock: return "synchronous call on the client's loop thread";

@@ -1,5 +1,6 @@
 #include "pure/uri.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 
@@ -59,6 +60,107 @@ bool has_control_chars(std::string_view s) {
 bool fail(std::string& error, const std::string& display, const std::string& problem) {
   error = "node URI '" + display + "': " + problem;
   return false;
+}
+
+// host[:port] or [v6]:port into `out` (the port stays as it is when absent); on
+// failure false, and `problem` says what is wrong.
+bool parse_host_port(std::string_view hostport, endpoint& out, std::string& problem) {
+  if (hostport.empty()) {
+    problem = "missing host";
+    return false;
+  }
+  std::string_view portpart;
+  if (hostport.front() == '[') {
+    const std::size_t close = hostport.find(']');
+    if (close == std::string_view::npos) {
+      problem = "unterminated '[' in IPv6 host";
+      return false;
+    }
+    out.host = std::string(hostport.substr(1, close - 1));
+    const std::string_view after = hostport.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') {
+        problem = "unexpected characters after ']'";
+        return false;
+      }
+      portpart = after.substr(1);
+      if (portpart.empty()) {
+        problem = "empty port after ':'";
+        return false;
+      }
+    }
+  } else {
+    const std::size_t colon = hostport.find(':');
+    out.host = std::string(hostport.substr(0, colon));
+    if (colon != std::string_view::npos) {
+      portpart = hostport.substr(colon + 1);
+      if (portpart.empty()) {
+        problem = "empty port after ':'";
+        return false;
+      }
+    }
+  }
+  if (out.host.empty()) {
+    problem = "missing host";
+    return false;
+  }
+  for (char c : out.host) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' || c == '_')) {
+      problem = "host contains an invalid character";
+      return false;
+    }
+  }
+  if (!portpart.empty()) {
+    long port = 0;
+    if (!parse_number(portpart, 65535, port) || port == 0) {
+      problem = "port must be a number from 1 to 65535";
+      return false;
+    }
+    out.port = static_cast<int>(port);
+  }
+  return true;
+}
+
+struct scheme_form {
+  std::string_view prefix;
+  bool tls;
+  node_address::deployment topology;
+};
+
+// Longest first where one prefix could start another.
+constexpr scheme_form kSchemes[] = {
+    {"rediss+sentinel://", true, node_address::deployment::sentinel},
+    {"redis+sentinel://", false, node_address::deployment::sentinel},
+    {"rediss+cluster://", true, node_address::deployment::cluster},
+    {"redis+cluster://", false, node_address::deployment::cluster},
+    {"rediss://", true, node_address::deployment::standalone},
+    {"redis://", false, node_address::deployment::standalone},
+};
+
+// The query of a cluster or Sentinel URI: seed=HOST:PORT, repeated.
+bool parse_seeds(std::string_view query, int default_port, node_address& out, std::string& error) {
+  while (!query.empty()) {
+    const std::size_t amp = query.find('&');
+    const std::string_view param = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    if (param.empty()) continue;
+    if (param.substr(0, 5) != "seed=") {
+      const std::string name(param.substr(0, param.find('=')));
+      return fail(error, out.display, "unknown query parameter '" + name + "' (only seed=HOST:PORT is supported)");
+    }
+    endpoint e;
+    e.port = default_port;
+    std::string problem;
+    if (!parse_host_port(param.substr(5), e, problem)) {
+      return fail(error, out.display, "seed '" + std::string(param.substr(5)) + "': " + problem);
+    }
+    const auto same = [&](const endpoint& o) { return o.host == e.host && o.port == e.port; };
+    if ((e.host == out.host && e.port == out.port) || std::any_of(out.seeds.begin(), out.seeds.end(), same)) {
+      return fail(error, out.display, "seed '" + std::string(param.substr(5)) + "' is given twice");
+    }
+    out.seeds.push_back(std::move(e));
+  }
+  return true;
 }
 
 }  // namespace
@@ -127,17 +229,43 @@ bool parse_node_uri(std::string_view uri, node_address& out, std::string& error)
     return true;
   }
 
-  out.tls = starts_with_ci(uri, "rediss://");
-  if (!out.tls && !starts_with_ci(uri, "redis://")) {
-    return fail(error, display, "scheme must be redis://, rediss:// (TLS) or unix://");
+  const scheme_form* form = nullptr;
+  for (const scheme_form& f : kSchemes) {
+    if (starts_with_ci(uri, f.prefix)) {
+      form = &f;
+      break;
+    }
   }
-  std::string_view rest = uri.substr(out.tls ? 9 : 8);
-  // Authority ends at the first '/' after the user info.
+  if (form == nullptr) {
+    return fail(error, display,
+                "scheme must be redis://, rediss:// (TLS) or unix:// (or, for a Redis Cluster or a Sentinel "
+                "group as one node, redis+cluster://, rediss+cluster://, redis+sentinel:// or "
+                "rediss+sentinel://)");
+  }
+  out.tls = form->tls;
+  out.topology = form->topology;
+  const bool standalone = form->topology == node_address::deployment::standalone;
+  const bool sentinel = form->topology == node_address::deployment::sentinel;
+  std::string_view rest = uri.substr(form->prefix.size());
+  // Authority ends at the first '/' after the user info (a password may hold '/',
+  // '?' or '@': the last '@' ends it).
   std::size_t at = rest.rfind('@');
   std::string_view userinfo;
   if (at != std::string_view::npos) {
     userinfo = rest.substr(0, at);
     rest = rest.substr(at + 1);
+  }
+  if (!standalone && (userinfo.find("?seed=") != std::string_view::npos ||
+                      userinfo.find("&seed=") != std::string_view::npos)) {
+    return fail(error, display, "a seed takes HOST:PORT only (the credentials, for every node, go before the first host)");
+  }
+  std::string_view query;
+  if (!standalone) {
+    const std::size_t q = rest.find('?');
+    if (q != std::string_view::npos) {
+      query = rest.substr(q + 1);
+      rest = rest.substr(0, q);
+    }
   }
   std::size_t slash = rest.find('/');
   std::string_view hostport = rest.substr(0, slash);
@@ -161,44 +289,29 @@ bool parse_node_uri(std::string_view uri, node_address& out, std::string& error)
     }
   }
 
-  if (hostport.empty()) return fail(error, display, "missing host");
-  std::string_view portpart;
-  if (hostport.front() == '[') {
-    std::size_t close = hostport.find(']');
-    if (close == std::string_view::npos) return fail(error, display, "unterminated '[' in IPv6 host");
-    out.host = std::string(hostport.substr(1, close - 1));
-    std::string_view after = hostport.substr(close + 1);
-    if (!after.empty()) {
-      if (after.front() != ':') return fail(error, display, "unexpected characters after ']'");
-      portpart = after.substr(1);
-      if (portpart.empty()) return fail(error, display, "empty port after ':'");
+  endpoint first;
+  first.port = sentinel ? 26379 : 6379;
+  std::string problem;
+  if (!parse_host_port(hostport, first, problem)) return fail(error, display, problem);
+  out.host = std::move(first.host);
+  out.port = first.port;
+  if (sentinel) {
+    if (dbpart.empty()) {
+      return fail(error, display, "missing master name (redis+sentinel://HOST:PORT/MASTER_NAME)");
     }
-  } else {
-    std::size_t colon = hostport.find(':');
-    out.host = std::string(hostport.substr(0, colon));
-    if (colon != std::string_view::npos) {
-      portpart = hostport.substr(colon + 1);
-      if (portpart.empty()) return fail(error, display, "empty port after ':'");
+    if (!percent_decode(dbpart, out.master_name)) return fail(error, display, "bad percent-encoding in master name");
+    for (char c : out.master_name) {
+      if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f || c == '/') {
+        return fail(error, display, "master name contains a space, '/' or a control character");
+      }
     }
-  }
-  if (out.host.empty()) return fail(error, display, "missing host");
-  for (char c : out.host) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' || c == '_')) {
-      return fail(error, display, "host contains an invalid character");
-    }
-  }
-  if (!portpart.empty()) {
-    long port = 0;
-    if (!parse_number(portpart, 65535, port) || port == 0) {
-      return fail(error, display, "port must be a number from 1 to 65535");
-    }
-    out.port = static_cast<int>(port);
-  }
-  if (!dbpart.empty()) {
+  } else if (!dbpart.empty()) {
+    if (!standalone) return fail(error, display, "a Redis Cluster has database 0 only (no /N after the host)");
     if (!parse_number(dbpart, 2147483647L, out.db)) {
       return fail(error, display, "database must be a non-negative integer (redis://host:port/N)");
     }
   }
+  if (!standalone && !parse_seeds(query, sentinel ? 26379 : 6379, out, error)) return false;
   return true;
 }
 

@@ -3,12 +3,26 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace redlock::detail {
 
+// A host and port (a cluster node or a sentinel given as a seed).
+struct endpoint {
+  std::string host;  // name or address (IPv6 without brackets)
+  int port = 0;
+};
+
 struct node_address {
   enum class kind { tcp, unix_socket };
+  // What one Redlock node is: one server, a whole Redis Cluster (host:port is its
+  // first seed; the shards are discovered), or the master a Sentinel group names
+  // (host:port is the first sentinel).
+  enum class deployment { standalone, cluster, sentinel };
   kind type = kind::tcp;
+  deployment topology = deployment::standalone;
+  std::vector<endpoint> seeds;  // cluster, sentinel: the further entry points (?seed=HOST:PORT)
+  std::string master_name;      // sentinel: the name Sentinel knows the master by
   std::string host;  // tcp: name or address (IPv6 without brackets)
   int port = 6379;   // tcp
   std::string path;  // unix socket path
@@ -21,7 +35,12 @@ struct node_address {
 };
 
 // Parses redis://[user[:password]@]host[:port][/db], the same with rediss:// (TLS),
-// or unix:///path[?db=N] (never TLS).
+// unix:///path[?db=N] (never TLS), a Redis Cluster as one node:
+// redis+cluster://[user[:password]@]host[:port][?seed=HOST:PORT&...] (rediss+cluster://
+// for TLS; database 0 only, as in every cluster), or a Sentinel-managed master:
+// redis+sentinel://[user[:password]@]host[:port]/MASTER_NAME[?seed=HOST:PORT&...]
+// (rediss+sentinel:// for TLS; the default port is Sentinel's, 26379). Seeds must be
+// distinct and differ from host:port.
 // User and password may be percent-encoded. On failure returns false and sets
 // `error` to a message naming the (redacted) URI and the problem.
 bool parse_node_uri(std::string_view uri, node_address& out, std::string& error);

@@ -615,16 +615,80 @@ TEST(Secrets, RemovePasswordKeepsTheUser) {
   EXPECT_TRUE(uri_has_password("redis://:x@h"));
 }
 
-TEST(Secrets, ScrubOverwritesExactlyThePasswords) {
-  std::string list = "redis://:one@a:1, redis://u:two@b:2,redis://c:3";
-  scrub_passwords(list.data());
-  EXPECT_EQ(list, "redis://:***@a:1, redis://u:***@b:2,redis://c:3");
-  std::string opt = "--nodes=redis://:secret@a:1";
-  scrub_passwords(opt.data());
-  EXPECT_EQ(opt, "--nodes=redis://:******@a:1");
-  std::string plain = "redis://a:1";
-  scrub_passwords(plain.data());
-  EXPECT_EQ(plain, "redis://a:1");
+TEST(Secrets, MaskReplacesExactlyThePasswordsWithAFixedMask) {
+  EXPECT_EQ(mask_passwords("redis://:one@a:1, redis://u:twotwotwo@b:2,redis://c:3"),
+            "redis://:***@a:1, redis://u:***@b:2,redis://c:3");
+  EXPECT_EQ(mask_passwords("--nodes=redis://:s@a:1"), "--nodes=redis://:***@a:1");
+  EXPECT_EQ(mask_passwords("redis://a:1"), "redis://a:1");
+  EXPECT_EQ(mask_passwords("redis://:@a:1"), "redis://:@a:1");  // an empty password hides nothing
+}
+
+// The arguments as the kernel lays them out: one after the other, each with its
+// NUL, in one block (what /proc/PID/cmdline shows).
+struct argv_block {
+  std::string bytes;
+  std::vector<char*> argv;
+  explicit argv_block(const std::vector<std::string>& args) {
+    for (const std::string& a : args) bytes.append(a).push_back('\0');
+    std::size_t at = 0;
+    for (const std::string& a : args) {
+      argv.push_back(&bytes[at]);
+      at += a.size() + 1;
+    }
+  }
+  std::vector<std::string> args() const { return std::vector<std::string>(argv.begin(), argv.end()); }
+};
+
+// A mask as long as the password told its length to anyone running ps.
+TEST(Secrets, ScrubArgvShowsTheSameMaskForPasswordsOfAnyLength) {
+  for (const std::string& pw : std::vector<std::string>{"abc", "hunter2", std::string(40, 'x')}) {
+    argv_block b(
+        {"redlock", "run", "r", "--nodes", "redis://:" + pw + "@h:1,redis://u:" + pw + "@h:2", "--", "cmd"});
+    const std::size_t size = b.bytes.size();
+    scrub_argv(static_cast<int>(b.argv.size()), b.argv.data(), {4});
+    EXPECT_EQ(b.args(), (std::vector<std::string>{"redlock", "run", "r", "--nodes",
+                                                  "redis://:***@h:1,redis://u:***@h:2", "--", "cmd"}))
+        << pw.size();
+    ASSERT_EQ(b.bytes.size(), size);
+    EXPECT_EQ(b.bytes.find(pw), std::string::npos);
+    // The freed bytes are zeroes after the last argument.
+    const std::size_t used =
+        std::string("redlock run r --nodes redis://:***@h:1,redis://u:***@h:2 -- cmd ").size();
+    EXPECT_EQ(b.bytes.find_first_not_of('\0', used), std::string::npos) << pw.size();
+    EXPECT_EQ(b.argv[6], &b.bytes[used - 4]);
+  }
+}
+
+TEST(Secrets, ScrubArgvUsesOneStarWhenTheMaskDoesNotFit) {
+  argv_block b({"redlock", "--nodes=redis://:a@h:1", "acquire", "r"});
+  scrub_argv(static_cast<int>(b.argv.size()), b.argv.data(), {1});
+  EXPECT_EQ(b.args(), (std::vector<std::string>{"redlock", "--nodes=redis://:*@h:1", "acquire", "r"}));
+  // Room from another, longer password: both get the mask.
+  argv_block two({"redlock", "--nodes", "redis://:a@h:1", "--nodes", "redis://:abcdefg@h:1"});
+  scrub_argv(static_cast<int>(two.argv.size()), two.argv.data(), {2, 4});
+  EXPECT_EQ(two.args(), (std::vector<std::string>{"redlock", "--nodes", "redis://:***@h:1", "--nodes",
+                                                  "redis://:***@h:1"}));
+}
+
+TEST(Secrets, ScrubArgvMasksArgumentsThatDoNotLieOneAfterTheOther) {
+  std::string prog = "redlock", list = "redis://:secret@h:1", opt = "--nodes=redis://:a@h:2";
+  std::vector<char*> argv = {prog.data(), list.data(), opt.data()};
+  scrub_argv(3, argv.data(), {1, 2});
+  EXPECT_EQ(std::string(argv[1]), "redis://:***@h:1");
+  EXPECT_EQ(list.size(), std::string("redis://:secret@h:1").size());
+  EXPECT_EQ(list.find_first_not_of('\0', std::strlen(argv[1])), std::string::npos);
+  EXPECT_EQ(std::string(argv[2]), "--nodes=redis://:*@h:2");
+}
+
+TEST(Secrets, ScrubArgvLeavesOtherArgumentsAndArgv0Alone) {
+  argv_block b({"redlock", "status", "r", "--nodes", "redis://h:1"});
+  char* const argv0 = b.argv[0];
+  const std::string before = b.bytes;
+  scrub_argv(static_cast<int>(b.argv.size()), b.argv.data(), {4});
+  EXPECT_EQ(b.bytes, before);
+  scrub_argv(static_cast<int>(b.argv.size()), b.argv.data(), {0, 9});  // out of range: ignored
+  EXPECT_EQ(b.bytes, before);
+  EXPECT_EQ(b.argv[0], argv0);
 }
 
 class PasswordFile : public ::testing::Test {
@@ -1307,6 +1371,9 @@ TEST(MonitorView, text_line_screen_and_prometheus) {
   EXPECT_EQ(format_uptime(3725), "1h02m");
   EXPECT_EQ(format_uptime(90'000), "1d01h");
   EXPECT_EQ(format_us(1250), "1.25ms");
+  EXPECT_EQ(counted(1, "node"), "1 node");
+  EXPECT_EQ(counted(0, "node"), "0 nodes");
+  EXPECT_EQ(counted(3, "client"), "3 clients");
 }
 
 TEST(ElectArgs, elect_needs_an_id_and_a_command_and_defaults_its_ttl) {

@@ -1,8 +1,12 @@
 // libFuzzer target: reply handling. Arbitrary bytes are fed, in fragments of
 // fuzzer-chosen sizes, into hiredis's redisReader (as lib/connection.cc does), and
 // every complete reply is classified for every script (lib/reply.h) and, when it
-// is an error, by classify_error. Invariants: nothing crashes, and each vote is
-// one of the statuses a reply can produce.
+// is an error, by classify_error and as a MOVED/ASK redirect; and every reply is
+// read as a CLUSTER SHARDS and a CLUSTER SLOTS topology (protocol/cluster.h) and as
+// Sentinel's and ROLE's answers (protocol/sentinel.h).
+// Invariants: nothing crashes, each vote is one of the statuses a reply can
+// produce, a redirect's slot and port are in range, and a slot map that parsed is
+// consistent (each slot served by a shard whose master is a master node, or none).
 #include <fuzzer/FuzzedDataProvider.h>
 #include <hiredis/hiredis.h>
 
@@ -11,7 +15,10 @@
 #include <cstdlib>
 #include <string>
 
+#include "protocol/cluster.h"
 #include "protocol/reply.h"
+#include "protocol/sentinel.h"
+#include "pure/slot.h"
 
 namespace {
 
@@ -55,6 +62,51 @@ void classify_all(const redisReply* r) {
   if (r->type == REDIS_REPLY_ERROR) {
     auto c = classify_error(std::string_view(r->str, r->len));
     if (!valid_reply_status(c.v.status) || c.detail.find('\n') != std::string::npos) std::abort();
+    if (const auto to = redlock::detail::parse_redirect(std::string_view(r->str, r->len))) {
+      if (to->slot < 0 || to->slot >= redlock::detail::kClusterSlots || to->port < 1 || to->port > 65535) std::abort();
+    }
+  }
+}
+
+// A slot map, however it parsed, is consistent: every slot served by a shard with
+// a master, or by none; a shard's master is one of its nodes, and a master.
+void check_map(const redlock::detail::slot_map& m) {
+  if (m.shards().empty()) {
+    if (m.covered() != 0) std::abort();
+    return;
+  }
+  int covered = 0;
+  for (int s = 0; s < redlock::detail::kClusterSlots; ++s) {
+    const int i = m.shard_of(s);
+    if (i < -1 || i >= static_cast<int>(m.shards().size())) std::abort();
+    if (i < 0) continue;
+    ++covered;
+    const auto& shard = m.shards()[static_cast<std::size_t>(i)];
+    if (shard.master < 0 || shard.master >= static_cast<int>(shard.nodes.size())) std::abort();
+    if (!shard.nodes[static_cast<std::size_t>(shard.master)].master) std::abort();
+  }
+  if (covered != m.covered()) std::abort();
+}
+
+// CLUSTER SHARDS and CLUSTER SLOTS parsed from any reply (protocol/cluster.h).
+void parse_topologies(const redisReply* r) {
+  redlock::detail::slot_map m;
+  std::string error;
+  if (redlock::detail::parse_cluster_shards(r, "127.0.0.1", m, error)) check_map(m);
+  if (redlock::detail::parse_cluster_slots(r, "127.0.0.1", m, error)) check_map(m);
+  // Sentinel's answers and ROLE (protocol/sentinel.h): ports in range when parsed.
+  if (const auto a = redlock::detail::parse_master_addr(r)) {
+    if (a->known && (a->address.port < 1 || a->address.port > 65535 || a->address.host.empty())) std::abort();
+  }
+  if (const auto role = redlock::detail::parse_role(r)) {
+    for (const auto& e : role->replicas) {
+      if (e.port < 1 || e.port > 65535) std::abort();
+    }
+  }
+  if (r->type == REDIS_REPLY_STRING) {
+    if (const auto sw = redlock::detail::parse_switch_master(std::string_view(r->str, r->len))) {
+      if (sw->name.empty() || sw->to.port < 1 || sw->from.port < 1) std::abort();
+    }
   }
 }
 
@@ -79,6 +131,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
       if (reply == nullptr) break;
       classify_all(static_cast<redisReply*>(reply));
+      parse_topologies(static_cast<redisReply*>(reply));
       freeReplyObject(reply);
       ++replies;
     }

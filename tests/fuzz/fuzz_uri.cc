@@ -52,10 +52,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (ok && out.type == node_address::kind::tcp && (out.port < 1 || out.port > 65535))
       fail("port out of range", raw, std::to_string(out.port));
     if (ok && out.db < 0) fail("negative db", raw, std::to_string(out.db));
+    if (ok && out.topology != node_address::deployment::standalone && out.db != 0)
+      fail("a cluster or Sentinel node with a database number", raw, std::to_string(out.db));
+    if (ok && (out.topology == node_address::deployment::sentinel) == out.master_name.empty())
+      fail("a master name without Sentinel, or Sentinel without one", raw, out.master_name);
+    for (const auto& seed : ok ? out.seeds : decltype(out.seeds){}) {
+      if (out.topology == node_address::deployment::standalone) fail("seeds on a standalone node", raw, "");
+      if (seed.port < 1 || seed.port > 65535 || seed.host.empty()) fail("a seed out of range", raw, seed.host);
+    }
   }
   // 2. A URI with a known password: scheme, user, password, '@', the rest.
-  static const char* const schemes[] = {"redis://", "REDIS://", "unix://", "rediss://", "", "redis:/"};
-  std::string uri = schemes[in.ConsumeIntegralInRange<int>(0, 5)];
+  static const char* const schemes[] = {"redis://",          "REDIS://",         "unix://",
+                                        "rediss://",         "",                 "redis:/",
+                                        "redis+cluster://",  "rediss+cluster://", "redis+sentinel://",
+                                        "rediss+sentinel://"};
+  std::string uri = schemes[in.ConsumeIntegralInRange<int>(0, 9)];
   const std::string user = in.ConsumeRandomLengthString(16);
   const std::string pw_extra = in.ConsumeRandomLengthString(16);
   const std::string rest = in.ConsumeRemainingBytesAsString();

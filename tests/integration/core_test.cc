@@ -740,6 +740,12 @@ TEST(Config, malformed_uris_throw_a_clear_config_error_without_the_password) {
       {"redis://", "host"},
       {"unix://relative.sock", "absolute"},
       {"redis://h:1/x", "database"},
+      {"redis+cluster://:topsecret@h:1/2", "database 0 only"},
+      {"redis+sentinel://:topsecret@h:1", "master name"},
+      // Well-formed, but this version connects to standalone masters only: refused
+      // by name, never connected to as if the seed or the sentinel were a master.
+      {"redis+cluster://:topsecret@127.0.0.1:7000?seed=127.0.0.1:7001", "a Redis Cluster as one node is not supported"},
+      {"rediss+sentinel://:topsecret@127.0.0.1/mymaster", "a Sentinel-managed master as one node is not supported"},
   };
   for (const auto& [uri, what] : cases) {
     client_options o;

@@ -301,7 +301,9 @@ TEST(Observer, warns_about_four_nodes_once_at_start) {
   const auto w = rec->get(&recorder::warnings_);
   ASSERT_EQ(w.size(), 1u);
   EXPECT_EQ(w[0].code, warning_code::even_node_count);
-  EXPECT_TRUE(contains(w[0].message, "4 nodes")) << w[0].message;
+  EXPECT_EQ(
+      w[0].message,
+      "4 nodes: the quorum of 3 tolerates 1 failure, no more than 3 nodes would; use an odd number of nodes");
   EXPECT_EQ(callback.load(), 1);
   // The first event of all: before any node came up.
   EXPECT_EQ(rec->lines().front(), "warning " + std::to_string(static_cast<int>(warning_code::even_node_count)));

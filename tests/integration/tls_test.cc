@@ -507,6 +507,9 @@ TEST(TlsTransport, plaintext_server_behind_rediss_fails_within_connect_timeout) 
     if (nr.status == node_status::pending) continue;
     EXPECT_TRUE(nr.status == node_status::connection_error || nr.status == node_status::timeout)
         << nr.node << ": " << to_string(nr.status) << " " << nr.detail;
+    // Either way the detail says what is likely wrong.
+    EXPECT_TRUE(contains(nr.detail, "(is the node serving TLS? a plain node "))
+        << nr.node << ": " << nr.detail;
   }
   EXPECT_LT(took, o.connect_timeout + o.command_timeout + 1500ms) << r.report.message();
 }
@@ -524,6 +527,11 @@ TEST(TlsTransport, handshake_stall_fails_within_connect_timeout) {
   EXPECT_EQ(r.report.error, errc::unavailable) << r.report.message();
   EXPECT_EQ(r.report.nodes[0].status, node_status::timeout) << r.report.message();
   EXPECT_TRUE(contains(r.report.nodes[0].detail, "connect/handshake took longer than"));
+  // A bare timeout gave no hint that the server may not speak TLS at all.
+  EXPECT_TRUE(
+      contains(r.report.nodes[0].detail,
+               "ms: no reply to the TLS ClientHello (is the node serving TLS? a plain node never answers "
+               "one: it needs redis://)"));
   EXPECT_GE(took, o.connect_timeout - 50ms);
   EXPECT_LT(took, o.connect_timeout + o.command_timeout + 1500ms) << r.report.message();
   EXPECT_GE(silent.accepted(), 1);

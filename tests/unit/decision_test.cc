@@ -8,16 +8,17 @@
 #include <array>
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 #include <vector>
 
+#include "pure/token.h"
 #include "redlock/error.h"
 #include "redlock/report.h"
-#include "pure/token.h"
 
 namespace redlock::detail {
 namespace {
@@ -605,13 +606,15 @@ TEST(Describe, SuccessNamesOkCountAndValidity) {
              node("redis://h3:7003", node_status::ok), node("redis://h4:7004", node_status::pending),
              node("redis://h5:7005", node_status::pending)};
   EXPECT_EQ(describe(r), "ok on 3 of 5 nodes, validity 29650 ms");
+  r.attempts = 4;  // not "validity 29650 ms after 4 attempts"
+  EXPECT_EQ(describe(r), "ok on 3 of 5 nodes after 4 attempts, validity 29650 ms");
 }
 
 TEST(Describe, SuccessWithoutValidityOmitsIt) {
   report r;
   r.attempts = 1;
   r.nodes = {node("redis://h1", node_status::ok)};
-  EXPECT_EQ(describe(r), "ok on 1 of 1 nodes");
+  EXPECT_EQ(describe(r), "ok on 1 of 1 node");
 }
 
 TEST(Describe, SuccessStillNamesFailingNodes) {
@@ -692,9 +695,147 @@ TEST(Describe, UnavailableCountsSilentExcludedAndPendingNodesApart) {
              node("redis://h3", node_status::connection_error, "Connection refused"),
              node("redis://h4", node_status::excluded, "restarted"), node("redis://h5", node_status::pending)};
   const std::string m = describe(r);
-  EXPECT_TRUE(contains(m, "unavailable: ok on 1 of 5 nodes, quorum is 3; 2 did not answer, 1 excluded by a guard, "
-                          "1 still pending ["));
+  EXPECT_TRUE(
+      contains(m,
+               "unavailable: ok on 1 of 5 nodes, quorum is 3; 2 did not answer, 1 excluded by a guard, "
+               "1 reply not waited for (it could not change the outcome) ["));
   EXPECT_TRUE(lacks(m, "1 refused"));
+}
+
+// A failed report: `e` after `attempts` attempts, with these nodes.
+report failed(errc e, int attempts, std::vector<node_result> nodes) {
+  report r;
+  r.error = e;
+  r.attempts = attempts;
+  r.nodes = std::move(nodes);
+  return r;
+}
+
+// "does not hold the lock on 3 of 5 nodes" read as if it held it on the other two,
+// which had not been waited for.
+TEST(Describe, NotOwnerSaysWhatEachNodeAnsweredAndNotWhatTheOthersHold) {
+  report r = failed(errc::not_owner, 1,
+                    {node("redis://h1", node_status::not_owner), node("redis://h2", node_status::pending),
+                     node("redis://h3", node_status::not_owner), node("redis://h4", node_status::not_owner),
+                     node("redis://h5", node_status::pending)});
+  EXPECT_EQ(
+      describe(r),
+      "not owner: 3 of 5 nodes answered that the token does not hold the lock (quorum 3); 2 replies not "
+      "waited for (they could not change the outcome)");
+  r.nodes[1] = node("redis://h2", node_status::ok);
+  r.nodes[4] = node("redis://h5", node_status::timeout, "no reply within 50 ms");
+  EXPECT_EQ(
+      describe(r),
+      "not owner: 3 of 5 nodes answered that the token does not hold the lock (quorum 3), 1 that it does; 1 "
+      "did not answer [redis://h5: timeout (no reply within 50 ms)]");
+}
+
+TEST(Describe, NotOwnerRefusedBeforeAnyNodeWasAskedSaysSo) {
+  report r = failed(
+      errc::not_owner, 1,
+      {node("redis://h1", node_status::pending, "lock not held"), node("redis://h2", node_status::pending)});
+  EXPECT_EQ(describe(r), "not owner: lock not held (no node was asked)");
+  r.nodes.clear();
+  EXPECT_EQ(describe(r), "not owner: no node was asked");
+}
+
+// "1 still pending after 3 attempts" read as one node pending across the attempts.
+TEST(Describe, AttemptsComeBeforeTheLastAttemptsCounts) {
+  report r = failed(
+      errc::unavailable, 3,
+      {node("redis://h1", node_status::ok), node("redis://h2", node_status::timeout, "no reply within 50 ms"),
+       node("redis://h3", node_status::pending)});
+  EXPECT_EQ(
+      describe(r),
+      "unavailable after 3 attempts; in the last, ok on 1 of 3 nodes, quorum is 2; 1 did not answer, 1 reply "
+      "not waited for (it could not change the outcome) [redis://h2: timeout (no reply within 50 ms)]");
+  r.error = errc::contended;
+  r.nodes = {node("redis://h1", node_status::held), node("redis://h2", node_status::held),
+             node("redis://h3", node_status::pending)};
+  EXPECT_EQ(describe(r),
+            "contended after 3 attempts; in the last, held by another owner on 2 of 3 nodes (quorum 2); 1 "
+            "reply not waited for (it could not change the outcome)");
+}
+
+// "a node refused authentication" followed by two nodes.
+TEST(Describe, AuthAndTlsFailuresCountTheNodesTheyName) {
+  report r =
+      failed(errc::auth_failed, 1,
+             {node("redis://:***@h1", node_status::auth_error, "WRONGPASS invalid username-password pair"),
+              node("redis://:***@h2", node_status::auth_error, "WRONGPASS invalid username-password pair"),
+              node("redis://:***@h3", node_status::ok)});
+  EXPECT_EQ(
+      describe(r),
+      "authentication refused on 2 of 3 nodes [redis://:***@h1: authentication refused (WRONGPASS invalid "
+      "username-password pair); redis://:***@h2: authentication refused (WRONGPASS invalid username-password "
+      "pair)]");
+  r.error = errc::tls_failed;
+  r.nodes = {node("rediss://h1", node_status::tls_error, "the node's certificate has expired")};
+  EXPECT_EQ(describe(r),
+            "TLS verification failed on 1 of 1 node [rediss://h1: TLS error (the node's certificate "
+            "has expired)]");
+}
+
+TEST(Describe, OneNodeIsNotNodes) {
+  report r = failed(errc::unavailable, 1,
+                    {node("redis://h1", node_status::connection_error, "connect: connection refused")});
+  EXPECT_TRUE(contains(describe(r), "ok on 0 of 1 node, quorum is 1; 1 did not answer"));
+  r.error = {};
+  r.nodes = {node("redis://h1", node_status::ok)};
+  EXPECT_EQ(describe(r), "ok on 1 of 1 node");
+}
+
+// The integers of `text` (each maximal run of digits).
+std::vector<std::size_t> numbers_in(const std::string& text) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < text.size();) {
+    if (text[i] < '0' || text[i] > '9') {
+      ++i;
+      continue;
+    }
+    std::size_t v = 0;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9')
+      v = v * 10 + static_cast<std::size_t>(text[i++] - '0');
+    out.push_back(v);
+  }
+  return out;
+}
+
+// For every mix of what 3 nodes did, the counts after "; " (with the ok count, and
+// for contended and not owner the refusals, of the head) add up to the nodes.
+TEST(Describe, TheCountsAddUpToTheNodesForEveryMixOfStatuses) {
+  const node_status kinds[] = {node_status::ok,      node_status::held,         node_status::not_owner,
+                               node_status::timeout, node_status::server_error, node_status::excluded,
+                               node_status::pending, node_status::cancelled,    node_status::auth_error};
+  for (errc e : {errc::unavailable, errc::contended, errc::not_owner}) {
+    for (node_status a : kinds) {
+      for (node_status b : kinds) {
+        for (node_status c : kinds) {
+          report r;
+          r.error = make_error_code(e);
+          r.attempts = 1;
+          r.nodes = {node("redis://h1", a), node("redis://h2", b), node("redis://h3", c)};
+          const node_status refusal = e == errc::contended ? node_status::held : node_status::not_owner;
+          if (e != errc::unavailable &&
+              (r.count(refusal) == 0 ||
+               r.count(node_status::held) + r.count(node_status::not_owner) != r.count(refusal))) {
+            continue;  // not a report such an error comes with
+          }
+          const std::string m = describe(r);
+          const std::string head = m.substr(0, m.find("; "));
+          const std::string tail = m.find("; ") == std::string::npos
+                                       ? ""
+                                       : m.substr(m.find("; ") + 2, m.find(" [") - m.find("; ") - 2);
+          std::size_t sum = 0;
+          for (std::size_t v : numbers_in(tail)) sum += v;
+          sum += static_cast<std::size_t>(r.count(node_status::ok));
+          if (e != errc::unavailable) sum += static_cast<std::size_t>(r.count(refusal));
+          EXPECT_EQ(sum, 3u) << m;
+          EXPECT_TRUE(contains(head, "of 3 nodes")) << m;
+        }
+      }
+    }
+  }
 }
 
 TEST(Describe, AReportRefusedBeforeAnyNodeWasAskedGivesItsReason) {

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
 
+#include <initializer_list>
 #include <memory>
+#include <string>
 #include <string_view>
 
 namespace redlock::detail::test {
@@ -29,5 +31,16 @@ inline parsed_reply parse_resp(std::string_view wire) {
   }
   return parsed_reply(static_cast<redisReply*>(out));
 }
+
+// RESP2 builders, so a test reply reads as its structure:
+// arr({bulk("slots"), arr({num(0), num(5460)})}).
+inline std::string bulk(const std::string& s) { return "$" + std::to_string(s.size()) + "\r\n" + s + "\r\n"; }
+inline std::string num(long long v) { return ":" + std::to_string(v) + "\r\n"; }
+inline std::string arr(std::initializer_list<std::string> items) {
+  std::string out = "*" + std::to_string(items.size()) + "\r\n";
+  for (const std::string& i : items) out += i;
+  return out;
+}
+inline const std::string nil = "$-1\r\n";
 
 }  // namespace redlock::detail::test

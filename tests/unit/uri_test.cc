@@ -234,9 +234,9 @@ TEST(ParseNodeUri, ResetsOutputFromAPreviousParse) {
 TEST(ParseNodeUri, RejectsEmptyUri) { expect_rejected("", "empty URI"); }
 
 TEST(ParseNodeUri, RejectsWrongScheme) {
-  expect_rejected("http://h:6379", "scheme must be redis://, rediss:// (TLS) or unix://");
-  expect_rejected("h:6379", "scheme must be redis://, rediss:// (TLS) or unix://");
-  expect_rejected("redis:/h:6379", "scheme must be redis://, rediss:// (TLS) or unix://");
+  expect_rejected("http://h:6379", "scheme must be redis://, rediss:// (TLS) or unix:// (or, for a Redis Cluster");
+  expect_rejected("h:6379", "scheme must be redis://, rediss:// (TLS) or unix:// (or, for a Redis Cluster");
+  expect_rejected("redis:/h:6379", "scheme must be redis://, rediss:// (TLS) or unix:// (or, for a Redis Cluster");
 }
 
 TEST(ParseNodeUri, TlsSchemeSetsTheTlsFlagAndKeepsTheRestOfTheSyntax) {
@@ -484,6 +484,91 @@ TEST(RedactUri, HidesUserInfoWithoutColonBecauseItMayBeAPassword) {
   const parse_outcome p = parse("redis://hunter2@h:6379");
   EXPECT_FALSE(p.ok);
   EXPECT_TRUE(lacks(p.error, "hunter2"));
+}
+
+
+// --- whole deployments as one node (issue 23): redis+cluster://, redis+sentinel:// ---
+
+TEST(ParseNodeUri, ClusterUriNamesASeedAndFurtherSeeds) {
+  const parse_outcome p = parse("redis+cluster://alice:s3cret@127.0.0.1:7000?seed=127.0.0.1:7001&seed=[::1]:7002");
+  ASSERT_TRUE(p.ok) << p.error;
+  EXPECT_EQ(p.address.topology, node_address::deployment::cluster);
+  EXPECT_FALSE(p.address.tls);
+  EXPECT_EQ(p.address.host, "127.0.0.1");
+  EXPECT_EQ(p.address.port, 7000);
+  EXPECT_EQ(p.address.username, "alice");
+  EXPECT_EQ(p.address.password, "s3cret");
+  ASSERT_EQ(p.address.seeds.size(), 2u);
+  EXPECT_EQ(p.address.seeds[0].host, "127.0.0.1");
+  EXPECT_EQ(p.address.seeds[0].port, 7001);
+  EXPECT_EQ(p.address.seeds[1].host, "::1");
+  EXPECT_EQ(p.address.seeds[1].port, 7002);
+  EXPECT_EQ(p.address.display, "redis+cluster://alice:***@127.0.0.1:7000?seed=127.0.0.1:7001&seed=[::1]:7002");
+}
+
+TEST(ParseNodeUri, ClusterUriAloneAndOverTls) {
+  const parse_outcome one = parse("redis+cluster://cache.example");
+  ASSERT_TRUE(one.ok) << one.error;
+  EXPECT_EQ(one.address.topology, node_address::deployment::cluster);
+  EXPECT_EQ(one.address.port, 6379);
+  EXPECT_TRUE(one.address.seeds.empty());
+  const parse_outcome tls = parse("REDISS+CLUSTER://cache.example:6380?seed=cache-2.example");
+  ASSERT_TRUE(tls.ok) << tls.error;
+  EXPECT_TRUE(tls.address.tls);
+  EXPECT_EQ(tls.address.topology, node_address::deployment::cluster);
+  ASSERT_EQ(tls.address.seeds.size(), 1u);
+  EXPECT_EQ(tls.address.seeds[0].port, 6379) << "a seed without a port gets the default one";
+}
+
+TEST(ParseNodeUri, SentinelUriNamesTheMasterAndDefaultsToSentinelsPort) {
+  const parse_outcome p = parse("redis+sentinel://u:pw@127.0.0.1/mymaster?seed=127.0.0.1:26380&seed=127.0.0.1:26381");
+  ASSERT_TRUE(p.ok) << p.error;
+  EXPECT_EQ(p.address.topology, node_address::deployment::sentinel);
+  EXPECT_EQ(p.address.port, 26379);
+  EXPECT_EQ(p.address.master_name, "mymaster");
+  EXPECT_EQ(p.address.db, 0);
+  ASSERT_EQ(p.address.seeds.size(), 2u);
+  EXPECT_EQ(p.address.seeds[1].port, 26381);
+  const parse_outcome tls = parse("rediss+sentinel://127.0.0.1:26379/orders%2Dprimary");
+  ASSERT_TRUE(tls.ok) << tls.error;
+  EXPECT_TRUE(tls.address.tls);
+  EXPECT_EQ(tls.address.master_name, "orders-primary");
+}
+
+TEST(ParseNodeUri, PlainUrisStayStandalone) {
+  EXPECT_EQ(parse("redis://h").address.topology, node_address::deployment::standalone);
+  EXPECT_EQ(parse("rediss://h").address.topology, node_address::deployment::standalone);
+  EXPECT_EQ(parse("unix:///tmp/x.sock").address.topology, node_address::deployment::standalone);
+  EXPECT_TRUE(parse("redis://h").address.seeds.empty());
+}
+
+TEST(ParseNodeUri, RejectsMalformedClusterAndSentinelUris) {
+  expect_rejected("redis+cluster://", "missing host");
+  expect_rejected("redis+cluster://h:0", "port must be a number from 1 to 65535");
+  expect_rejected("redis+cluster://h/1", "a Redis Cluster has database 0 only");
+  expect_rejected("redis+cluster://h?db=1", "unknown query parameter 'db'");
+  expect_rejected("redis+cluster://h?seed=", "seed '': missing host");
+  expect_rejected("redis+cluster://h?seed=x:70000", "seed 'x:70000': port must be a number");
+  expect_rejected("redis+cluster://h:7000?seed=h:7000", "seed 'h:7000' is given twice");
+  expect_rejected("redis+cluster://h?seed=a:1&seed=a:1", "seed 'a:1' is given twice");
+  expect_rejected("redis+cluster://h?seed=u:pw@a:1", "a seed takes HOST:PORT only");
+  expect_rejected("redis+sentinel://h:26379", "missing master name");
+  expect_rejected("redis+sentinel://h:26379/", "missing master name");
+  expect_rejected("redis+sentinel://h/a/b", "master name contains a space, '/' or a control character");
+  expect_rejected("redis+sentinel://h/a%20b", "master name contains a space");
+  expect_rejected("redis+sentinel://h/m%zz", "bad percent-encoding in master name");
+  expect_rejected("redis+sentinel://h/m?timeout=1", "unknown query parameter 'timeout'");
+  expect_rejected("redis+clusters://h", "scheme must be");
+}
+
+TEST(ParseNodeUri, ClusterAndSentinelRejectionsHideThePassword) {
+  for (const char* uri : {"redis+cluster://u:hunter2@h:0", "redis+sentinel://u:hunter2@h",
+                          "rediss+sentinel://u:hunter2@h/m?seed=bad:port"}) {
+    const parse_outcome p = parse(uri);
+    EXPECT_FALSE(p.ok) << uri;
+    EXPECT_TRUE(lacks(p.error, "hunter2"));
+    EXPECT_TRUE(contains(p.error, "***"));
+  }
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "duration.h"
 #include "json.h"
 #include "latency.h"
+#include "monitor_view.h"
 
 namespace redlock::cli {
 namespace {
@@ -300,11 +301,11 @@ int bench_command(const invocation& inv) {
     out = j.end_object().str() + "\n";
   } else if (!inv.quiet) {
     char buf[256];
-    std::snprintf(buf, sizeof buf,
-                  "redlock bench: %zu nodes (quorum %zu), %d clients, %d resources, %.1fs, ttl %s\n\n",
-                  names.size(), client->quorum(), inv.clients, inv.resources, seconds,
+    std::snprintf(buf, sizeof buf, " (quorum %zu), %s, %s, %.1fs, ttl %s\n\n", client->quorum(),
+                  counted(static_cast<std::size_t>(inv.clients), "client").c_str(),
+                  counted(static_cast<std::size_t>(inv.resources), "resource").c_str(), seconds,
                   format_duration(inv.ttl).c_str());
-    out += buf;
+    out += "redlock bench: " + counted(names.size(), "node") + buf;
     out += "latency      p50 us    p90 us    p99 us  p99.9 us    max us      count\n";
     out += table_row("acquire", acq);
     out += table_row("release", rel);

@@ -9,6 +9,7 @@
 
 #include "common.h"
 #include "json.h"
+#include "monitor_view.h"
 #include "warnings.h"
 
 namespace redlock::cli {
@@ -206,8 +207,8 @@ int status_command(const invocation& inv) {
         std::any_of(rows.begin(), rows.end(), [](const row& rw) { return rw.token.has_value(); });
     out += "resource  " + printable(inv.resource) + "\n";
     if (ir.holder) {
-      out += "holder    " + *ir.holder + " (" + std::to_string(agree) + " of " + std::to_string(rows.size()) +
-             " nodes, quorum " + std::to_string(client->quorum()) + ")\n";
+      out += "holder    " + *ir.holder + " (" + std::to_string(agree) + " of " + counted(rows.size(), "node") +
+             ", quorum " + std::to_string(client->quorum()) + ")\n";
     } else {
       out +=
           std::string("holder    none (") + (any_token ? "no quorum agrees on one holder" : "free") + ")\n";

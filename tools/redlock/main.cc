@@ -21,7 +21,9 @@ int main(int argc, char** argv) {
   parse_result parsed = parse_command_line(args, environment::of_process());
   // A password given on the command line is in ps already; from now on at least
   // it is not (Linux shows argv's memory, which this overwrites).
-  for (std::size_t i : parsed.secret_args) scrub_passwords(argv[i + 1]);
+  std::vector<std::size_t> secret_argv;
+  for (std::size_t i : parsed.secret_args) secret_argv.push_back(i + 1);
+  scrub_argv(argc, argv, secret_argv);
   switch (parsed.what) {
     case parse_result::kind::help: {
       const std::string text = parsed.help_for ? help_text(*parsed.help_for) : help_text();

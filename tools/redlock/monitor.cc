@@ -154,8 +154,8 @@ int monitor_command(const invocation& inv) {
     s.voting = pr.voting;
     s.quorum_ok = pr.quorum_ok;
     if (!pr.quorum_ok) {
-      s.warnings.push_back("no quorum: " + std::to_string(pr.voting) + " of " + std::to_string(pr.nodes.size()) +
-                           " nodes can vote, " + std::to_string(s.quorum) + " needed: acquires fail");
+      s.warnings.push_back("no quorum: " + std::to_string(pr.voting) + " of " + counted(pr.nodes.size(), "node") +
+                           " can vote, " + std::to_string(s.quorum) + " needed: acquires fail");
     }
 
     // The test lock: the latency an application's acquire + release sees. A

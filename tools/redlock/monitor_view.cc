@@ -41,6 +41,10 @@ std::string iso_time(std::int64_t unix_ms) {
   return buf;
 }
 
+std::string counted(std::size_t n, const char* noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 std::string format_us(std::uint64_t us) {
   char buf[32];
   if (us < 1000) {
@@ -175,7 +179,7 @@ std::string monitor_screen(const monitor_sample& s, std::chrono::milliseconds in
   out += "redlock monitor  " + iso_time(s.unix_ms) + "  every " +
          format_us(static_cast<std::uint64_t>(interval.count()) * 1000) + "  (Ctrl-C to stop)\n\n";
   out += std::string("quorum: ") + (s.quorum_ok ? "ok" : "NONE") + " (" + std::to_string(s.voting) + " of " +
-         std::to_string(s.nodes.size()) + " nodes vote, quorum " + std::to_string(s.quorum) + ")";
+         counted(s.nodes.size(), "node") + " vote, quorum " + std::to_string(s.quorum) + ")";
   out += "   test lock acquire+release: " +
          (s.lock_pair_us ? format_us(*s.lock_pair_us) : "FAILED: " + printable_text(s.lock_error)) + "\n\n";
   std::size_t w = 4;

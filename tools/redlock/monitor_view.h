@@ -72,6 +72,8 @@ struct monitor_sample {
 std::string iso_time(std::int64_t unix_ms);
 // "850us", "1.25ms", "2.50s".
 std::string format_us(std::uint64_t us);
+// "1 node", "3 nodes": `noun`, with an "s" unless n is 1.
+std::string counted(std::size_t n, const char* noun);
 // "45s", "12m05s", "3h02m", "4d07h".
 std::string format_uptime(std::int64_t s);
 

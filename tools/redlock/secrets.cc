@@ -4,8 +4,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 
@@ -151,12 +153,70 @@ std::vector<std::pair<std::size_t, std::size_t>> password_spans(std::string_view
   return spans;
 }
 
-void scrub_passwords(char* arg) noexcept {
-  if (arg == nullptr) return;
+std::string mask_passwords(std::string_view arg, std::string_view mask) {
+  std::string out;
+  std::size_t from = 0;
+  for (const auto& [b, e] : password_spans(arg)) {
+    if (b == e) continue;  // an empty password hides nothing
+    out.append(arg.substr(from, b - from)).append(mask);
+    from = e;
+  }
+  return out.append(arg.substr(from));
+}
+
+void scrub_argv(int argc, char** argv, const std::vector<std::size_t>& which) noexcept {
   try {
-    for (const auto& [b, e] : password_spans(arg)) std::memset(arg + b, '*', e - b);
+    std::vector<std::string> args(argv, argv + argc);
+    std::size_t first = static_cast<std::size_t>(argc);
+    for (std::size_t i : which) {
+      if (i == 0 || i >= args.size()) continue;
+      first = std::min(first, i);
+    }
+    if (first >= args.size()) return;
+    // The area from argv[first] to the end of the last argument, if the arguments
+    // lie one after the other in it (as the kernel lays them out).
+    std::size_t area = 0;
+    bool contiguous = true;
+    for (std::size_t i = first; i < args.size() && contiguous; ++i) {
+      contiguous = argv[i] == argv[first] + area;
+      area += args[i].size() + 1;
+    }
+    if (!contiguous) {
+      // Each argument in its own place: masked there, its freed bytes zeroed.
+      for (std::size_t i : which) {
+        if (i < first || i >= args.size()) continue;
+        std::string m = mask_passwords(args[i], password_mask);
+        if (m.size() > args[i].size()) m = mask_passwords(args[i], "*");
+        std::memcpy(argv[i], m.c_str(), m.size());
+        std::memset(argv[i] + m.size(), 0, args[i].size() - m.size());
+      }
+      return;
+    }
+    auto masked = [&](std::string_view mask) {
+      std::vector<std::string> out(args.begin() + static_cast<std::ptrdiff_t>(first), args.end());
+      for (std::size_t i : which) {
+        if (i >= first && i < args.size()) out[i - first] = mask_passwords(args[i], mask);
+      }
+      return out;
+    };
+    auto size_of = [](const std::vector<std::string>& v) {
+      std::size_t n = 0;
+      for (const std::string& a : v) n += a.size() + 1;
+      return n;
+    };
+    std::vector<std::string> out = masked(password_mask);
+    if (size_of(out) > area) out = masked("*");
+    if (size_of(out) > area) return;  // cannot happen: a password is at least one byte
+    char* const end = argv[first] + area;
+    char* p = argv[first];
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      argv[first + i] = p;
+      std::memcpy(p, out[i].c_str(), out[i].size() + 1);
+      p += out[i].size() + 1;
+    }
+    std::memset(p, 0, static_cast<std::size_t>(end - p));
   } catch (...) {
-    // Out of memory: the argument stays as it was.
+    // Out of memory: the arguments stay as they were.
   }
 }
 

@@ -30,9 +30,22 @@ std::string remove_password(std::string_view uri);
 // may follow "--option=" in the same argument.
 std::vector<std::pair<std::size_t, std::size_t>> password_spans(std::string_view arg);
 
-// Overwrites every password in the NUL-terminated argument (a node list, as
-// password_spans) with '*', in place: what ps and /proc/PID/cmdline show from then on.
-void scrub_passwords(char* arg) noexcept;
+// What scrub_argv() shows instead of each password: the same for every password,
+// so that ps does not tell its length.
+inline constexpr std::string_view password_mask = "***";
+
+// `arg` with every password in it (as password_spans) replaced by `mask`.
+std::string mask_passwords(std::string_view arg, std::string_view mask = password_mask);
+
+// Replaces every password in the arguments argv[i] (i in `which`: node lists, as
+// password_spans) by password_mask, in place in the memory the kernel shows as
+// /proc/PID/cmdline (and ps): what they show from then on. The arguments from the
+// first changed one on are rewritten one after the other (argv[i] updated), and
+// the bytes the shorter masks free are zeroed at the end of the last argument.
+// Should the masks need more room than the passwords give (passwords of one or two
+// characters), each password becomes one '*' instead. argv[0] never moves. Arguments
+// that do not lie one after the other are each masked in their own place.
+void scrub_argv(int argc, char** argv, const std::vector<std::size_t>& which) noexcept;
 
 // Reads a password file: a regular file, readable by this user, not readable by
 // group or others; one trailing newline is stripped; it must not be empty then.

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common.h"
+#include "monitor_view.h"
 
 namespace redlock::cli {
 
@@ -68,7 +69,7 @@ void print_acquire_warnings(const invocation& inv, warning_collector& collected,
   if (!pending.empty()) collected.wait_for_nodes(pending, inv.node_timeout);
   for (const std::string& m : collected.messages()) print_warning(inv, m);
   if (!rep) return;
-  const std::string taken = "the lock was taken without it (" + std::to_string(rep.nodes.size()) + " nodes, quorum " +
+  const std::string taken = "the lock was taken without it (" + counted(rep.nodes.size(), "node") + ", quorum " +
                             std::to_string(quorum) + ")";
   for (std::size_t i = 0; i < rep.nodes.size(); ++i) {
     const redlock::node_result& n = rep.nodes[i];

@@ -1,0 +1,119 @@
+#include "protocol/sentinel.h"
+
+#include <cctype>
+
+namespace redlock::detail {
+namespace {
+
+std::string_view text(const redisReply* r) noexcept {
+  if (r == nullptr || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS)) return {};
+  return {r->str, r->len};
+}
+
+bool parse_int(std::string_view s, long long max, long long& out) noexcept {
+  if (s.empty() || s.size() > 18) return false;
+  long long v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + (c - '0');
+  }
+  if (v > max) return false;
+  out = v;
+  return true;
+}
+
+// An integer reply or a string of digits (Sentinel sends ports as strings).
+bool integer(const redisReply* r, long long max, long long& out) noexcept {
+  if (r == nullptr) return false;
+  if (r->type == REDIS_REPLY_INTEGER) {
+    if (r->integer < 0 || r->integer > max) return false;
+    out = r->integer;
+    return true;
+  }
+  return parse_int(text(r), max, out);
+}
+
+bool valid_host(std::string_view h) noexcept {
+  if (h.empty()) return false;
+  for (char c : h) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' || c == '_')) return false;
+  }
+  return true;
+}
+
+bool host_port(const redisReply* host, const redisReply* port, endpoint& out) noexcept {
+  long long p = 0;
+  if (!valid_host(text(host)) || !integer(port, 65535, p) || p == 0) return false;
+  out.host = std::string(text(host));
+  out.port = static_cast<int>(p);
+  return true;
+}
+
+bool host_port(std::string_view host, std::string_view port, endpoint& out) {
+  long long p = 0;
+  if (!valid_host(host) || !parse_int(port, 65535, p) || p == 0) return false;
+  out.host = std::string(host);
+  out.port = static_cast<int>(p);
+  return true;
+}
+
+}  // namespace
+
+std::optional<master_addr> parse_master_addr(const redisReply* reply) {
+  if (reply == nullptr) return std::nullopt;
+  master_addr out;
+  if (reply->type == REDIS_REPLY_NIL) return out;
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2) return std::nullopt;
+  if (!host_port(reply->element[0], reply->element[1], out.address)) return std::nullopt;
+  out.known = true;
+  return out;
+}
+
+std::optional<switch_master> parse_switch_master(std::string_view payload) {
+  std::vector<std::string_view> words;
+  while (!payload.empty() && words.size() <= 5) {
+    const std::size_t space = payload.find(' ');
+    words.push_back(payload.substr(0, space));
+    payload = space == std::string_view::npos ? std::string_view{} : payload.substr(space + 1);
+  }
+  if (words.size() != 5 || words[0].empty()) return std::nullopt;
+  switch_master out;
+  out.name = std::string(words[0]);
+  if (!host_port(words[1], words[2], out.from) || !host_port(words[3], words[4], out.to)) return std::nullopt;
+  return out;
+}
+
+std::optional<server_role> parse_role(const redisReply* reply) {
+  if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY || reply->elements < 2) return std::nullopt;
+  const std::string_view role = text(reply->element[0]);
+  server_role out;
+  if (role == "master") {
+    if (reply->elements != 3 || !integer(reply->element[1], 1LL << 62, out.offset)) return std::nullopt;
+    const redisReply* list = reply->element[2];
+    if (list->type != REDIS_REPLY_ARRAY) return std::nullopt;
+    for (std::size_t i = 0; i < list->elements; ++i) {
+      const redisReply* r = list->element[i];
+      endpoint e;
+      if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || !host_port(r->element[0], r->element[1], e)) {
+        return std::nullopt;
+      }
+      out.replicas.push_back(std::move(e));
+    }
+    return out;
+  }
+  if (role == "slave" || role == "replica") {
+    out.type = server_role::kind::replica;
+    if (reply->elements != 5 || !host_port(reply->element[1], reply->element[2], out.master)) return std::nullopt;
+    out.link_up = text(reply->element[3]) == "connected";
+    long long off = 0;
+    if (integer(reply->element[4], 1LL << 62, off)) out.offset = off;  // -1 before the first sync
+    return out;
+  }
+  if (role == "sentinel") {
+    out.type = server_role::kind::sentinel;
+    return out;
+  }
+  return std::nullopt;
+}
+
+}  // namespace redlock::detail
