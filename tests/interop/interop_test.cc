@@ -6,13 +6,12 @@
 // is published on the release channel meanwhile (docs/protocol.md, "Interoperating with
 // other Redlock clients"). node and npm are required: without them these tests fail.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -163,11 +162,12 @@ bool on_every_node(const std::string& key, const std::string& value) {
 // expires; a waiter's attempt may also reach it first. Either way the waiter holds a
 // quorum only where `before` is gone.
 bool on_a_quorum_after(const std::string& key, const std::string& value, const std::string& before) {
-  const bool ok = eventually([&] { return nodes().count_value(key, value) >= 2 && nodes().count_value(key, before) <= 1; });
+  const bool ok = eventually(
+      [&] { return nodes().count_value(key, value) >= 2 && nodes().count_value(key, before) <= 1; });
   if (!ok) {
     for (std::size_t i = 0; i < nodes().size(); ++i) {
-      ADD_FAILURE() << "node " << i << ": " << key << " = " << nodes()[i].get(key).value_or("(none)") << " (ours "
-                    << value << ", before " << before << ")";
+      ADD_FAILURE() << "node " << i << ": " << key << " = " << nodes()[i].get(key).value_or("(none)")
+                    << " (ours " << value << ", before " << before << ")";
     }
   }
   return ok;
@@ -196,10 +196,12 @@ class Interop : public ::testing::Test {
  protected:
   void SetUp() override {
     node_ = in_path("node");
-    ASSERT_FALSE(node_.empty()) << "node (Node.js) is not in PATH: tools/deps.sh installs it (Debian packages "
-                                   "nodejs, npm); this test does not skip";
+    ASSERT_FALSE(node_.empty())
+        << "node (Node.js) is not in PATH: tools/deps.sh installs it (Debian packages "
+           "nodejs, npm); this test does not skip";
     ASSERT_EQ(::access(REDLOCK_INTEROP_DIR "/node_modules/redlock/package.json", R_OK), 0)
-        << "node-redlock is not installed in " REDLOCK_INTEROP_DIR " (the ctest fixture interop.npm_ci runs npm ci)";
+        << "node-redlock is not installed in " REDLOCK_INTEROP_DIR
+           " (the ctest fixture interop.npm_ci runs npm ci)";
   }
 
   // node_redlock.js MODE RESOURCE TTL on every node.
@@ -354,7 +356,8 @@ TEST_F(Interop, our_waiter_acquires_only_after_node_redlocks_release_whatever_th
     SCOPED_TRACE("forged payload " + forged);
     const long long before = set_calls();
     publish_everywhere(res + ":released", forged);
-    EXPECT_TRUE(settles(set_calls, before + 1, 300ms, 3000ms)) << "the message woke the waiter for an attempt";
+    EXPECT_TRUE(settles(set_calls, before + 1, 300ms, 3000ms))
+        << "the message woke the waiter for an attempt";
     EXPECT_EQ(fut.wait_for(0ms), std::future_status::timeout) << "a message is no grant";
     EXPECT_TRUE(on_every_node(res, token)) << "node-redlock still holds the key everywhere";
   }
@@ -362,7 +365,8 @@ TEST_F(Interop, our_waiter_acquires_only_after_node_redlocks_release_whatever_th
   // node-redlock's release: it finds its own key on a quorum (so nobody took it).
   ASSERT_EQ(fut.wait_for(0ms), std::future_status::timeout);
   node_releases(*holder);
-  ASSERT_EQ(fut.wait_for(10000ms), std::future_status::ready) << "the fallback timer (3 s) finds the free lock";
+  ASSERT_EQ(fut.wait_for(10000ms), std::future_status::ready)
+      << "the fallback timer (3 s) finds the free lock";
   auto got = fut.get();
   ASSERT_TRUE(got.lock) << got.report.message();
   EXPECT_NE(got.lock.info().token, token);
@@ -379,8 +383,8 @@ TEST_F(Interop, a_cli_waiter_is_not_woken_into_a_grant_by_a_forged_release) {
   ASSERT_FALSE(token.empty());
 
   const long long before = set_calls();
-  child cli({REDLOCK_CLI_PATH, "acquire", res, "--ttl", "10s", "--wait", "20s", "--retry-delay", "3s", "--nodes",
-             joined(nodes().uris())});
+  child cli({REDLOCK_CLI_PATH, "acquire", res, "--ttl", "10s", "--wait", "20s", "--retry-delay", "3s",
+             "--nodes", joined(nodes().uris())});
   ASSERT_TRUE(eventually([&] { return all_subscribed(nodes(), res); }, 5000ms)) << cli.output();
   ASSERT_TRUE(settles(set_calls, before + 1, 300ms, 5000ms));
   const long long woken = set_calls();

@@ -17,6 +17,7 @@
 #include "primitives/election_scripts.h"
 #include "primitives/leader_view.h"
 #include "primitives/permits.h"
+#include "protocol/resp.h"
 #include "protocol/scripts.h"
 #include "pure/keys.h"
 #include "pure/sha1.h"
@@ -73,11 +74,13 @@ std::map<std::string, doc_script> doc_scripts(const std::string& doc) {
     const std::string prefix = "SHA-1: `";
     if (k == lines.size() || lines[k].rfind(prefix, 0) != 0 || lines[k].size() != prefix.size() + 41 ||
         lines[k].back() != '`') {
-      ADD_FAILURE() << "protocol.md:" << i + 1 << ": block " << id << " is not followed by a line SHA-1: `<40 hex>`";
+      ADD_FAILURE() << "protocol.md:" << i + 1 << ": block " << id
+                    << " is not followed by a line SHA-1: `<40 hex>`";
     } else {
       s.sha1 = lines[k].substr(prefix.size(), 40);
     }
-    if (!out.emplace(id, s).second) ADD_FAILURE() << "protocol.md:" << i + 1 << ": block id " << id << " twice";
+    if (!out.emplace(id, s).second)
+      ADD_FAILURE() << "protocol.md:" << i + 1 << ": block id " << id << " twice";
     i = j;
   }
   return out;
@@ -96,12 +99,23 @@ std::string decode_literal(const std::string& s, std::string& error) {
     }
     if (++i == s.size()) break;
     switch (s[i]) {
-      case 'n': out += '\n'; break;
-      case 't': out += '\t'; break;
-      case '\\': out += '\\'; break;
-      case '"': out += '"'; break;
-      case '\'': out += '\''; break;
-      default: error = std::string("unsupported escape \\") + s[i];
+      case 'n':
+        out += '\n';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case '\\':
+        out += '\\';
+        break;
+      case '"':
+        out += '"';
+        break;
+      case '\'':
+        out += '\'';
+        break;
+      default:
+        error = std::string("unsupported escape \\") + s[i];
     }
   }
   return out;
@@ -109,8 +123,9 @@ std::string decode_literal(const std::string& s, std::string& error) {
 
 // Adjacent string literals and identifiers (macros of `macros`) from `at` up to the
 // first ';' (or end of a macro), concatenated. Advances `at`.
-std::string concatenate(const std::string& src, std::size_t& at, const std::map<std::string, std::string>& macros,
-                        std::string& error, bool macro_body) {
+std::string concatenate(const std::string& src, std::size_t& at,
+                        const std::map<std::string, std::string>& macros, std::string& error,
+                        bool macro_body) {
   std::string out;
   while (at < src.size()) {
     const char c = src[at];
@@ -128,7 +143,8 @@ std::string concatenate(const std::string& src, std::size_t& at, const std::map<
       at = src.find('\n', at);
     } else if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
       std::size_t end = at;
-      while (end < src.size() && (std::isalnum(static_cast<unsigned char>(src[end])) || src[end] == '_')) ++end;
+      while (end < src.size() && (std::isalnum(static_cast<unsigned char>(src[end])) || src[end] == '_'))
+        ++end;
       const std::string ident = src.substr(at, end - at);
       auto it = macros.find(ident);
       if (it == macros.end()) {
@@ -177,7 +193,8 @@ std::vector<source_script> script_constants(const std::string& file, const std::
     std::string error;
     const std::string body = concatenate(src, value_at, macros, error, /*macro_body=*/false);
     at = value_at;
-    const bool lua = body.find("redis.call(") != std::string::npos || body.find("redis.pcall(") != std::string::npos;
+    const bool lua =
+        body.find("redis.call(") != std::string::npos || body.find("redis.pcall(") != std::string::npos;
     if (!error.empty() && lua) ADD_FAILURE() << file << ": " << name << ": " << error;
     if (lua) out.push_back({file, name, body});
   }
@@ -239,7 +256,8 @@ class ProtocolDoc : public ::testing::Test {
 };
 
 TEST_F(ProtocolDoc, names_its_version) {
-  EXPECT_EQ(doc_.rfind("# redlock wire protocol 1\n", 0), 0u) << "the first line names the protocol's version";
+  EXPECT_EQ(doc_.rfind("# redlock wire protocol 1\n", 0), 0u)
+      << "the first line names the protocol's version";
 }
 
 TEST_F(ProtocolDoc, every_library_script_is_shown_byte_for_byte_with_its_sha1) {
@@ -249,13 +267,15 @@ TEST_F(ProtocolDoc, every_library_script_is_shown_byte_for_byte_with_its_sha1) {
     ids.insert(n.doc_id);
     auto it = scripts_.find(n.doc_id);
     ASSERT_NE(it, scripts_.end()) << "docs/protocol.md has no ```lua id=" << n.doc_id << " block";
-    EXPECT_EQ(it->second.body, n.body) << "protocol.md:" << it->second.line << " differs from the library's script";
+    EXPECT_EQ(it->second.body, n.body)
+        << "protocol.md:" << it->second.line << " differs from the library's script";
     EXPECT_EQ(it->second.sha1, sha1_hex(n.body)) << "protocol.md:" << it->second.line << ": the stated SHA-1";
-    EXPECT_EQ(sha1_hex(it->second.body), it->second.sha1) << "protocol.md:" << it->second.line
-                                                          << ": the SHA-1 of the block as written";
+    EXPECT_EQ(sha1_hex(it->second.body), it->second.sha1)
+        << "protocol.md:" << it->second.line << ": the SHA-1 of the block as written";
   }
   for (const auto& [id, s] : scripts_) {
-    EXPECT_TRUE(ids.count(id)) << "protocol.md:" << s.line << ": block " << id << " is no script of the library";
+    EXPECT_TRUE(ids.count(id)) << "protocol.md:" << s.line << ": block " << id
+                               << " is no script of the library";
   }
 }
 
@@ -270,6 +290,74 @@ TEST_F(ProtocolDoc, the_shas_the_client_sends_with_evalsha_are_the_documented_on
   }
 }
 
+// The requests as the document states them: EVALSHA sha numkeys KEYS... ARGV..., the
+// same with EVAL and the body, and the plain acquire SET key token NX PX ttl GET, with
+// the clock sample's TIME pipelined behind it.
+TEST_F(ProtocolDoc, requests_are_encoded_as_documented) {
+  auto resp = [](std::initializer_list<std::string_view> argv) {
+    std::string out;
+    append_resp(out, argv);
+    return out;
+  };
+  const std::string key = "orders:4711", tok = "0123456789abcdef0123456789abcdef";
+  EXPECT_NE(doc_.find("`SET key token NX PX ttl GET`"), std::string::npos);
+  EXPECT_NE(doc_.find("`EVALSHA sha1 numkeys KEYS... ARGV...`"), std::string::npos);
+
+  command set_cmd;
+  set_cmd.script = script_id::acquire_set;
+  set_cmd.key = key;
+  set_cmd.arg1 = tok;
+  set_cmd.arg2 = "30000";
+  const wire set_wire(set_cmd);
+  EXPECT_EQ(set_wire.sha_form(), resp({"SET", key, tok, "NX", "PX", "30000", "GET"}));
+  EXPECT_EQ(set_wire.timed_form(), resp({"SET", key, tok, "NX", "PX", "30000", "GET"}) + resp({"TIME"}));
+  // The fallback for servers before 7.0: the acquire script, as EVAL.
+  EXPECT_EQ(set_wire.eval_form(), resp({"EVAL", kAcquire, "1", key, tok, "30000"}));
+
+  command ext;
+  ext.script = script_id::extend;
+  ext.key = key;
+  ext.arg1 = tok;
+  ext.arg2 = "30000";
+  const wire ext_wire(ext);
+  EXPECT_EQ(ext_wire.sha_form(), resp({"EVALSHA", sha1_hex(kExtend), "1", key, tok, "30000"}));
+  EXPECT_EQ(ext_wire.eval_form(), resp({"EVAL", kExtend, "1", key, tok, "30000"}));
+
+  command rel;
+  rel.script = script_id::release;
+  rel.key = key;
+  rel.arg1 = tok;
+  EXPECT_EQ(wire(rel).sha_form(), resp({"EVALSHA", sha1_hex(kRelease), "1", key, tok}));
+
+  command fenced;
+  fenced.script = script_id::acquire_fenced;
+  fenced.key = key;
+  fenced.key2 = fence_key(key);
+  fenced.arg1 = tok;
+  fenced.arg2 = "30000";
+  EXPECT_EQ(wire(fenced).sha_form(),
+            resp({"EVALSHA", sha1_hex(kAcquireFenced), "2", key, "orders:4711:fence", tok, "30000"}));
+
+  command commit = fenced;
+  commit.script = script_id::fence_commit;
+  commit.arg2 = "8";
+  EXPECT_EQ(wire(commit).sha_form(),
+            resp({"EVALSHA", sha1_hex(kFenceCommit), "2", key, "orders:4711:fence", tok, "8"}));
+
+  command many;
+  many.script = script_id::acquire_many;
+  many.keys = {"a", "b", "c"};
+  many.arg1 = tok;
+  many.arg2 = "30000";
+  EXPECT_EQ(wire(many).sha_form(),
+            resp({"EVALSHA", sha1_hex(kAcquireMany), "3", "a", "b", "c", tok, "30000"}));
+
+  command insp;
+  insp.script = script_id::inspect;
+  insp.key = key;
+  EXPECT_EQ(wire(insp).sha_form(), resp({"EVALSHA", sha1_hex(kInspect), "1", key}));
+}
+
 // A script constant added anywhere in lib/ or include/ without its block in the
 // document fails here, whatever it is called.
 TEST_F(ProtocolDoc, every_script_constant_in_the_sources_is_documented) {
@@ -279,13 +367,14 @@ TEST_F(ProtocolDoc, every_script_constant_in_the_sources_is_documented) {
   std::set<std::string> documented;
   for (const auto& [id, s] : scripts_) documented.insert(s.body);
   for (const source_script& s : found) {
-    EXPECT_TRUE(documented.count(s.body)) << s.file << ": " << s.name
-                                          << " is a Lua script that docs/protocol.md does not show (sha "
-                                          << sha1_hex(s.body) << ")";
+    EXPECT_TRUE(documented.count(s.body))
+        << s.file << ": " << s.name << " is a Lua script that docs/protocol.md does not show (sha "
+        << sha1_hex(s.body) << ")";
   }
   std::set<std::string> bodies;
   for (const source_script& s : found) bodies.insert(s.body);
-  for (const named& n : library_scripts()) EXPECT_TRUE(bodies.count(n.body)) << n.doc_id << " not found by the scan";
+  for (const named& n : library_scripts())
+    EXPECT_TRUE(bodies.count(n.body)) << n.doc_id << " not found by the scan";
 }
 
 // The scanner, on a made-up source: macros, adjacent literals, escapes, comments.
@@ -319,7 +408,8 @@ std::vector<std::pair<std::string, std::string>> key_examples(const std::string&
       continue;
     }
     std::string value = lines[i].substr(eq + 3);
-    if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
+    if (value.size() >= 2 && value.front() == '"' && value.back() == '"')
+      value = value.substr(1, value.size() - 2);
     out.emplace_back(lines[i].substr(0, eq), value);
   }
   return out;
@@ -330,8 +420,8 @@ TEST_F(ProtocolDoc, key_names_are_the_documented_examples) {
   ASSERT_FALSE(examples.empty()) << "docs/protocol.md has no ```text id=key-examples block";
   std::map<std::string, std::string> v;
   std::set<std::string> checked;
-  const std::set<std::string> inputs = {"key_prefix", "resource", "semaphore", "permit", "role", "term", "token",
-                                        "identity"};
+  const std::set<std::string> inputs = {"key_prefix", "resource", "semaphore", "permit",
+                                        "role",       "term",     "token",     "identity"};
   for (const auto& [name, value] : examples) {
     SCOPED_TRACE(name + " = " + value);
     if (inputs.count(name)) {
