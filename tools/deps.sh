@@ -3,7 +3,9 @@
 # Skips the install when everything is present already. (systemd: systemd-analyze
 # verifies docs/cli.md's unit and timer, tests/cli/cli_test.cc; zsh and fish: the
 # syntax checks of the generated completions, tests/cli/cli_args_test.cc; prometheus: its
-# promtool checks docs/monitoring/ and the monitor's /metrics, tests/CMakeLists.txt.)
+# promtool checks docs/monitoring/ and the monitor's /metrics, tests/CMakeLists.txt; nodejs
+# and npm: the node-redlock interop tests, tests/interop/; npm installs node-redlock itself
+# there, from tests/interop/package-lock.json.)
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config redis-server libhiredis-dev libuv1-dev libgtest-dev libgmock-dev
       libbenchmark-dev clang libclang-rt-14-dev gnuplot-nox spin libssl-dev openssl curl
@@ -12,6 +14,11 @@ missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# Node.js by command, not by package: a node from elsewhere (one that bundles npm) will do,
+# and Debian's npm package would conflict with it.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  missing+=(nodejs npm)
+fi
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi

@@ -13,6 +13,7 @@
 #include "engine/core.h"
 #include "ops/support.h"
 #include "pure/decision.h"
+#include "pure/keys.h"
 #include "pure/retry.h"
 #include "redlock/client.h"
 
@@ -128,16 +129,13 @@ std::string check_acquire(const detail::core& c, std::string_view resource, cons
   // its format (counters already on the nodes stay valid across upgrades, so
   // tokens never go backwards); the names are reserved instead.
   // The check is on the key (key_prefix + resource), the name a counter has too.
-  const std::string_view suffix = ":fence";
-  auto ends_in_fence = [&](std::string_view s) {
-    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-  };
-  if (ends_in_fence(resource)) {
+  const std::string_view suffix = detail::kFenceSuffix;
+  if (detail::is_fence_key(resource)) {
     return "resource name must not end in \":fence\": '" + std::string(resource) +
            "' names the fence counter of resource '" + std::string(resource.substr(0, resource.size() - suffix.size())) +
            "' (see docs/fencing.md)";
   }
-  if (const std::string key = c.key_for(std::string(resource)); ends_in_fence(key)) {
+  if (const std::string key = c.key_for(std::string(resource)); detail::is_fence_key(key)) {
     return "key prefix + resource name must not end in \":fence\": key_prefix '" + c.options().key_prefix +
            "' and resource '" + std::string(resource) + "' make the key '" + key +
            "', the fence counter of the key '" + key.substr(0, key.size() - suffix.size()) + "' (see docs/fencing.md)";

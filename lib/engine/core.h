@@ -28,6 +28,7 @@
 #include "pure/thread_annotations.h"
 #include "redlock/client.h"
 #include "redlock/observer.h"
+#include "pure/keys.h"
 #include "pure/retry.h"
 #include "pure/uri.h"
 
@@ -164,7 +165,7 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   void forget_unstarted(std::uint64_t id);
   bool cancel_unstarted(std::uint64_t id);  // true: remembered, the acquire will be cancelled
   bool start_op(std::uint64_t id);          // true: cancelled before it started
-  std::string key_for(const std::string& resource) const { return options_.key_prefix + resource; }
+  std::string key_for(const std::string& resource) const { return lock_key(options_.key_prefix, resource); }
   const client_options& options() const noexcept override { return options_; }
   std::size_t size() const noexcept { return nodes_.size(); }
   const std::vector<node_address>& nodes() const noexcept { return nodes_; }

@@ -14,15 +14,15 @@
 #include <utility>
 
 #include "engine/core.h"
+#include "pure/keys.h"
 
 namespace redlock::detail {
 namespace {
 
-constexpr std::string_view kSuffix = ":released";
 constexpr std::size_t kRecent = 16;    // released tokens remembered per key
 constexpr std::size_t kHeldBack = 16;  // releases counted during a woken attempt
 
-std::string channel_of(const std::string& key) { return key + std::string(kSuffix); }
+std::string channel_of(const std::string& key) { return release_channel(key); }
 
 // What the release scripts publish: a token (token.h, reactor::token), 32
 // lowercase hex characters. Anything else on the channel was not published by a
@@ -117,14 +117,14 @@ void notifier::on_push(std::size_t node, const redisReply& m) {
   const redisReply* payload = m.element[2];
   if (ch_name->type != REDIS_REPLY_STRING || payload->type != REDIS_REPLY_STRING) return;
   std::string_view name(ch_name->str, ch_name->len);
-  if (name.size() <= kSuffix.size() || name.substr(name.size() - kSuffix.size()) != kSuffix) return;
+  if (name.size() <= kReleasedSuffix.size() || name.substr(name.size() - kReleasedSuffix.size()) != kReleasedSuffix) return;
   ++messages_;
   std::string_view token(payload->str, payload->len);
   if (!is_token(token)) {
     c_.stats().notifications_dropped.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  auto it = channels_.find(std::string(name.substr(0, name.size() - kSuffix.size())));
+  auto it = channels_.find(std::string(name.substr(0, name.size() - kReleasedSuffix.size())));
   if (it == channels_.end()) return;
   channel& ch = it->second;
   // Every node publishes the same release: the first message wakes a waiter, the

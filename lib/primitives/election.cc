@@ -10,7 +10,9 @@
 
 #include "engine/core.h"
 #include "pure/decision.h"
+#include "primitives/election_scripts.h"
 #include "primitives/leader_view.h"
+#include "pure/keys.h"
 #include "ops/async_op.h"
 #include "ops/plain_round.h"
 #include "ops/support.h"
@@ -26,22 +28,7 @@ using std::chrono::steady_clock;
 
 constexpr std::size_t kMaxIdentityBytes = 512;
 
-// KEYS[1] lock key, KEYS[2] record key; ARGV[1] token, ARGV[2] term, ARGV[3] identity.
-// Writes the record only where the node still holds this token.
-constexpr const char publish_script[] =
-    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
-    "redis.call('SET', KEYS[2], ARGV[2] .. ' ' .. redis.sha1hex(ARGV[1]) .. ' ' .. ARGV[3])\n"
-    "return 1\n";
-
-// KEYS[1] lock key, KEYS[2] record key. Returns {sha1 of the lock value or nil,
-// record or nil, PTTL of the lock key}.
-constexpr const char observe_script[] =
-    "local v = redis.call('GET', KEYS[1])\n"
-    "local h = false\n"
-    "if v then h = redis.sha1hex(v) end\n"
-    "return {h, redis.call('GET', KEYS[2]), redis.call('PTTL', KEYS[1])}\n";
-
-std::string record_key(const core& c, const std::string& resource) { return c.key_for(resource) + ":leader"; }
+std::string record_key(const core& c, const std::string& resource) { return leader_record_key(c.key_for(resource)); }
 
 // Observe on the loop thread.
 void observe(core& c, std::string resource, std::function<void(leader_info)> done) {
@@ -65,7 +52,7 @@ void observe(core& c, std::string resource, std::function<void(leader_info)> don
   const std::size_t quorum = c.size() / 2 + 1;
   const std::string key = c.key_for(resource);
   const std::string rkey = record_key(c, resource);
-  plain_round(c, {"EVAL", observe_script, "2", key, rkey}, parse, [views, quorum, done = std::move(done)](report rep) {
+  plain_round(c, {"EVAL", kElectionObserve, "2", key, rkey}, parse, [views, quorum, done = std::move(done)](report rep) {
     leader_info info;
     const leader_decision d = decide_leader(*views, quorum);
     if (!d.quorum_answered) {
@@ -224,7 +211,7 @@ class campaign_op final : public async_op<campaign_op, campaign_result> {
     };
     auto self = keep();
     plain_round(*core_,
-                {"EVAL", publish_script, "2", core_->key_for(l.resource), record_key(*core_, l.resource), l.token, term,
+                {"EVAL", kElectionPublish, "2", core_->key_for(l.resource), record_key(*core_, l.resource), l.token, term,
                  identity_},
                 parse, [self, ok](report rep) { self->published(*ok, rep); });
   }

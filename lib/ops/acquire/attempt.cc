@@ -12,6 +12,7 @@
 #include "ops/held.h"
 #include "ops/notify.h"
 #include "ops/round.h"
+#include "pure/keys.h"
 #include "pure/retry.h"
 
 namespace redlock::detail {
@@ -44,7 +45,7 @@ acquire_op::acquire_op(core& c, std::uint64_t id, std::string resource, acquire_
       set_(std::move(set)), wait_(c_, *this, o_.retry, call_start_, keys_) {
   if (set_.empty()) {
     key_ = c_.key_for(resource_);
-    fence_key_ = key_ + ":fence";
+    fence_key_ = fence_key(key_);
     wait_.set_key(key_);
   } else {
     resource_ = joined_names(set_);
