@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing redlock needs on Debian 12 (as root, or with sudo).
-# Skips the install when everything is present already. (systemd: systemd-analyze
+# Skips the install when everything is present already, then builds Valkey 8.0.1 from
+# ../shared/servers/ once (tools/valkey.sh: cached, keyed by the tarball's sha256; the
+# tests run chosen scenarios on Valkey nodes too). (systemd: systemd-analyze
 # verifies docs/cli.md's unit and timer, tests/cli/cli_test.cc; zsh and fish: the
 # syntax checks of the generated completions, tests/cli/cli_args_test.cc.)
 set -euo pipefail
@@ -11,7 +13,9 @@ missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+valkey() { bash "$(dirname "$0")/valkey.sh" >/dev/null; }
 if [ ${#missing[@]} -eq 0 ]; then
+  valkey
   exit 0
 fi
 SUDO=""
@@ -24,3 +28,4 @@ $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet redis-server 2>/dev/null; then
   $SUDO systemctl stop redis-server || true
 fi
+valkey
