@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing redlock needs on Debian 12 (as root, or with sudo).
-# Skips the install when everything is present already. (systemd: systemd-analyze
+# Skips the install when everything is present already, then builds Valkey 8.0.1 from
+# ../shared/servers/ once (tools/valkey.sh: cached, keyed by the tarball's sha256; the
+# tests run chosen scenarios on Valkey nodes too). (systemd: systemd-analyze
 # verifies docs/cli.md's unit and timer, tests/cli/cli_test.cc; zsh and fish: the
 # syntax checks of the generated completions, tests/cli/cli_args_test.cc; prometheus: its
 # promtool checks docs/monitoring/ and the monitor's /metrics, tests/CMakeLists.txt; nodejs
@@ -19,7 +21,9 @@ done
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   missing+=(nodejs npm)
 fi
+valkey() { bash "$(dirname "$0")/valkey.sh" >/dev/null; }
 if [ ${#missing[@]} -eq 0 ]; then
+  valkey
   exit 0
 fi
 SUDO=""
@@ -35,3 +39,4 @@ for svc in redis-server prometheus; do
     $SUDO systemctl stop "$svc" || true
   fi
 done
+valkey

@@ -116,6 +116,7 @@ report_stages() {
 
 run_suite() { # stage, build-dir, extra cmake args...
   # CTEST_ARGS: label filter. BUILD_TARGET: build only this target (default: all).
+  # FAULT_CTEST_ARGS: more ctest arguments for the fault scenarios' run.
   # PARALLEL_LABELS: a label regex run at -j$jobs before the rest (tests with no wall-clock
   # bound: unit tests on a manual clock, the simulator, fuzz corpus replays), the rest at
   # -j$CTEST_JOBS.
@@ -141,7 +142,8 @@ run_suite() { # stage, build-dir, extra cmake args...
   stage_end "$name: tests"
   if [ "${FAULT_SCENARIOS:-1}" = 1 ]; then
     stage_begin
-    run_ctest "$dir" "$dir/ctest-fault.log" -j1 -L fault
+    # shellcheck disable=SC2086 # FAULT_CTEST_ARGS is a list of ctest arguments
+    run_ctest "$dir" "$dir/ctest-fault.log" -j1 -L fault ${FAULT_CTEST_ARGS:-}
     stage_end "$name: fault scenarios"
   fi
   [ "$ctest_rc" -eq 0 ] || finish_failed
@@ -262,9 +264,10 @@ main() {
     echo "== ASan + UBSan"
     # Sanitized builds run 2-10x slower: one test at a time keeps their timing bounds honest.
     # ctest's fuzz tests replay the corpora only (REDLOCK_FUZZ_SECONDS=0); the exploring runs follow.
-    # The SPIN model (label "model") is not C++: once, in the first stage, is enough.
+    # The SPIN model (label "model") is not C++: once, in the first stage, is enough; so are
+    # the Valkey and mixed-quorum runs (label "valkey": the same client code, another server).
     # Tests with no wall-clock bound (unit, sim, fuzz replays) run two at a time first.
-    CC=clang CXX=clang++ FAULT_SCENARIOS=0 CTEST_JOBS=1 CTEST_EXCLUDE="fault|model" PARALLEL_LABELS="unit|sim|fuzz" \
+    CC=clang CXX=clang++ FAULT_SCENARIOS=0 CTEST_JOBS=1 CTEST_EXCLUDE="fault|model|valkey" PARALLEL_LABELS="unit|sim|fuzz" \
       run_suite asan build-asan -DCMAKE_BUILD_TYPE=Debug \
       -DREDLOCK_SANITIZE=address -DREDLOCK_BUILD_BENCH=OFF -DREDLOCK_FUZZ_SECONDS=0
     echo "== fuzzers explore (fixed seed and executions; REDLOCK_FUZZ_SECONDS=N for longer)"
@@ -274,7 +277,9 @@ main() {
     echo "== TSan (integration tests and fault scenarios)"
     # ctest labels are single words here: gtest_discover_tests flattens "a;b".
     # Only the executables these labels run are built (tests/CMakeLists.txt: redlock_threaded_suite).
+    # The Valkey runs of the fault scenarios (valkey.fault.*, mixed.fault.*) ran in the first stage.
     CC=clang CXX=clang++ CTEST_JOBS=1 CTEST_ARGS="-L integration" BUILD_TARGET=redlock_threaded_suite \
+      FAULT_CTEST_ARGS="-E ^(valkey|mixed)\." \
       run_suite tsan build-tsan -DCMAKE_BUILD_TYPE=Debug \
       -DREDLOCK_SANITIZE=thread -DREDLOCK_BUILD_BENCH=OFF
   fi

@@ -129,26 +129,24 @@ std::string make_dir_under_base(const std::string& name) {
 
 std::string make_node_dir() { return make_dir_under_base("node"); }
 
-const std::string& redis_server_path() {
-  static const std::string path = [] {
-    if (const char* env = std::getenv("REDLOCK_TEST_REDIS_SERVER"); env != nullptr && *env != '\0') {
-      return std::string(env);
-    }
-    const char* env_path = std::getenv("PATH");
-    std::string dirs = env_path != nullptr ? env_path : "/usr/local/bin:/usr/bin:/bin";
-    dirs += ":/usr/local/bin:/usr/bin:/usr/sbin";
-    std::stringstream ss(dirs);
-    std::string dir;
-    while (std::getline(ss, dir, ':')) {
-      if (dir.empty()) continue;
-      std::string candidate = dir + "/redis-server";
-      if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-    }
-    return std::string();
-  }();
-  if (path.empty())
-    throw std::runtime_error("redis-server not found in PATH (set REDLOCK_TEST_REDIS_SERVER)");
-  return path;
+// An executable named `name` in PATH (and the usual system directories), or "".
+std::string find_in_path(const std::string& name) {
+  const char* env_path = std::getenv("PATH");
+  std::string dirs = env_path != nullptr ? env_path : "/usr/local/bin:/usr/bin:/bin";
+  dirs += ":/usr/local/bin:/usr/bin:/usr/sbin";
+  std::stringstream ss(dirs);
+  std::string dir;
+  while (std::getline(ss, dir, ':')) {
+    if (dir.empty()) continue;
+    std::string candidate = dir + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return std::string();
+}
+
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::string(v) : std::string();
 }
 
 // Everything the forked child needs, prepared before fork (the child only makes
@@ -287,11 +285,23 @@ raw_reply command_argv(redisContext* c, const std::vector<std::string>& argv) {
       static_cast<redisReply*>(redisCommandArgv(c, static_cast<int>(argv.size()), ptrs.data(), lens.data())));
 }
 
-enum class probe_result { ready, not_ready, other_process };
+enum class probe_result { ready, not_ready, other_process, wrong_server };
+
+// The value of `field` ("server_name") in an INFO reply, or "" when it has none.
+std::string info_field(const std::string& info, const std::string& field) {
+  const std::string key = "\n" + field + ":";
+  std::string text = "\n" + info;
+  auto at = text.find(key);
+  if (at == std::string::npos) return "";
+  at += key.size();
+  return text.substr(at, text.find_first_of("\r\n", at) - at);
+}
 
 // One readiness probe: connect, AUTH, PING == PONG, and check that the answering
-// server is our child (a racing process may have taken the port).
-probe_result probe(redisContext* connected, const std::string& password, pid_t expected) {
+// server is our child (a racing process may have taken the port) and the server
+// asked for: Valkey says server_name:valkey, Redis 7.0 has no server_name (and a
+// later Redis says server_name:redis).
+probe_result probe(redisContext* connected, const std::string& password, pid_t expected, server_kind kind) {
   sigpipe_guard guard;
   raw_ctx c(connected);
   if (!c || c->err != 0) return probe_result::not_ready;
@@ -310,7 +320,9 @@ probe_result probe(redisContext* connected, const std::string& password, pid_t e
   auto at = text.find("process_id:");
   if (at == std::string::npos) return probe_result::not_ready;
   long pid = std::strtol(text.c_str() + at + std::strlen("process_id:"), nullptr, 10);
-  return pid == expected ? probe_result::ready : probe_result::other_process;
+  if (pid != expected) return probe_result::other_process;
+  const bool valkey = info_field(text, "server_name") == "valkey";
+  return valkey == (kind == server_kind::valkey) ? probe_result::ready : probe_result::wrong_server;
 }
 
 std::string render(const redisReply* r) {
@@ -338,6 +350,54 @@ std::string render(const redisReply* r) {
 }
 
 }  // namespace
+
+const char* to_string(server_kind k) { return k == server_kind::valkey ? "valkey" : "redis"; }
+
+server_mix default_server_mix() {
+  const std::string v = env_or_empty("REDLOCK_TEST_SERVER");
+  if (v.empty() || v == "redis") return server_mix::redis;
+  if (v == "valkey") return server_mix::valkey;
+  if (v == "mixed") return server_mix::mixed;
+  throw std::runtime_error("REDLOCK_TEST_SERVER=" + v + ": expected redis, valkey or mixed");
+}
+
+server_kind default_server_kind(std::size_t index) {
+  switch (default_server_mix()) {
+    case server_mix::valkey:
+      return server_kind::valkey;
+    case server_mix::mixed:
+      return index % 2 == 1 ? server_kind::valkey : server_kind::redis;
+    case server_mix::redis:
+      break;
+  }
+  return server_kind::redis;
+}
+
+const std::string& server_path(server_kind k) {
+  static const std::string redis = [] {
+    const std::string env = env_or_empty("REDLOCK_TEST_REDIS_SERVER");
+    return env.empty() ? find_in_path("redis-server") : env;
+  }();
+  static const std::string valkey = [] {
+    const std::string env = env_or_empty("REDLOCK_TEST_VALKEY_SERVER");
+    if (!env.empty()) return env;
+#ifdef REDLOCK_TEST_VALKEY_SERVER_PATH
+    return std::string(REDLOCK_TEST_VALKEY_SERVER_PATH);
+#else
+    return std::string();
+#endif
+  }();
+  if (k == server_kind::redis) {
+    if (redis.empty()) throw std::runtime_error("redis-server not found in PATH (set REDLOCK_TEST_REDIS_SERVER)");
+    return redis;
+  }
+  if (valkey.empty() || ::access(valkey.c_str(), X_OK) != 0) {
+    throw std::runtime_error("valkey-server not found" + (valkey.empty() ? std::string() : " at " + valkey) +
+                             ": build it with tools/valkey.sh and reconfigure (REDLOCK_VALKEY_SERVER), or set "
+                             "REDLOCK_TEST_VALKEY_SERVER");
+  }
+  return valkey;
+}
 
 std::string make_test_dir(const std::string& name) { return make_dir_under_base(name); }
 
@@ -369,7 +429,8 @@ void redis_node::reply_deleter::operator()(redisReply* r) const noexcept {
   if (r != nullptr) freeReplyObject(r);
 }
 
-redis_node::redis_node(node_config cfg) : cfg_(std::move(cfg)) {
+redis_node::redis_node(node_config cfg)
+    : cfg_(std::move(cfg)), server_(cfg_.server.value_or(default_server_kind())) {
   dir_ = make_node_dir();
   try {
     port_ = free_port();
@@ -437,7 +498,7 @@ std::string redis_node::log_tail(std::size_t max_lines) const {
 }
 
 std::vector<std::string> redis_node::server_args() const {
-  std::vector<std::string> a = {"redis-server",
+  std::vector<std::string> a = {server_ == server_kind::valkey ? "valkey-server" : "redis-server",
                                 "--port",
                                 cfg_.tls ? "0" : std::to_string(port_),
                                 "--bind",
@@ -488,7 +549,7 @@ bool redis_node::reap_locked() const noexcept {
 
 void redis_node::start_locked(bool first) {
   if (reap_locked()) return;
-  const std::string& path = redis_server_path();
+  const std::string& path = server_path(server_);
   const int attempts = first ? kFirstStartAttempts : 1;
   std::string failure;
   for (int attempt = 0; attempt < attempts; ++attempt) {
@@ -527,18 +588,27 @@ void redis_node::start_locked(bool first) {
         exited = true;
         break;
       }
-      if (probe(connect_control(kProbeTimeoutMs), cfg_.password, pid_) == probe_result::ready) return;
+      const probe_result p = probe(connect_control(kProbeTimeoutMs), cfg_.password, pid_, server_);
+      if (p == probe_result::ready) return;
+      if (p == probe_result::wrong_server) {
+        kill_locked();
+        throw std::runtime_error(path + " on 127.0.0.1:" + std::to_string(port_) + " is not " + to_string(server_) +
+                                 (server_ == server_kind::valkey ? " (INFO server lacks server_name:valkey)"
+                                                                 : " (INFO server says server_name:valkey)"));
+      }
       if (steady::now() >= deadline) break;
       std::this_thread::sleep_for(kPollInterval);
     }
     if (exited) {
-      failure = "redis-server on 127.0.0.1:" + std::to_string(port_) + " exited during startup";
+      failure = std::string(to_string(server_)) + "-server on 127.0.0.1:" + std::to_string(port_) +
+                " exited during startup";
       // Lost the race for the port (free_port() closes it before redis binds it):
       // try again on a new one. Any other failure (bad config) is final.
       const std::string marker = "Failed listening on port " + std::to_string(port_);
       if (attempt + 1 < attempts && log_tail(10).find(marker) != std::string::npos) continue;
     } else {
-      failure = "redis-server on 127.0.0.1:" + std::to_string(port_) + " did not answer PING within " +
+      failure = std::string(to_string(server_)) + "-server on 127.0.0.1:" + std::to_string(port_) +
+                " did not answer PING within " +
                 std::to_string(kStartTimeout.count()) + " ms";
       kill_locked();
     }
@@ -704,7 +774,21 @@ std::string redis_node::command(const std::vector<std::string>& argv) {
 redis_cluster::redis_cluster(int n, node_config cfg) {
   if (n < 1) throw std::invalid_argument("redis_cluster: n must be >= 1");
   nodes_.reserve(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) nodes_.push_back(std::make_unique<redis_node>(cfg));
+  for (int i = 0; i < n; ++i) {
+    node_config c = cfg;
+    if (!c.server) c.server = default_server_kind(static_cast<std::size_t>(i));
+    nodes_.push_back(std::make_unique<redis_node>(std::move(c)));
+  }
+}
+
+redis_cluster::redis_cluster(const std::vector<server_kind>& kinds, node_config cfg) {
+  if (kinds.empty()) throw std::invalid_argument("redis_cluster: kinds must not be empty");
+  nodes_.reserve(kinds.size());
+  for (server_kind k : kinds) {
+    node_config c = cfg;
+    c.server = k;
+    nodes_.push_back(std::make_unique<redis_node>(std::move(c)));
+  }
 }
 
 std::vector<std::string> redis_cluster::uris() const {

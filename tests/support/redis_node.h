@@ -1,4 +1,5 @@
-// Test harness: real redis-server processes on 127.0.0.1, one per node.
+// Test harness: real redis-server (or valkey-server) processes on 127.0.0.1, one per
+// node.
 //
 // Every node is a child process of the test binary, started with fork/exec on a
 // free port, in its own temporary directory under /tmp/redlock-test-<pid>-XXXXXX/
@@ -15,7 +16,16 @@
 // are rarely meaningful.
 //
 // The redis-server binary is looked up in PATH, unless REDLOCK_TEST_REDIS_SERVER
-// names one.
+// names one. The valkey-server binary is REDLOCK_TEST_VALKEY_SERVER, else the one
+// the build configured (REDLOCK_VALKEY_SERVER, built by tools/valkey.sh); a Valkey
+// node fails to start (throws) when there is none: never a skip.
+//
+// Which server a node runs (node_config::server) defaults to the process's choice,
+// REDLOCK_TEST_SERVER: "redis" (or unset), "valkey", or "mixed" (redis_cluster nodes
+// alternate Redis, Valkey, Redis, ...; a lone redis_node is Redis). ctest runs chosen
+// scenarios a second and third time with it set (tests/CMakeLists.txt: VALKEY_TESTS),
+// so one test body covers both servers. Each start checks that INFO server names the
+// server asked for (Valkey reports server_name:valkey, Redis 7.0 no server_name).
 #pragma once
 
 #include <sys/types.h>
@@ -32,7 +42,26 @@ struct redisReply;
 
 namespace redlock::test {
 
+// The server implementations the harness starts. Both take the same command line
+// (Valkey 8 is a fork of Redis 7.2.4 and keeps its flags and config names).
+enum class server_kind { redis, valkey };
+
+// "redis" or "valkey".
+const char* to_string(server_kind k);
+
+// What REDLOCK_TEST_SERVER asks for (see the top of this file).
+enum class server_mix { redis, valkey, mixed };
+// Throws std::runtime_error on a value other than redis, valkey, mixed or empty.
+server_mix default_server_mix();
+// The kind of a node that does not choose: node `index` of a cluster (a lone node
+// is index 0) under default_server_mix().
+server_kind default_server_kind(std::size_t index = 0);
+// The binary that runs `k`. Throws std::runtime_error naming how to provide it.
+const std::string& server_path(server_kind k);
+
 struct node_config {
+  // The server to run; unset = default_server_kind() (of its index in a cluster).
+  std::optional<server_kind> server;
   // appendonly yes + appendfsync always: acknowledged writes survive a SIGKILL and
   // restart(true).
   bool aof = false;
@@ -104,6 +133,8 @@ class redis_node {
   // The node's temporary directory (data, redis.log, redis.stderr).
   std::string dir() const;
   const node_config& config() const { return cfg_; }
+  // The server it runs (cfg.server, or the process default when that was unset).
+  server_kind server() const { return server_; }
   // The last lines of redis.log and of the server's stderr, for diagnostics.
   std::string log_tail(std::size_t max_lines = 30) const;
 
@@ -162,6 +193,7 @@ class redis_node {
   reply_ptr run(const std::vector<std::string>& argv);
 
   const node_config cfg_;
+  const server_kind server_;
   std::string dir_;
   int port_ = 0;
 
@@ -174,10 +206,13 @@ class redis_node {
 };
 
 // N independent masters (not a Redis Cluster), each a redis_node with the same
-// config (different ports and directories).
+// config (different ports and directories). Node i runs cfg.server if set, else
+// default_server_kind(i).
 class redis_cluster {
  public:
   explicit redis_cluster(int n, node_config cfg = {});
+  // One node per entry, running that server (cfg.server is ignored).
+  explicit redis_cluster(const std::vector<server_kind>& kinds, node_config cfg = {});
 
   std::size_t size() const { return nodes_.size(); }
   redis_node& operator[](std::size_t i) { return *nodes_.at(i); }
