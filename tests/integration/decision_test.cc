@@ -128,6 +128,56 @@ TEST(PermanentErrors, one_wrong_password_node_alone_fails_an_attempt_as_unavaila
   EXPECT_EQ(denied.report.attempts, 1);
 }
 
+// A refusal means what the script's kind says (issue 21 item 6: rounds take their
+// script, pure/decision the refusal): for every acquire form (plain SET, fenced
+// script, a set) a node holding the key for another owner is `held` and two of
+// them rule out a quorum as "contended"; for every other script (extend of one key
+// or a set, release of a set or one key) a node that does not hold the token is
+// `not_owner` and two of them make "not_owner". With the third node down, a
+// refusal read as the wrong kind would not count and the answer would be
+// "unavailable".
+TEST(QuorumReason, refusals_are_read_per_script_with_one_node_down) {
+  redis_cluster cl(3);
+  client a(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(a));
+  acquire_options fenced = once(10000ms);
+  fenced.fencing = true;
+  auto one = a.acquire("rr-one", once(10000ms));
+  auto fen = a.acquire("rr-fenced", fenced);
+  auto set = a.acquire_many({"rr-a", "rr-b"}, once(10000ms));
+  ASSERT_TRUE(one) << one.report.message();
+  ASSERT_TRUE(fen) << fen.report.message();
+  ASSERT_TRUE(set) << set.report.message();
+  // Bare leases: no handle of this client, so extend and release are plain rounds.
+  const lease one_l = one.lock.detach(), fen_l = fen.lock.detach(), set_l = set.lock.detach();
+  for (const char* key : {"rr-one", "rr-fenced", "rr-b"}) {
+    for (std::size_t i = 0; i < cl.size(); ++i) cl[i].command({"SET", key, "foreign", "PX", "60000"});
+  }
+  for (std::size_t i = 0; i < cl.size(); ++i) cl[i].command({"DEL", "rr-a"});
+  cl[2].kill();
+  auto expect_contended = [](const acquire_result& r, const char* what) {
+    EXPECT_EQ(r.report.error, errc::contended) << what << ": " << r.report.message();
+    EXPECT_EQ(r.report.count(node_status::held), 2) << what << ": " << r.report.message();
+  };
+  expect_contended(a.acquire("rr-one", once(10000ms)), "plain acquire");
+  expect_contended(a.acquire("rr-fenced", fenced), "fenced acquire");
+  expect_contended(a.acquire_many({"rr-a", "rr-b"}, once(10000ms)), "set acquire");
+  auto expect_not_owner = [](const report& r, const char* what) {
+    EXPECT_EQ(r.error, errc::not_owner) << what << ": " << r.message();
+    EXPECT_EQ(r.count(node_status::not_owner), 2) << what << ": " << r.message();
+  };
+  expect_not_owner(a.extend(one_l, 10000ms), "extend");
+  expect_not_owner(a.extend(fen_l, 10000ms), "extend of a fenced lease");
+  expect_not_owner(a.extend(set_l, 10000ms), "extend of a set");
+  expect_not_owner(a.release(set_l), "release of a set");
+  expect_not_owner(a.release(one_l), "release");
+  // The refused attempts rolled back nothing of the other owner's.
+  for (const char* key : {"rr-one", "rr-fenced", "rr-b"}) {
+    EXPECT_EQ(cl[0].get(key), std::optional<std::string>("foreign")) << key;
+    EXPECT_EQ(cl[1].get(key), std::optional<std::string>("foreign")) << key;
+  }
+}
+
 // mutex::lock() waits while the lock is taken by others; with one wrong-password
 // node that must not turn into an exception.
 TEST(PermanentErrors, mutex_lock_waits_past_one_wrong_password_node_instead_of_throwing) {
