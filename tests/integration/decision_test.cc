@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "fault_proxy.h"
 #include "noise_server.h"
 #include "redlock/mutex.h"
 #include "redlock/redlock.h"
@@ -176,6 +177,49 @@ TEST(QuorumReason, refusals_are_read_per_script_with_one_node_down) {
     EXPECT_EQ(cl[0].get(key), std::optional<std::string>("foreign")) << key;
     EXPECT_EQ(cl[1].get(key), std::optional<std::string>("foreign")) << key;
   }
+}
+
+// The round also reads its refusals by its script while it decides (ops/round.cc:
+// reason_may_change): with one refusal in, one node down and one refusal still on
+// its way (a 200 ms proxy), the second refusal can still make the reason, so the
+// round waits for it and answers "contended" (acquires) or "not_owner" (the other
+// scripts) with both refusals counted. A round reading its refusals as the wrong
+// kind decides at the failed node already: "unavailable", one refusal counted.
+TEST(QuorumReason, a_refusal_still_on_its_way_is_waited_for_by_every_script) {
+  redis_cluster cl(3);
+  fault_proxy slow(cl[1].port());
+  client_options o = options_for({cl[0].uri(), slow.uri(), cl[2].uri()});
+  o.command_timeout = 3000ms;
+  client a(o);
+  ASSERT_TRUE(wait_connected(a));
+  acquire_options fenced = once(20000ms);
+  fenced.fencing = true;
+  auto one = a.acquire("rw-one", once(20000ms));
+  auto fen = a.acquire("rw-fenced", fenced);
+  auto set = a.acquire_many({"rw-a", "rw-b"}, once(20000ms));
+  ASSERT_TRUE(one) << one.report.message();
+  ASSERT_TRUE(fen) << fen.report.message();
+  ASSERT_TRUE(set) << set.report.message();
+  const lease one_l = one.lock.detach(), fen_l = fen.lock.detach(), set_l = set.lock.detach();
+  for (const char* key : {"rw-one", "rw-fenced", "rw-b"}) {
+    for (std::size_t i = 0; i < cl.size(); ++i) cl[i].command({"SET", key, "foreign", "PX", "60000"});
+  }
+  for (std::size_t i = 0; i < cl.size(); ++i) cl[i].command({"DEL", "rw-a"});
+  cl[2].kill();
+  slow.latency(200ms);
+  auto expect = [](const report& r, errc want, node_status refusal, const char* what) {
+    EXPECT_EQ(r.error, want) << what << ": " << r.message();
+    EXPECT_EQ(r.count(refusal), 2) << what << ": " << r.message();
+  };
+  expect(a.acquire("rw-one", once(20000ms)).report, errc::contended, node_status::held, "plain acquire");
+  expect(a.acquire("rw-fenced", fenced).report, errc::contended, node_status::held, "fenced acquire");
+  expect(a.acquire_many({"rw-a", "rw-b"}, once(20000ms)).report, errc::contended, node_status::held, "set acquire");
+  expect(a.extend(one_l, 20000ms), errc::not_owner, node_status::not_owner, "extend");
+  expect(a.extend(fen_l, 20000ms), errc::not_owner, node_status::not_owner, "extend of a fenced lease");
+  expect(a.extend(set_l, 20000ms), errc::not_owner, node_status::not_owner, "extend of a set");
+  expect(a.release(set_l), errc::not_owner, node_status::not_owner, "release of a set");
+  expect(a.release(one_l), errc::not_owner, node_status::not_owner, "release");
+  slow.pass();
 }
 
 // mutex::lock() waits while the lock is taken by others; with one wrong-password
