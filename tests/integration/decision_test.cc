@@ -13,12 +13,14 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "fault_proxy.h"
 #include "noise_server.h"
 #include "redlock/mutex.h"
 #include "redlock/redlock.h"
@@ -126,6 +128,78 @@ TEST(PermanentErrors, one_wrong_password_node_alone_fails_an_attempt_as_unavaila
   auto denied = d.acquire("unavail-auth-2", once());
   EXPECT_EQ(denied.report.error, errc::auth_failed) << denied.report.message();
   EXPECT_EQ(denied.report.attempts, 1);
+}
+
+// A refusal means what the script's kind says (issue 21 item 6: rounds take their
+// script, pure/decision the refusal): for every acquire form (plain SET, fenced
+// script, a set) a node holding the key for another owner is `held`, and two of
+// three make "contended"; for every other script (extend of one key, of a fenced
+// lease or a set; release of a set or one key) a node that does not hold the
+// token is `not_owner`, and two make "not_owner". On `cl` (3 nodes, which client
+// `a` names): `a` takes the three kinds of lock (resources named from `p`) and
+// detaches them (bare leases: extend and release are plain rounds), another owner
+// takes every key over, node 2 is killed, then `before_asking()` runs; each
+// operation then must count both refusals and give its reason.
+void expect_refusals_read_per_script(client& a, redis_cluster& cl, const std::string& p,
+                                     const std::function<void()>& before_asking) {
+  acquire_options plain = once(20000ms), fenced = once(20000ms);
+  fenced.fencing = true;
+  const std::vector<std::string> set_names = {p + "-a", p + "-b"};
+  auto one = a.acquire(p + "-one", plain);
+  auto fen = a.acquire(p + "-fenced", fenced);
+  auto set = a.acquire_many(set_names, plain);
+  ASSERT_TRUE(one && fen && set) << one.report.message() << " / " << fen.report.message() << " / "
+                                 << set.report.message();
+  const lease one_l = one.lock.detach(), fen_l = fen.lock.detach(), set_l = set.lock.detach();
+  const std::vector<std::string> taken = {p + "-one", p + "-fenced", set_names[1]};
+  for (std::size_t i = 0; i < cl.size(); ++i) {
+    for (const std::string& key : taken) cl[i].command({"SET", key, "foreign", "PX", "60000"});
+    cl[i].command({"DEL", set_names[0]});
+  }
+  cl[2].kill();
+  before_asking();
+  auto expect = [](const report& r, errc want, node_status refusal, const char* what) {
+    EXPECT_EQ(r.error, want) << what << ": " << r.message();
+    EXPECT_EQ(r.count(refusal), 2) << what << ": " << r.message();
+  };
+  expect(a.acquire(p + "-one", plain).report, errc::contended, node_status::held, "plain acquire");
+  expect(a.acquire(p + "-fenced", fenced).report, errc::contended, node_status::held, "fenced acquire");
+  expect(a.acquire_many(set_names, plain).report, errc::contended, node_status::held, "set acquire");
+  expect(a.extend(one_l, 20000ms), errc::not_owner, node_status::not_owner, "extend");
+  expect(a.extend(fen_l, 20000ms), errc::not_owner, node_status::not_owner, "extend of a fenced lease");
+  expect(a.extend(set_l, 20000ms), errc::not_owner, node_status::not_owner, "extend of a set");
+  expect(a.release(set_l), errc::not_owner, node_status::not_owner, "release of a set");
+  expect(a.release(one_l), errc::not_owner, node_status::not_owner, "release");
+  // The refused attempts rolled back nothing of the other owner's.
+  for (const std::string& key : taken) {
+    EXPECT_EQ(cl[0].get(key), std::optional<std::string>("foreign")) << key;
+    EXPECT_EQ(cl[1].get(key), std::optional<std::string>("foreign")) << key;
+  }
+}
+
+// With the third node down, a refusal the final reason reads as the wrong kind
+// would not count: "unavailable".
+TEST(QuorumReason, refusals_are_read_per_script_with_one_node_down) {
+  redis_cluster cl(3);
+  client a(options_for(cl.uris()));
+  ASSERT_TRUE(wait_connected(a));
+  expect_refusals_read_per_script(a, cl, "rr", [] {});
+}
+
+// The round also reads its refusals by its script while it decides (ops/round.cc:
+// reason_may_change): with one refusal in, one node down and one refusal still on
+// its way (a 200 ms proxy), the second refusal can still make the reason, so the
+// round waits for it. A round reading its refusals as the wrong kind decides at
+// the failed node already: "unavailable", one refusal counted.
+TEST(QuorumReason, a_refusal_still_on_its_way_is_waited_for_by_every_script) {
+  redis_cluster cl(3);
+  fault_proxy slow(cl[1].port());
+  client_options o = options_for({cl[0].uri(), slow.uri(), cl[2].uri()});
+  o.command_timeout = 3000ms;
+  client a(o);
+  ASSERT_TRUE(wait_connected(a));
+  expect_refusals_read_per_script(a, cl, "rw", [&] { slow.latency(200ms); });
+  slow.pass();
 }
 
 // mutex::lock() waits while the lock is taken by others; with one wrong-password
