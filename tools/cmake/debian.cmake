@@ -70,16 +70,21 @@ file(WRITE ${REDLOCK_DEB_DIR}/changelog.Debian
 
  -- ${REDLOCK_PACKAGE_CONTACT}  ${redlock_deb_date}
 ")
-configure_file(${PROJECT_SOURCE_DIR}/CHANGELOG.md ${REDLOCK_DEB_DIR}/changelog COPYONLY)
-foreach(f changelog.Debian changelog)
-  execute_process(COMMAND gzip -9n -c ${REDLOCK_DEB_DIR}/${f} OUTPUT_FILE ${REDLOCK_DEB_DIR}/${f}.gz
-    RESULT_VARIABLE redlock_gzip_rc)
-  if(NOT redlock_gzip_rc EQUAL 0)
-    message(FATAL_ERROR "debian.cmake: gzip -9n of ${f} failed: ${redlock_gzip_rc}")
-  endif()
-endforeach()
-set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/LICENSE
-  ${PROJECT_SOURCE_DIR}/CHANGELOG.md)
+execute_process(COMMAND gzip -9n -c ${REDLOCK_DEB_DIR}/changelog.Debian
+  OUTPUT_FILE ${REDLOCK_DEB_DIR}/changelog.Debian.gz RESULT_VARIABLE redlock_gzip_rc)
+if(NOT redlock_gzip_rc EQUAL 0)
+  message(FATAL_ERROR "debian.cmake: gzip -9n of changelog.Debian failed: ${redlock_gzip_rc}")
+endif()
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/LICENSE)
+# The upstream changelog (CHANGELOG.md, in the redlock package) at build time, so
+# that editing CHANGELOG.md does not reconfigure the build.
+if(REDLOCK_BUILD_TOOLS)
+  add_custom_command(OUTPUT ${REDLOCK_DEB_DIR}/changelog.gz
+    COMMAND gzip -9n -c ${PROJECT_SOURCE_DIR}/CHANGELOG.md > ${REDLOCK_DEB_DIR}/changelog.gz
+    DEPENDS ${PROJECT_SOURCE_DIR}/CHANGELOG.md
+    COMMENT "Compressing CHANGELOG.md for the redlock package")
+  add_custom_target(redlock_deb_changelog ALL DEPENDS ${REDLOCK_DEB_DIR}/changelog.gz)
+endif()
 
 # The library package: its shared objects get an ldconfig trigger (Debian's way
 # since dpkg 1.16; CPack also adds ldconfig to postinst and postrm by itself).
