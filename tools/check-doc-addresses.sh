@@ -49,7 +49,7 @@ for f in "${files[@]}"; do
   while IFS=: read -r line addr; do
     addr=${addr//[^0-9.]/}
     IFS=. read -r a b c d <<<"$addr"
-    [ "$a" -le 255 ] && [ "$b" -le 255 ] && [ "$c" -le 255 ] && [ "$d" -le 255 ] || continue
+    if [ "$a" -gt 255 ] || [ "$b" -gt 255 ] || [ "$c" -gt 255 ] || [ "$d" -gt 255 ]; then continue; fi
     [ "$a" = 127 ] && continue
     if [ "$addr" = 0.0.0.0 ]; then
       sed -n "${line}p" "$f" | grep -Eqi 'bind|bound|listen' && continue

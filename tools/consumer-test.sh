@@ -176,7 +176,7 @@ consumer_pkg_config() { # variant, prefix ("" = the system's), build dir
 
 readme_commands() { # prefix ("" = the system's): the README's pkg-config commands, verbatim
   # but for the prefix its install command names (/opt/redlock)
-  awk '/^```sh$/ { n = 0; block = ""; inside = 1; next }
+  awk '/^```sh$/ { block = ""; inside = 1; next }
        inside && /^```$/ { if (block ~ /pkg-config --cflags --libs redlock/) { printf "%s", block; exit } inside = 0; next }
        inside { block = block $0 "\n" }' "$src/README.md" |
     if [ -n "$1" ]; then sed "s|/opt/redlock|$1|g"; else grep -v '^export PKG_CONFIG_PATH='; fi
@@ -242,7 +242,10 @@ deb_build() { # cpack -G DEB in $tmp/build-shared: sets deb_lib, deb_dev, deb_cl
   ls "$tmp/deb"/*.deb
   [ "$(find "$tmp/deb" -maxdepth 1 -name '*.deb' | wc -l)" = 3 ] || { echo "cpack made other than three packages"; return 1; }
   for f in "$deb_lib" "$deb_dev" "$deb_cli"; do
-    [ -n "$f" ] && [ "$(wc -l <<<"$f")" = 1 ] || { echo "expected libredlock0*, libredlock-dev and redlock"; return 1; }
+    if [ -z "$f" ] || [ "$(wc -l <<<"$f")" != 1 ]; then
+      echo "expected libredlock0*, libredlock-dev and redlock"
+      return 1
+    fi
     dpkg-deb --info "$f"
     dpkg-deb --contents "$f"
   done
