@@ -31,6 +31,8 @@ passed=0
 failed=0
 node_pids=()
 deb_installed=0
+deb_lib="" deb_dev="" deb_cli=""
+deb_packages=(libredlock0 libredlock-dev redlock)
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
@@ -53,7 +55,8 @@ cleanup() {
     kill -9 "$pid" 2>/dev/null || true
   done
   if [ "$deb_installed" = 1 ]; then
-    $SUDO dpkg -P redlock >/dev/null 2>&1 || echo "consumer-test: dpkg -P redlock failed" >&2
+    $SUDO dpkg -P redlock libredlock-dev "${deb_packages[0]}" >/dev/null 2>&1 ||
+      echo "consumer-test: dpkg -P ${deb_packages[*]} failed" >&2
   fi
   if [ "${REDLOCK_CONSUMER_KEEP:-0}" = 1 ]; then
     echo "consumer-test: kept $tmp"
@@ -159,18 +162,38 @@ consumer_pkg_config() { # variant, prefix ("" = the system's), build dir
   pkg-config --exists --print-errors "redlock = $version" redlock-testing || return 1
   libdir=$(pkg-config --variable=libdir redlock)
   [ "$variant" = shared ] && rpath=("-Wl,-rpath,$libdir")
-  cmake -DREADME="$src/README.md" -DOUT="$dir/readme_example.cc" -P "$src/tests/consumer/readme_example.cmake"
   # shellcheck disable=SC2046 # pkg-config's output is a list of arguments
   (
     set -x
     c++ -std=c++17 -O1 -Wall -Wextra -Werror -o "$dir/consumer" "$src/tests/consumer/consumer.cc" \
-      "$dir/readme_example.cc" $(pkg-config --cflags redlock-testing) "${rpath[@]}" \
-      $(pkg-config "${static[@]}" --libs redlock-testing)
+      $(pkg-config --cflags redlock-testing) "${rpath[@]}" $(pkg-config "${static[@]}" --libs redlock-testing)
   ) || return 1
   if [ "$variant" = static ]; then # no libredlock*.so may be needed at run time
     if ldd "$dir/consumer" | grep -q libredlock; then echo "linked a shared libredlock"; return 1; fi
   fi
   run_consumer "$dir/consumer" "pkg-config-$variant"
+}
+
+readme_commands() { # prefix ("" = the system's): the README's pkg-config commands, verbatim
+  # but for the prefix its install command names (/opt/redlock)
+  awk '/^```sh$/ { block = ""; inside = 1; next }
+       inside && /^```$/ { if (block ~ /pkg-config --cflags --libs redlock/) { printf "%s", block; exit } inside = 0; next }
+       inside { block = block $0 "\n" }' "$src/README.md" |
+    if [ -n "$1" ]; then sed "s|/opt/redlock|$1|g"; else grep -v '^export PKG_CONFIG_PATH='; fi
+}
+
+readme_example() { # prefix ("" = the system's), dir: README's first C++ block (verbatim, app.cc)
+  # built by the README's own pkg-config command line
+  local commands
+  mkdir -p "$2"
+  cmake -DREADME="$src/README.md" -DOUT="$2/app.cc" -P "$src/tests/consumer/readme_example.cmake" || return 1
+  commands=$(readme_commands "$1")
+  grep -q 'app.cc' <<<"$commands" || { echo "README.md has no pkg-config command line for app.cc"; return 1; }
+  echo "$commands"
+  (cd "$2" && env -u PKG_CONFIG_PATH bash -euxc "$commands") || return 1
+  [ -x "$2/a.out" ] || { echo "no a.out"; return 1; }
+  ldd "$2/a.out" | grep -q 'libredlock' && echo "(a.out uses the shared libredlock)"
+  return 0
 }
 
 consumer_subproject() { # variant, build dir: redlock's source tree as add_subdirectory
@@ -193,7 +216,7 @@ variant() { # static|shared
   b="$tmp/build-$v"
   if ! build_library "$v" "$b" "$tmp/installed-$v" >"$tmp/log/library-$v.log" 2>&1; then
     bad "library $v (build and install)" "$tmp/log/library-$v.log"
-    failed=$((failed + 5)) # the checks below that need it
+    failed=$((failed + 6)) # the checks below that need it
     return 0
   fi
   mv "$tmp/installed-$v" "$prefix" # relocation: everything below uses the moved prefix
@@ -201,6 +224,7 @@ variant() { # static|shared
   check "headers $v (each installed header alone, C++17)" headers_compile "$prefix"
   check "find_package $v (moved prefix)" consumer_find_package "$v" "$prefix" "$tmp/fp-$v"
   check "pkg-config $v (moved prefix)" consumer_pkg_config "$v" "$prefix" "$tmp/pc-$v"
+  check "readme $v (README's first C++ block, README's pkg-config command)" readme_example "$prefix" "$tmp/readme-$v"
   check "subproject $v" consumer_subproject "$v" "$tmp/sub-$v"
   if [ "$v" = shared ]; then
     check "cli shared (moved prefix, RPATH)" bash -c "[ \"\$('$prefix/bin/redlock' --version)\" = 'redlock $version' ]"
@@ -209,19 +233,92 @@ variant() { # static|shared
   fi
 }
 
-deb_install() { # the package of $tmp/build-shared
-  local deb
-  if dpkg-query -W -f='${Status}' redlock 2>/dev/null | grep -q "install ok installed"; then
-    echo "a redlock package is installed already; not replacing it"
+deb_build() { # cpack -G DEB in $tmp/build-shared: sets deb_lib, deb_dev, deb_cli, deb_packages
+  local so soname want
+  (cd "$tmp/build-shared" && cpack -G DEB -B "$tmp/deb") || return 1
+  deb_lib=$(find "$tmp/deb" -maxdepth 1 -name 'libredlock0*_*.deb')
+  deb_dev=$(find "$tmp/deb" -maxdepth 1 -name 'libredlock-dev_*.deb')
+  deb_cli=$(find "$tmp/deb" -maxdepth 1 -name 'redlock_*.deb')
+  ls "$tmp/deb"/*.deb
+  [ "$(find "$tmp/deb" -maxdepth 1 -name '*.deb' | wc -l)" = 3 ] || { echo "cpack made other than three packages"; return 1; }
+  for f in "$deb_lib" "$deb_dev" "$deb_cli"; do
+    if [ -z "$f" ] || [ "$(wc -l <<<"$f")" != 1 ]; then
+      echo "expected libredlock0*, libredlock-dev and redlock"
+      return 1
+    fi
+    dpkg-deb --info "$f"
+    dpkg-deb --contents "$f"
+  done
+  deb_packages=("$(dpkg-deb -f "$deb_lib" Package)" libredlock-dev redlock)
+  # The library package is named for the SONAME (libredlock.so.0.2: libredlock0.2)
+  # and has the shared libraries only.
+  mkdir -p "$tmp/deb/lib"
+  dpkg-deb -x "$deb_lib" "$tmp/deb/lib"
+  so=$(find "$tmp/deb/lib" -name 'libredlock.so.*' -type f | head -n 1)
+  soname=$(readelf -d "$so" | sed -nE 's/.*Library soname: \[(.*)\]/\1/p')
+  want=${soname%%.so.*}${soname##*.so.} # Debian's rule for a name that does not end in a digit
+  echo "SONAME $soname, package ${deb_packages[0]}"
+  [ "${deb_packages[0]}" = "$want" ] || { echo "the library package should be $want"; return 1; }
+  if find "$tmp/deb/lib" -type f ! -name 'lib*.so.*' ! -path '*/usr/share/doc/*' | grep .; then
+    echo "the library package has more than the shared libraries"
     return 1
   fi
-  (cd "$tmp/build-shared" && cpack -G DEB -B "$tmp/deb") || return 1
-  deb=$(find "$tmp/deb" -maxdepth 1 -name 'redlock_*.deb' | head -n 1)
-  [ -n "$deb" ] || { echo "cpack made no redlock_*.deb"; return 1; }
-  dpkg-deb --info "$deb"
-  dpkg-deb --contents "$deb"
+}
+
+deb_lintian() { # lintian on the three packages: no error (E:)
+  local out
+  command -v lintian >/dev/null || { echo "lintian is not installed (tools/deps.sh installs it)"; return 1; }
+  out=$(lintian --no-cfg "$deb_lib" "$deb_dev" "$deb_cli" 2>&1) || true
+  echo "$out"
+  echo "lintian: $(grep -c '^E:' <<<"$out") errors, $(grep -c '^W:' <<<"$out") warnings"
+  ! grep -q '^E:' <<<"$out"
+}
+
+deb_cli_alone() { # dpkg -i of the library and CLI packages into a root that has no -dev package
+  local root=$tmp/clean-root admin depends libdir out rc
+  depends=$(dpkg-deb -f "$deb_cli" Depends)
+  echo "redlock Depends: $depends"
+  if grep -Eq -- '-dev([ ,(]|$)' <<<"$depends"; then echo "the CLI package depends on a -dev package"; return 1; fi
+  # The root's package database is this machine's without any -dev package (no
+  # headers, no compiler's headers): dpkg refuses a package whose Depends it lacks.
+  admin=$root/var/lib/dpkg
+  mkdir -p "$admin/info" "$admin/updates" "$admin/triggers" "$root/var/log"
+  awk -v RS= -v ORS='\n\n' '!/(^|\n)Package: [^\n]*-dev\n/ && !/(^|\n)Package: (redlock|libredlock[^\n]*)\n/' \
+    /var/lib/dpkg/status >"$admin/status"
+  : >"$admin/available"
+  echo "clean root: $(grep -c '^Package:' "$admin/status") packages, $(grep -c '^Package: .*-dev$' "$admin/status") of them -dev"
+  # Maintainer scripts run outside the root (its postinst calls ldconfig, which the root lacks).
+  # (The root has no file lists of the packages in its database: dpkg's warnings about them are dropped.)
+  rc=0
+  out=$($SUDO dpkg --root="$root" --force-script-chrootless -i "$deb_lib" "$deb_cli" 2>&1) || rc=$?
+  grep -v "^dpkg: warning: files list file for package '.*' missing" <<<"$out" || true
+  [ "$rc" = 0 ] || return 1
+  libdir=$(dirname "$(find "$root/usr/lib" -name 'libredlock.so.*' -type f | head -n 1)")
+  out=$(LD_LIBRARY_PATH=$libdir "$root/usr/bin/redlock" --version) || return 1
+  echo "clean root redlock --version: $out"
+  [ "$out" = "redlock $version" ] || return 1
+  # The check can tell: the -dev package needs what the root lacks.
+  rc=0
+  out=$($SUDO dpkg --root="$root" --force-script-chrootless -i "$deb_dev" 2>&1) || rc=$?
+  out=$(grep -v "^dpkg: warning: files list file for package '.*' missing" <<<"$out" || true)
+  echo "$out"
+  if [ "$rc" = 0 ]; then
+    echo "libredlock-dev installed into a root without libhiredis-dev: the root is not clean"
+    return 1
+  fi
+  grep -q 'libhiredis-dev' <<<"$out"
+}
+
+deb_install() { # dpkg -i of the three packages on this machine, as a developer would
+  local p
+  for p in redlock libredlock-dev "${deb_packages[0]}"; do
+    if dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+      echo "the package $p is installed already; not replacing it"
+      return 1
+    fi
+  done
   deb_installed=1
-  $SUDO dpkg -i "$deb"
+  $SUDO dpkg -i "$deb_lib" "$deb_dev" "$deb_cli"
 }
 
 deb_cli() { # the installed CLI; its man page and bash completion when the package has them
@@ -273,16 +370,25 @@ main() {
       bad "deb (waiting for another run's package test)" "$tmp/log/deb.log"
       failed=$((failed + 3))
     # The shared build again, for the prefix /usr (libdir lib/<multiarch>, no RPATH): relinks only.
-    elif cmake -S "$src" -B "$tmp/build-shared" -DCMAKE_INSTALL_PREFIX=/usr >"$tmp/log/deb.log" 2>&1 &&
+    elif ! { cmake -S "$src" -B "$tmp/build-shared" -DCMAKE_INSTALL_PREFIX=/usr >"$tmp/log/deb.log" 2>&1 &&
       cmake --build "$tmp/build-shared" -j"$jobs" >>"$tmp/log/deb.log" 2>&1 &&
-      deb_install >>"$tmp/log/deb.log" 2>&1; then
-      ok "deb (cpack -G DEB, dpkg -i: $((SECONDS - t1)) s)"
-      check "find_package deb (/usr)" consumer_find_package deb "" "$tmp/fp-deb"
-      check "pkg-config deb (/usr)" consumer_pkg_config shared "" "$tmp/pc-deb"
-      check "cli deb (/usr/bin/redlock --version, man page)" deb_cli
+      deb_build >>"$tmp/log/deb.log" 2>&1; }; then
+      bad "deb (cpack -G DEB: libredlock0.MINOR, libredlock-dev, redlock)" "$tmp/log/deb.log"
+      failed=$((failed + 7))
     else
-      bad "deb (cpack -G DEB, dpkg -i)" "$tmp/log/deb.log"
-      failed=$((failed + 3))
+      ok "deb (cpack -G DEB: ${deb_packages[*]}: $((SECONDS - t1)) s)"
+      check "deb lintian (no E:)" deb_lintian
+      check "deb cli alone (dpkg -i into a root without -dev packages, redlock --version)" deb_cli_alone
+      if deb_install >"$tmp/log/deb-install.log" 2>&1; then
+        ok "deb install (dpkg -i of the three)"
+        check "find_package deb (/usr)" consumer_find_package deb "" "$tmp/fp-deb"
+        check "pkg-config deb (/usr)" consumer_pkg_config shared "" "$tmp/pc-deb"
+        check "readme deb (README's first C++ block, README's pkg-config command, /usr)" readme_example "" "$tmp/readme-deb"
+        check "cli deb (/usr/bin/redlock --version, man page)" deb_cli
+      else
+        bad "deb install (dpkg -i of the three)" "$tmp/log/deb-install.log"
+        failed=$((failed + 4))
+      fi
     fi
   fi
   echo "consumer-test: $((SECONDS - t0)) s"

@@ -7,11 +7,12 @@
 # syntax checks of the generated completions, tests/cli/cli_args_test.cc; prometheus: its
 # promtool checks docs/monitoring/ and the monitor's /metrics, tests/CMakeLists.txt; nodejs
 # and npm: the node-redlock interop tests, tests/interop/; npm installs node-redlock itself
-# there, from tests/interop/package-lock.json.)
+# there, from tests/interop/package-lock.json; lintian: the Debian packages' check,
+# tools/consumer-test.sh.)
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config redis-server libhiredis-dev libuv1-dev libgtest-dev libgmock-dev
       libbenchmark-dev clang libclang-rt-14-dev gnuplot-nox spin libssl-dev openssl curl
-      systemd zsh fish prometheus)
+      systemd zsh fish prometheus lintian)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

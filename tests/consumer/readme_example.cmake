@@ -1,52 +1,27 @@
-# Writes the first C++ block of README.md as a compilable file:
-#   cmake -DREADME=README.md -DOUT=readme_example.cc -P readme_example.cmake
-# Its #include and using lines stay at file scope; the rest becomes the body of
-# `void readme_example()`, with a do_work() for it to call. Fails if README.md
-# has no C++ block.
+# Writes the first C++ block of README.md, verbatim, as a file of its own:
+#   cmake -DREADME=README.md -DOUT=app.cc -P readme_example.cmake
+# Nothing is added (no #include, no wrapper): the block is a whole program, and
+# what compiles here is what a reader copies. Fails if README.md has no C++ block.
 foreach(var README OUT)
   if(NOT DEFINED ${var})
     message(FATAL_ERROR "readme_example.cmake: -D${var}=... is required")
   endif()
 endforeach()
-file(STRINGS ${README} lines)
-set(in_block OFF)
-set(done OFF)
-set(top "")
-set(body "")
-foreach(line IN LISTS lines)
-  if(done)
-    break()
-  endif()
-  if(NOT in_block)
-    if(line STREQUAL "```cpp")
-      set(in_block ON)
-    endif()
-  elseif(line STREQUAL "```")
-    set(done ON)
-  elseif(line MATCHES "^(#include|using )")
-    string(APPEND top "${line}\n")
-  elseif(line STREQUAL "")
-    string(APPEND body "\n")
-  else()
-    string(APPEND body "  ${line}\n")
-  endif()
-endforeach()
-if(NOT done OR body STREQUAL "")
+file(READ ${README} readme)
+# The first "```cpp" line up to the next "```" line; file(STRINGS) would drop
+# empty lines and split at semicolons, so this works on the text itself.
+string(FIND "${readme}" "\n```cpp\n" begin)
+if(begin EQUAL -1)
   message(FATAL_ERROR "readme_example.cmake: no ```cpp block in ${README}")
 endif()
-set(text "// Generated from ${README} (its first C++ block) by readme_example.cmake. Do not edit.
-#include <cstdint>
-#include <iostream>
-
-${top}
-namespace {
-void do_work(std::uint64_t, const redlock::loss_token&) {}
-}  // namespace
-
-void readme_example();
-void readme_example() {
-${body}}
-")
+math(EXPR begin "${begin} + 8")
+string(SUBSTRING "${readme}" ${begin} -1 rest)
+string(FIND "${rest}" "\n```\n" end)
+if(end EQUAL -1)
+  message(FATAL_ERROR "readme_example.cmake: the first ```cpp block of ${README} does not end")
+endif()
+math(EXPR end "${end} + 1")
+string(SUBSTRING "${rest}" 0 ${end} text)
 # Rewrite only when changed, so that a build does not recompile it every time.
 if(EXISTS ${OUT})
   file(READ ${OUT} old)
