@@ -3,42 +3,11 @@
 #include <algorithm>
 #include <cctype>
 
+#include "protocol/fields.h"
 #include "pure/slot.h"
 
 namespace redlock::detail {
 namespace {
-
-bool parse_int(std::string_view s, long long max, long long& out) noexcept {
-  if (s.empty() || s.size() > 18) return false;
-  long long v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + (c - '0');
-  }
-  if (v > max) return false;
-  out = v;
-  return true;
-}
-
-std::string_view text(const redisReply* r) noexcept {
-  if (r == nullptr || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS)) return {};
-  return {r->str, r->len};
-}
-
-bool is_text(const redisReply* r) noexcept {
-  return r != nullptr && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS);
-}
-
-// An integer reply, or a string of digits (some proxies send ports as strings).
-bool integer(const redisReply* r, long long max, long long& out) noexcept {
-  if (r == nullptr) return false;
-  if (r->type == REDIS_REPLY_INTEGER) {
-    if (r->integer < 0 || r->integer > max) return false;
-    out = r->integer;
-    return true;
-  }
-  return is_text(r) && parse_int(text(r), max, out);
-}
 
 bool port_of(const redisReply* r, int& out) noexcept {
   long long v = 0;
@@ -114,12 +83,12 @@ std::optional<redirect> parse_redirect(std::string_view error) noexcept {
   const std::size_t space = rest.find(' ');
   if (space == std::string_view::npos) return std::nullopt;
   long long slot = 0;
-  if (!parse_int(rest.substr(0, space), kClusterSlots - 1, slot)) return std::nullopt;
+  if (!parse_decimal(rest.substr(0, space), kClusterSlots - 1, slot)) return std::nullopt;
   const std::string_view target = rest.substr(space + 1);
   const std::size_t colon = target.rfind(':');
   if (colon == std::string_view::npos) return std::nullopt;
   long long port = 0;
-  if (!parse_int(target.substr(colon + 1), 65535, port) || port == 0) return std::nullopt;
+  if (!parse_decimal(target.substr(colon + 1), 65535, port) || port == 0) return std::nullopt;
   std::string_view host = target.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   for (char c : host) {

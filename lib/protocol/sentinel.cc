@@ -2,36 +2,10 @@
 
 #include <cctype>
 
+#include "protocol/fields.h"
+
 namespace redlock::detail {
 namespace {
-
-std::string_view text(const redisReply* r) noexcept {
-  if (r == nullptr || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS)) return {};
-  return {r->str, r->len};
-}
-
-bool parse_int(std::string_view s, long long max, long long& out) noexcept {
-  if (s.empty() || s.size() > 18) return false;
-  long long v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + (c - '0');
-  }
-  if (v > max) return false;
-  out = v;
-  return true;
-}
-
-// An integer reply or a string of digits (Sentinel sends ports as strings).
-bool integer(const redisReply* r, long long max, long long& out) noexcept {
-  if (r == nullptr) return false;
-  if (r->type == REDIS_REPLY_INTEGER) {
-    if (r->integer < 0 || r->integer > max) return false;
-    out = r->integer;
-    return true;
-  }
-  return parse_int(text(r), max, out);
-}
 
 bool valid_host(std::string_view h) noexcept {
   if (h.empty()) return false;
@@ -51,7 +25,7 @@ bool host_port(const redisReply* host, const redisReply* port, endpoint& out) no
 
 bool host_port(std::string_view host, std::string_view port, endpoint& out) {
   long long p = 0;
-  if (!valid_host(host) || !parse_int(port, 65535, p) || p == 0) return false;
+  if (!valid_host(host) || !parse_decimal(port, 65535, p) || p == 0) return false;
   out.host = std::string(host);
   out.port = static_cast<int>(p);
   return true;

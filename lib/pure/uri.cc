@@ -4,6 +4,8 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "pure/decimal.h"
+
 namespace redlock::detail {
 namespace {
 
@@ -39,14 +41,9 @@ bool percent_decode(std::string_view in, std::string& out) {
 }
 
 bool parse_number(std::string_view s, long max, long& out) {
-  if (s.empty() || s.size() > 10) return false;
-  long v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + (c - '0');
-  }
-  if (v > max) return false;
-  out = v;
+  long long v = 0;
+  if (s.size() > 10 || !parse_decimal(s, max, v)) return false;
+  out = static_cast<long>(v);
   return true;
 }
 
