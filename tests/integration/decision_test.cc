@@ -346,7 +346,11 @@ TEST(NoTimePermission, a_server_before_7_0_whose_user_lacks_TIME_still_grants) {
     EXPECT_EQ(r.lock.fence().has_value(), fencing);
     EXPECT_TRUE(r.lock.release());
   }
-  for (std::size_t i = 0; i < cl.size(); ++i) EXPECT_GE(old[i]->refused_set_get(), 1u) << "node " << i;
+  // Each node's first acquire met the refusal, but a round decides at its quorum: on a
+  // loaded machine the third node's request can still be on its way (it failed so once).
+  for (std::size_t i = 0; i < cl.size(); ++i) {
+    EXPECT_TRUE(eventually([&] { return old[i]->refused_set_get() >= 1u; })) << "node " << i;
+  }
 }
 
 // --- fork(): two workers of a pre-fork server ---
