@@ -5,7 +5,7 @@
 # throw-away CA), and stop the nodes again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tools/deps.sh
+REDLOCK_DEPS_VALKEY=0 bash tools/deps.sh  # Valkey is for the tests only
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREDLOCK_BUILD_TESTS=OFF -DREDLOCK_BUILD_BENCH=OFF >/dev/null
 cmake --build build -j"$(nproc)" --target redlock_demo redlock_cli >/dev/null
 trap 'bash tools/nodes.sh stop' EXIT
