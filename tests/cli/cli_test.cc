@@ -1053,6 +1053,27 @@ TEST_F(CliGuard, run_killed_while_its_extensions_fail_has_its_command_gone_befor
   expect_work_gone_before_another_holder(resource, work);
 }
 
+// Issue 22, item 4 (adversarial pass): `kill -STOP` of the tool alone (or SIGTSTP,
+// SIGTTIN, SIGTTOU off a terminal) stops its watchdog but not CMD's group. The
+// watcher, told the lock's validity and hearing from the tool at least every
+// second, must stop the group when the validity ends while the tool is silent:
+// another holder can take the lock then. Resumed, the tool finds the lock lost.
+TEST_F(CliGuard, run_or_elect_stopped_alone_past_the_validity_has_its_command_gone_before_another_holder) {
+  for (const guarded_run& g : {run_of("cli-guard-run-sigstop", "2s"), elect_of("cli-guard-elect-sigstop", "2s")}) {
+    SCOPED_TRACE(g.args[0]);
+    nested_work w(3, true);
+    cli_process tool(with_nodes(g.args + std::vector<std::string>{"--"} + w.command));
+    const pid_t work = w.started();
+    ASSERT_TRUE(running(work));
+    tool.signal(SIGSTOP);
+    expect_work_gone_before_another_holder(g.resource, work);
+    tool.signal(SIGCONT);
+    const cli_result r = tool.wait(10s);
+    EXPECT_EQ(r.code, 70) << r.err;
+    EXPECT_FALSE(running(work));
+  }
+}
+
 TEST_F(CliGuard, run_forwards_a_signal_to_the_commands_whole_group) {
   nested_work w(2, false);
   cli_process tool(with_nodes(run_of("cli-guard-run-fwd", "2s").args + std::vector<std::string>{"--"} + w.command));
