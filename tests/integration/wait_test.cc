@@ -330,6 +330,42 @@ TEST(Wait, a_skipped_wake_up_is_not_woken_again_by_the_same_release_from_another
   if (got.lock) (void)got.lock.release();
 }
 
+// Issue 22, item 3 (adversarial pass): a client that may GET and PUBLISH forges the
+// holder's own token on every node before the holder releases. The waiter's woken
+// attempt loses (the holder still holds); then the genuine release's messages, one
+// per node, carry a token already heard from every node and were all dropped as
+// duplicates: the waiter slept its 5 s fallback on a free lock. A forged message
+// must only ever move an attempt earlier (docs/coordination.md).
+TEST(Wait, a_forged_release_of_the_holders_token_does_not_hide_its_genuine_release) {
+  client a(opts(nodes().uris()));
+  client b(opts(nodes().uris()));
+  ASSERT_TRUE(wait_connected(a));
+  ASSERT_TRUE(wait_connected(b));
+  const std::string res = unique("forged-holder");
+  auto held = a.acquire(res, once(30000ms));
+  ASSERT_TRUE(held.lock) << held.report.message();
+  auto fut = std::async(std::launch::async, [&] {
+    acquire_result r = b.acquire(res, waiting(5000ms, 20000ms));
+    return std::make_pair(std::move(r), clock_type::now());
+  });
+  ASSERT_TRUE(eventually([&] { return all_subscribed(nodes(), res); }, 5000ms));
+  ASSERT_TRUE(settles([&] { return total_calls(nodes(), "set"); }, 1, 300ms, 10000ms));
+  const long long sets = total_calls(nodes(), "set");
+  const std::string token = held.lock.info().token;
+  for (std::size_t i = 0; i < nodes().size(); ++i) nodes()[i].command({"PUBLISH", res + ":released", token});
+  // The woken attempts (and any peek) are over, lost to A.
+  ASSERT_TRUE(eventually([&] { return total_calls(nodes(), "set") >= sets + 3; }, 5000ms));
+  ASSERT_TRUE(settles([&] { return total_calls(nodes(), "set") + total_calls(nodes(), "get"); }, 1, 300ms, 10000ms));
+  const auto t0 = clock_type::now();
+  EXPECT_FALSE(held.lock.release().error);
+  ASSERT_EQ(fut.wait_for(15000ms), std::future_status::ready);
+  auto [got, at] = fut.get();
+  ASSERT_TRUE(got.lock) << got.report.message();
+  EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(at - t0).count(), 2000)
+      << "the genuine release was dropped as a duplicate of the forged one: the waiter slept its fallback";
+  EXPECT_FALSE(got.lock.release().error);
+}
+
 // Only a re-subscription after a reconnect wakes a waiter when it is confirmed (a
 // release may have been lost meanwhile). A channel subscribed for the first time on
 // a subscriber connection that is already up must not: the waiter's fallback timer
