@@ -118,6 +118,15 @@ void notifier::attempt_done(const std::string& key, waiter& w, bool attempted) {
   if (it == channels_.end() || it->second.woken != &w) return;
   it->second.woken = nullptr;
   it->second.lost_at = c_.now();
+  if (attempted && w.blocked_by(it->second.woken_token)) {
+    // The attempt still met the released token: the release was not done on every
+    // node, or was forged (anyone may PUBLISH the holder's token). Each node's
+    // message for it may wake again, also one heard before: a forged message must
+    // not make the genuine release's messages pass for duplicates.
+    for (channel::released& r : it->second.recent) {
+      if (r.token == it->second.woken_token) r.nodes.assign(r.nodes.size(), false);
+    }
+  }
   if (attempted) it->second.lost_for = std::move(it->second.woken_token);
   it->second.woken_token.clear();
   after_woken(it->second);

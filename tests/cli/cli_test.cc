@@ -808,6 +808,32 @@ TEST_F(Cli, run_forwards_sigterm_to_the_command_and_still_releases) {
   EXPECT_EQ(cluster().count_key("cli-run-term"), 0);
 }
 
+// Issue 22, item 4 (adversarial pass): a SIGTERM while `elect` campaigns with most
+// nodes paused, --node-timeout 6s: the cancelled attempt ends only when its nodes'
+// timeouts do. elect gave its campaign 5 s after a cancel, then exited 70 ("internal
+// error") at once, skipping the rollback: the leadership key stayed on the nodes that
+// had granted it, for its TTL. It must wait as long as an attempt can take, roll
+// back, and exit 143.
+TEST_F(Cli, elect_interrupted_while_its_attempt_waits_on_paused_nodes_rolls_back_and_exits_143) {
+  const std::string role = "cli-elect-cancel-slow";
+  for (std::size_t i = 2; i < cluster().size(); ++i) cluster()[i].pause();
+  cli_process tool(std::vector<std::string>{"elect", role, "--id", "cand", "--ttl", "30s", nodes(),
+                                            "--node-timeout=6s", "--connect-timeout=6s", "--", "true"});
+  const auto granted = [&] {
+    return cluster()[0].command({"EXISTS", "election:" + role}) == "1" &&
+           cluster()[1].command({"EXISTS", "election:" + role}) == "1";
+  };
+  ASSERT_TRUE(tool.read_until([&](const std::string&, const std::string&) { return granted(); }, 5s))
+      << "the two live nodes never granted the campaign's attempt";
+  tool.signal(SIGTERM);
+  const cli_result r = tool.wait(30s);
+  EXPECT_EQ(r.code, 128 + SIGTERM) << r.err;
+  EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+  for (std::size_t i : {0u, 1u}) {
+    EXPECT_EQ(cluster()[i].command({"EXISTS", "election:" + role}), "0") << "node " << i << " kept the key";
+  }
+}
+
 TEST_F(Cli, run_forwards_sigint_and_reports_the_commands_death_by_it) {
   temp_dir tmp;
   cli_process run(with_nodes({"run", "cli-run-int", "--ttl", "1s", "--", "sh", "-c",
@@ -1051,6 +1077,27 @@ TEST_F(CliGuard, run_killed_while_its_extensions_fail_has_its_command_gone_befor
   const cli_result r = tool.wait(10s);
   EXPECT_EQ(r.code, 128 + SIGKILL) << r.err;
   expect_work_gone_before_another_holder(resource, work);
+}
+
+// Issue 22, item 4 (adversarial pass): `kill -STOP` of the tool alone (or SIGTSTP,
+// SIGTTIN, SIGTTOU off a terminal) stops its watchdog but not CMD's group. The
+// watcher, told the lock's validity and hearing from the tool at least every
+// second, must stop the group when the validity ends while the tool is silent:
+// another holder can take the lock then. Resumed, the tool finds the lock lost.
+TEST_F(CliGuard, run_or_elect_stopped_alone_past_the_validity_has_its_command_gone_before_another_holder) {
+  for (const guarded_run& g : {run_of("cli-guard-run-sigstop", "2s"), elect_of("cli-guard-elect-sigstop", "2s")}) {
+    SCOPED_TRACE(g.args[0]);
+    nested_work w(3, true);
+    cli_process tool(with_nodes(g.args + std::vector<std::string>{"--"} + w.command));
+    const pid_t work = w.started();
+    ASSERT_TRUE(running(work));
+    tool.signal(SIGSTOP);
+    expect_work_gone_before_another_holder(g.resource, work);
+    tool.signal(SIGCONT);
+    const cli_result r = tool.wait(10s);
+    EXPECT_EQ(r.code, 70) << r.err;
+    EXPECT_FALSE(running(work));
+  }
 }
 
 TEST_F(CliGuard, run_forwards_a_signal_to_the_commands_whole_group) {

@@ -71,6 +71,34 @@ redis_cluster& nodes() {
   return *cl;
 }
 
+// Two clients of nodes(): `a` holds, `b` waits.
+struct holder_and_waiter {
+  client a{opts(nodes().uris())};
+  client b{opts(nodes().uris())};
+  bool connected() { return wait_connected(a) && wait_connected(b); }
+};
+
+// A waiter's acquire and the moment it returned (std::async of it).
+using timed_acquire = std::future<std::pair<acquire_result, clock_type::time_point>>;
+
+// Releases `held`, waits for `waiter` to get the lock and releases it again; how
+// long after the release the waiter had it (ms), or -1 (the test has failed).
+long long handover_ms(lock& held, timed_acquire& waiter) {
+  const auto t0 = clock_type::now();
+  EXPECT_FALSE(held.release().error);
+  if (waiter.wait_for(15000ms) != std::future_status::ready) {
+    ADD_FAILURE() << "the waiter did not return";
+    return -1;
+  }
+  auto [got, at] = waiter.get();
+  if (!got.lock) {
+    ADD_FAILURE() << got.report.message();
+    return -1;
+  }
+  EXPECT_FALSE(got.lock.release().error);
+  return std::chrono::duration_cast<std::chrono::milliseconds>(at - t0).count();
+}
+
 TEST(Wait, waiter_wakes_at_the_release_not_at_its_retry_delay) {
   client a(opts(nodes().uris()));
   client b(opts(nodes().uris()));
@@ -237,14 +265,9 @@ TEST(Wait, a_woken_attempt_that_beat_the_release_to_a_node_is_woken_by_that_node
     ASSERT_TRUE(settles([&] { return total_calls(nodes(), set ? "evalsha" : "set"); }, 1, 300ms, 10000ms));
     p1.latency(300ms);
     p2.latency(300ms);
-    const auto t0 = clock_type::now();
-    EXPECT_FALSE(held.lock.release().error);
-    ASSERT_EQ(fut.wait_for(15000ms), std::future_status::ready);
-    auto [got, at] = fut.get();
-    ASSERT_TRUE(got.lock) << got.report.message();
-    EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(at - t0).count(), 2000)
-        << "the waiter slept its fallback; attempts " << got.report.attempts;
-    EXPECT_FALSE(got.lock.release().error);
+    const long long took = handover_ms(held.lock, fut);
+    EXPECT_GE(took, 0);
+    EXPECT_LT(took, 2000) << "the waiter slept its fallback";
     p1.pass();
     p2.pass();
   }
@@ -328,6 +351,36 @@ TEST(Wait, a_skipped_wake_up_is_not_woken_again_by_the_same_release_from_another
   auto got = fut.get();
   EXPECT_TRUE(got.lock) << got.report.message();
   if (got.lock) (void)got.lock.release();
+}
+
+// Issue 22, item 3 (adversarial pass): a client that may GET and PUBLISH forges the
+// holder's own token on every node before the holder releases. The waiter's woken
+// attempt loses (the holder still holds); then the genuine release's messages, one
+// per node, carry a token already heard from every node and were all dropped as
+// duplicates: the waiter slept its fallback on a free lock. A forged message
+// must only ever move an attempt earlier (docs/coordination.md).
+TEST(Wait, a_forged_release_of_the_holders_token_does_not_hide_its_genuine_release) {
+  holder_and_waiter c;
+  ASSERT_TRUE(c.connected());
+  const std::string res = unique("forged-holder");
+  auto held = c.a.acquire(res, once(30000ms));
+  ASSERT_TRUE(held.lock) << held.report.message();
+  auto fut = std::async(std::launch::async, [&] {
+    acquire_result r = c.b.acquire(res, waiting(10000ms, 25000ms));  // fallback 5-10 s
+    return std::make_pair(std::move(r), clock_type::now());
+  });
+  ASSERT_TRUE(eventually([&] { return all_subscribed(nodes(), res); }, 5000ms));
+  ASSERT_TRUE(settles([&] { return total_calls(nodes(), "set"); }, 1, 300ms, 10000ms));
+  const long long sets = total_calls(nodes(), "set");
+  const std::string token = held.lock.info().token;
+  for (std::size_t i = 0; i < nodes().size(); ++i) nodes()[i].command({"PUBLISH", res + ":released", token});
+  // The woken attempts (and any peek) are over, lost to A.
+  ASSERT_TRUE(eventually([&] { return total_calls(nodes(), "set") >= sets + 3; }, 5000ms));
+  ASSERT_TRUE(settles([&] { return total_calls(nodes(), "set") + total_calls(nodes(), "get"); }, 1, 300ms, 10000ms));
+  const long long took = handover_ms(held.lock, fut);
+  EXPECT_GE(took, 0);
+  EXPECT_LT(took, 2000) << "the genuine release was dropped as a duplicate of the forged one: the waiter slept "
+                           "its fallback";
 }
 
 // Only a re-subscription after a reconnect wakes a waiter when it is confirmed (a

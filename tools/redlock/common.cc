@@ -150,6 +150,10 @@ std::unique_ptr<redlock::client> make_client(const invocation& inv, std::string&
   }
 }
 
+std::chrono::milliseconds attempt_bound(const invocation& inv) {
+  return 2 * inv.connect_timeout + 8 * inv.node_timeout + std::chrono::seconds(2);
+}
+
 redlock::acquire_options lock_options(const invocation& inv) {
   acquire_options o;
   o.ttl = inv.ttl;
@@ -184,7 +188,7 @@ interruptible_acquire wait_until_signal(const invocation& inv, const event_pipe&
   interruptible_acquire out;
   // The library bounds every attempt by its timeouts; this is only a safety net so
   // the tool cannot hang if that promise were ever broken.
-  const auto per_attempt = 2 * inv.connect_timeout + 8 * inv.node_timeout;
+  const auto per_attempt = attempt_bound(inv);
   const auto budget = inv.wait_forever ? wait_forever_round : inv.wait;
   while (true) {  // one round per pass; only --wait forever makes more than one
     auto promise = std::make_shared<std::promise<Result>>();
@@ -206,7 +210,7 @@ interruptible_acquire wait_until_signal(const invocation& inv, const event_pipe&
         }
         cancel(id);
         cancelled = true;
-        deadline = steady::now() + std::chrono::seconds(2);
+        deadline = steady::now() + attempt_bound(inv);
         continue;
       }
       const std::optional<event> e = events.wait(left);

@@ -76,6 +76,12 @@ std::unique_ptr<redlock::client> make_client(const invocation& inv, std::string&
 // a signal ends it between or during rounds alike.
 inline constexpr std::chrono::milliseconds wait_forever_round{10'000};
 
+// The longest one acquire attempt (or campaign attempt) can take by the library's
+// timeouts (--connect-timeout, --node-timeout), also after a cancel, which waits
+// for the attempt in flight: how long the tool waits for the library's answer
+// before it calls that an internal error.
+std::chrono::milliseconds attempt_bound(const invocation& inv);
+
 // acquire_options for --ttl, --wait, --retry-delay and --fencing (with --wait
 // forever: for one round).
 redlock::acquire_options lock_options(const invocation& inv);

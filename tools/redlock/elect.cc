@@ -78,7 +78,9 @@ int elect_command(const invocation& inv) {
   int interrupted = 0;
   std::optional<campaign_result> won;
   while (!won) {
-    const std::optional<event> ev = events.wait(std::chrono::milliseconds(interrupted != 0 ? 5000 : -1));
+    // After a cancel, the attempt in flight still ends by its timeouts (and rolls
+    // back): wait for it, or a won leadership would stay on the nodes for its TTL.
+    const std::optional<event> ev = events.wait(interrupted != 0 ? attempt_bound(inv) : std::chrono::milliseconds(-1));
     if (!ev) {
       print_error("internal error: campaign for " + quote(inv.resource) + " did not end after a cancel");
       std::_Exit(exit_code::software);

@@ -318,7 +318,7 @@ long long monotonic_ms() noexcept {
 
 // The watcher, in a child forked from a threaded process: async-signal-safe calls
 // only (no allocation, no stdio).
-[[noreturn]] void watcher_main(int fd, long long grace_ms) noexcept {
+[[noreturn]] void watcher_main(int fd, long long grace_ms, long long silence_ms) noexcept {
   struct sigaction ign {};
   ign.sa_handler = SIG_IGN;
   sigemptyset(&ign.sa_mask);
@@ -328,16 +328,32 @@ long long monotonic_ms() noexcept {
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
   pid_t pgid = 0;
   long long valid_until = -1;  // the lock's validity's end (CLOCK_MONOTONIC ms), once told
+  long long heard = monotonic_ms();  // when the tool last wrote
   guard_message m{};
-  while (read_full(fd, &m, sizeof m) == sizeof m) {
+  while (true) {
+    // Told the group and a validity: wake when the validity has ended and the tool
+    // has been silent for `silence`, a tool that is stopped while CMD's group runs.
+    int timeout = -1;
+    if (pgid > 1 && valid_until >= 0) {
+      const long long left = std::max(valid_until, heard + silence_ms) - monotonic_ms();
+      if (left <= 0) break;
+      timeout = static_cast<int>(std::min(left, 60'000LL));
+    }
+    pollfd p{fd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, timeout);
+    if (ready < 0 && errno != EINTR) break;
+    if (ready <= 0) continue;
+    if (read_full(fd, &m, sizeof m) != sizeof m) break;  // EOF: the tool is gone
+    heard = monotonic_ms();
     if (m.kind == guard_message::done) ::_exit(0);  // disarmed
     if (m.kind == guard_message::group && pgid == 0) pgid = static_cast<pid_t>(m.value);
     if (m.kind == guard_message::validity) valid_until = m.value;
   }
   if (pgid <= 1) ::_exit(0);  // CMD never started (or the message is garbage)
-  // EOF: the tool is gone while the command's group may still run. SIGKILL `grace`
-  // later, but no later than the lock's validity ends: past it another holder may
-  // hold the lock (the watchdog's extensions may have been failing for a while).
+  // The tool is gone (or stopped past the validity) while the command's group may
+  // still run. SIGKILL `grace` later, but no later than the lock's validity ends:
+  // past it another holder may hold the lock (the watchdog's extensions may have
+  // been failing for a while).
   ::kill(-pgid, SIGTERM);
   ::kill(-pgid, SIGCONT);
   long long deadline = monotonic_ms() + grace_ms;
@@ -354,7 +370,7 @@ long long monotonic_ms() noexcept {
 
 }  // namespace
 
-command_guard::command_guard(std::chrono::milliseconds grace) {
+command_guard::command_guard(std::chrono::milliseconds grace, std::chrono::milliseconds silence) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno("pipe2");
   const std::vector<int> inherited = open_fds();  // allocated before fork
@@ -376,7 +392,7 @@ command_guard::command_guard(std::chrono::milliseconds grace) {
     for (int fd : inherited) {
       if (fd != fds[0]) ::close(fd);
     }
-    watcher_main(fds[0], grace.count());
+    watcher_main(fds[0], grace.count(), silence.count());
   }
   ::close(fds[0]);
   int status = 0;
@@ -390,12 +406,17 @@ command_guard::command_guard(std::chrono::milliseconds grace) {
 command_guard::~command_guard() { disarm(); }
 
 void command_guard::valid_until(std::chrono::steady_clock::time_point until) noexcept {
-  if (write_fd_ < 0 || until == told_) return;
-  told_ = until;
+  if (write_fd_ < 0) return;
   // steady_clock is CLOCK_MONOTONIC, the watcher's clock.
   const long long ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(until.time_since_epoch()).count();
   const guard_message m{guard_message::validity, std::max(0LL, ms)};
+  [[maybe_unused]] const ssize_t n = ::write(write_fd_, &m, sizeof m);
+}
+
+void command_guard::alive() noexcept {
+  if (write_fd_ < 0) return;
+  const guard_message m{guard_message::alive, 0};
   [[maybe_unused]] const ssize_t n = ::write(write_fd_, &m, sizeof m);
 }
 

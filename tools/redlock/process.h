@@ -119,9 +119,9 @@ struct spawn_result {
 
 // What command_guard's pipe carries to its watcher (16 bytes: each write atomic).
 struct guard_message {
-  enum : std::int64_t { group = 1, validity = 2, done = 3 };
+  enum : std::int64_t { group = 1, validity = 2, done = 3, alive = 4 };
   std::int64_t kind = 0;
-  std::int64_t value = 0;  // group: CMD's pid (= its pgid); validity: CLOCK_MONOTONIC ms
+  std::int64_t value = 0;  // group: CMD's pid (= its pgid); validity: CLOCK_MONOTONIC ms; alive: 0
 };
 
 // How spawn() places the child.
@@ -158,10 +158,15 @@ spawn_result spawn(const std::string& path, const std::vector<std::string>& argv
 // crash) before disarm(), the pipe reads EOF and the watcher sends SIGTERM (and
 // SIGCONT) to that group, and SIGKILL `grace` later (or when the lock's validity
 // last told, valid_until(), ends, if sooner) if any member is left.
+// The same happens, SIGKILL included, when the validity last told has ended and
+// nothing (valid_until(), alive()) came from this process for `silence`: this
+// process is stopped (SIGSTOP, or SIGTSTP, SIGTTIN, SIGTTOU off a terminal) while
+// the command's group runs on, and another holder may take the lock.
 // A descendant that left the group (setsid, setpgid) is beyond the watcher's reach.
 class command_guard {
  public:
-  explicit command_guard(std::chrono::milliseconds grace);  // throws std::system_error
+  // Throws std::system_error.
+  command_guard(std::chrono::milliseconds grace, std::chrono::milliseconds silence);
   ~command_guard();  // disarm()
   command_guard(const command_guard&) = delete;
   command_guard& operator=(const command_guard&) = delete;
@@ -170,13 +175,16 @@ class command_guard {
   // The lock is valid until `until` (the lease's valid_until): if this process dies,
   // the watcher SIGKILLs the group then at the latest, even before `grace` is over.
   // Call again after each extension; a stale (earlier) time only kills sooner.
+  // Each call also tells the watcher that this process runs: call it (or alive())
+  // more often than `silence`.
   void valid_until(std::chrono::steady_clock::time_point until) noexcept;
+  // This process runs (for when no validity is known).
+  void alive() noexcept;
   // The command's processes are gone: the watcher exits without signalling.
   void disarm() noexcept;
 
  private:
   int write_fd_ = -1;
-  std::chrono::steady_clock::time_point told_{};
 };
 
 // The pids of every live process below `root` (from /proc; a snapshot).

@@ -65,7 +65,12 @@ supervision supervise_child(pid_t pid, int tty, const event_pipe& events, std::c
     kill_at = steady::now() + kill_after;
   };
   while (true) {
-    if (const std::optional<steady::time_point> v = valid_until()) guard.valid_until(*v);
+    // Also what tells the watcher we run: at least every `poll` (at most 1 s).
+    if (const std::optional<steady::time_point> v = valid_until()) {
+      guard.valid_until(*v);
+    } else {
+      guard.alive();
+    }
     // Reap CMD and every orphan re-parented to us (we are a subreaper) until no
     // child is left: only then is every descendant of CMD gone.
     bool none_left = false;
@@ -118,6 +123,11 @@ supervision supervise_child(pid_t pid, int tty, const event_pipe& events, std::c
     }
   }
   if (tty >= 0 && ::tcgetpgrp(tty) == pid) set_foreground(tty, ::getpgrp());
+  // Stopped alone (SIGSTOP) past the validity, we find CMD's group already stopped
+  // by the watcher (command_guard), maybe before the watchdog reports the loss.
+  if (const std::optional<steady::time_point> v = valid_until(); !out.expired && v && steady::now() >= *v) {
+    out.expired = out.terminating = true;
+  }
   out.status = status.value_or(128);
   return out;
 }
@@ -136,7 +146,12 @@ guarded_child spawn_guarded(const std::string& path, const invocation& inv, cons
     // If we die, the watcher stops CMD's group well before the lock's TTL runs
     // out (the watchdog extends it every TTL/3): SIGKILL after --kill-after or
     // TTL/3, whichever is shorter.
-    g.guard = std::make_unique<command_guard>(std::min(inv.kill_after, inv.ttl / 3));
+    // Stopped (SIGSTOP) past the validity: silent for two of supervise_child's
+    // periods at least, then the same.
+    const std::chrono::milliseconds period =
+        std::clamp(poll_validity_every(inv.ttl), std::chrono::milliseconds(1), std::chrono::milliseconds(1000));
+    g.guard = std::make_unique<command_guard>(std::min(inv.kill_after, inv.ttl / 3),
+                                              std::max(2 * period, std::chrono::milliseconds(100)));
   } catch (const std::system_error& e) {
     g.child.error = e.code().value();
     return g;
