@@ -1,10 +1,10 @@
 #include "protocol/cluster.h"
 
 #include <algorithm>
-#include <cctype>
 
 #include "protocol/fields.h"
 #include "pure/slot.h"
+#include "pure/uri.h"
 
 namespace redlock::detail {
 namespace {
@@ -91,11 +91,7 @@ std::optional<redirect> parse_redirect(std::string_view error) noexcept {
   if (!parse_decimal(target.substr(colon + 1), 65535, port) || port == 0) return std::nullopt;
   std::string_view host = target.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  for (char c : host) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' || c == '_')) {
-      return std::nullopt;
-    }
-  }
+  if (!host_chars_valid(host)) return std::nullopt;
   out.slot = static_cast<int>(slot);
   out.host = std::string(host);
   out.port = static_cast<int>(port);

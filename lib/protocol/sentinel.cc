@@ -1,19 +1,11 @@
 #include "protocol/sentinel.h"
 
-#include <cctype>
-
 #include "protocol/fields.h"
 
 namespace redlock::detail {
 namespace {
 
-bool valid_host(std::string_view h) noexcept {
-  if (h.empty()) return false;
-  for (char c : h) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' || c == '_')) return false;
-  }
-  return true;
-}
+bool valid_host(std::string_view h) noexcept { return !h.empty() && host_chars_valid(h); }
 
 bool host_port(const redisReply* host, const redisReply* port, endpoint& out) noexcept {
   long long p = 0;

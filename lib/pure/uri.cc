@@ -101,11 +101,9 @@ bool parse_host_port(std::string_view hostport, endpoint& out, std::string& prob
     problem = "missing host";
     return false;
   }
-  for (char c : out.host) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' || c == '_')) {
-      problem = "host contains an invalid character";
-      return false;
-    }
+  if (!host_chars_valid(out.host)) {
+    problem = "host contains an invalid character";
+    return false;
   }
   if (!portpart.empty()) {
     long port = 0;
@@ -161,6 +159,12 @@ bool parse_seeds(std::string_view query, int default_port, node_address& out, st
 }
 
 }  // namespace
+
+bool host_chars_valid(std::string_view host) noexcept {
+  return std::all_of(host.begin(), host.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' || c == '_';
+  });
+}
 
 std::string redact_uri(std::string_view uri) {
   std::string s(uri);

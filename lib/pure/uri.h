@@ -45,6 +45,10 @@ struct node_address {
 // `error` to a message naming the (redacted) URI and the problem.
 bool parse_node_uri(std::string_view uri, node_address& out, std::string& error);
 
+// Whether every character of `host` may be in a host name or address (letters,
+// digits, '.', '-', ':', '_'); true for "" (say "missing host" first where it matters).
+bool host_chars_valid(std::string_view host) noexcept;
+
 // The URI with any password replaced by "***"; works on malformed input too.
 std::string redact_uri(std::string_view uri);
 
