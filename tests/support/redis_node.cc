@@ -401,6 +401,58 @@ const std::string& server_path(server_kind k) {
 
 std::string make_test_dir(const std::string& name) { return make_dir_under_base(name); }
 
+std::string file_tail(const std::string& path, std::size_t max_lines) {
+  return tail_of_file(path, max_lines);
+}
+
+pid_t spawn_child(const std::string& path, std::vector<std::string> argv, const std::string& out_path) {
+  std::vector<char*> args;
+  for (auto& s : argv) args.push_back(s.data());
+  args.push_back(nullptr);
+  const int out_fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (out_fd < 0) throw std::runtime_error(errno_text("open " + out_path, errno));
+  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null_fd < 0) {
+    const int err = errno;
+    ::close(out_fd);
+    throw std::runtime_error(errno_text("open /dev/null", err));
+  }
+  spawn_request req;
+  req.path = path.c_str();
+  req.argv = args.data();
+  req.out_fd = out_fd;
+  req.null_fd = null_fd;
+  req.parent = ::getpid();
+  spawner::instance().spawn(req);
+  ::close(out_fd);
+  ::close(null_fd);
+  if (req.pid < 0) throw std::runtime_error(errno_text("fork", req.error));
+  return req.pid;
+}
+
+bool child_running(pid_t pid) noexcept {
+  if (pid <= 0) return false;
+  int status = 0;
+  const pid_t r = ::waitpid(pid, &status, WNOHANG);
+  return r == 0 || (r == -1 && errno == EINTR);
+}
+
+void stop_child(pid_t pid, std::chrono::milliseconds grace) noexcept {
+  if (pid <= 0) return;
+  if (!child_running(pid)) return;
+  ::kill(pid, SIGCONT);
+  ::kill(pid, SIGTERM);
+  const auto deadline = steady::now() + grace;
+  while (steady::now() < deadline) {
+    if (!child_running(pid)) return;
+    std::this_thread::sleep_for(kPollInterval);
+  }
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) == -1 && errno == EINTR) {
+  }
+}
+
 int free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw std::runtime_error(errno_text("free_port: socket", errno));
@@ -554,31 +606,7 @@ void redis_node::start_locked(bool first) {
   std::string failure;
   for (int attempt = 0; attempt < attempts; ++attempt) {
     if (attempt > 0) port_ = free_port();
-    std::vector<std::string> args = server_args();
-    std::vector<char*> argv;
-    for (auto& s : args) argv.push_back(s.data());
-    argv.push_back(nullptr);
-
-    std::string out_path = dir_ + "/redis.stderr";
-    int out_fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (out_fd < 0) throw std::runtime_error(errno_text("open " + out_path, errno));
-    int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (null_fd < 0) {
-      int err = errno;
-      ::close(out_fd);
-      throw std::runtime_error(errno_text("open /dev/null", err));
-    }
-    spawn_request req;
-    req.path = path.c_str();
-    req.argv = argv.data();
-    req.out_fd = out_fd;
-    req.null_fd = null_fd;
-    req.parent = ::getpid();
-    spawner::instance().spawn(req);
-    ::close(out_fd);
-    ::close(null_fd);
-    if (req.pid < 0) throw std::runtime_error(errno_text("fork", req.error));
-    pid_ = req.pid;
+    pid_ = spawn_child(path, server_args(), dir_ + "/redis.stderr");
     paused_ = false;
 
     const auto deadline = steady::now() + kStartTimeout;

@@ -30,6 +30,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -99,6 +100,21 @@ int free_port();
 // A new, empty directory for test files, under this process's base directory
 // (/tmp/redlock-test-<pid>-XXXXXX/, see redis_node). The caller removes it.
 std::string make_test_dir(const std::string& name);
+
+// The last `max_lines` lines of a text file ("" when it cannot be read).
+std::string file_tail(const std::string& path, std::size_t max_lines);
+
+// Starts the executable `path` with `argv` (argv[0] included) as a child of the test
+// process, the way redis_node starts its servers: forked by one long-lived thread
+// with PR_SET_PDEATHSIG (a crashing test leaves no child behind), stdin /dev/null,
+// stdout and stderr appended to `out_path`, no other descriptor inherited. Returns
+// its pid; throws std::runtime_error when it cannot fork or open the files.
+pid_t spawn_child(const std::string& path, std::vector<std::string> argv, const std::string& out_path);
+// True while the child `pid` has not exited (reaps it once it has). False for pid <= 0.
+bool child_running(pid_t pid) noexcept;
+// Stops the child `pid`: SIGCONT and SIGTERM, up to `grace` for it to exit, then
+// SIGKILL; reaps it. No-op when it is not running. Never throws.
+void stop_child(pid_t pid, std::chrono::milliseconds grace) noexcept;
 
 class redis_node {
  public:
