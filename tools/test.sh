@@ -181,42 +181,39 @@ fuzz_runs() { # target: its fixed CI budget in executions, each about 30 s of on
   esac
 }
 
-fuzz_explore() { # build-dir: each fuzzer explores from the committed corpus; findings fail the run
-  local dir=$1 bin name tmp regs budget rc t0 art runs seed=${REDLOCK_FUZZ_SEED:-1} bad=0 found=0
-  for bin in "$dir"/tests/fuzz_*; do
-    if [ ! -f "$bin" ] || [ ! -x "$bin" ]; then continue; fi
-    found=$((found + 1))
-    name=${bin##*/fuzz_}
-    tmp=$(mktemp -d "${TMPDIR:-/tmp}/redlock-fuzz-$name.XXXXXX")
-    mkdir "$tmp/corpus" "$tmp/artifacts"
-    regs=()
-    [ -d "tests/fuzz/regressions/$name" ] && regs=("tests/fuzz/regressions/$name")
-    if [ -n "${REDLOCK_FUZZ_SECONDS:-}" ]; then
-      runs=""
-      budget=(-max_total_time="$REDLOCK_FUZZ_SECONDS")
-    else
-      runs=$(fuzz_runs "$name")
-      budget=(-runs="$runs" -max_total_time=60)
-    fi
-    # New inputs go to $tmp/corpus (the first directory); the committed ones are only read.
-    local cmd=("$bin" -seed="$seed" "${budget[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
-      -artifact_prefix="$tmp/artifacts/" "$tmp/corpus" "tests/fuzz/corpus/$name" "${regs[@]}")
-    t0=$(date +%s)
-    rc=0
-    "${cmd[@]}" >"$tmp/log" 2>&1 || rc=$?
-    local execs
-    execs=$(sed -nE 's/^stat::number_of_executed_units: *([0-9]+).*/\1/p' "$tmp/log" | tail -n 1)
-    if [ "$rc" -eq 0 ]; then
+fuzz_one() { # bin, report file: one fuzzer explores from its committed corpus; 0 = no finding
+  local bin=$1 report=$2 name tmp regs budget rc t0 art runs seed=${REDLOCK_FUZZ_SEED:-1}
+  name=${bin##*/fuzz_}
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/redlock-fuzz-$name.XXXXXX")
+  mkdir "$tmp/corpus" "$tmp/artifacts"
+  regs=()
+  [ -d "tests/fuzz/regressions/$name" ] && regs=("tests/fuzz/regressions/$name")
+  if [ -n "${REDLOCK_FUZZ_SECONDS:-}" ]; then
+    runs=""
+    budget=(-max_total_time="$REDLOCK_FUZZ_SECONDS")
+  else
+    runs=$(fuzz_runs "$name")
+    budget=(-runs="$runs" -max_total_time=60)
+  fi
+  # New inputs go to $tmp/corpus (the first directory); the committed ones are only read.
+  local cmd=("$bin" -seed="$seed" "${budget[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+    -artifact_prefix="$tmp/artifacts/" "$tmp/corpus" "tests/fuzz/corpus/$name" "${regs[@]}")
+  t0=$(date +%s)
+  rc=0
+  "${cmd[@]}" >"$tmp/log" 2>&1 || rc=$?
+  local execs
+  execs=$(sed -nE 's/^stat::number_of_executed_units: *([0-9]+).*/\1/p' "$tmp/log" | tail -n 1)
+  if [ "$rc" -eq 0 ]; then
+    {
       echo "fuzz_$name: explored ${execs:-?} inputs in $(($(date +%s) - t0)) s (seed $seed), no finding"
       if [ -n "${runs:-}" ] && [ -n "$execs" ] && [ "$execs" -lt "$runs" ]; then
         echo "   (time cap reached before $runs: a slow machine ran a prefix of the same inputs)"
       fi
-      passed=$((passed + 1))
-      rm -rf "$tmp"
-      continue
-    fi
-    bad=1
-    failed=$((failed + 1))
+    } >"$report"
+    rm -rf "$tmp"
+    return 0
+  fi
+  {
     echo "fuzz_$name: FINDING (exit $rc) after ${execs:-?} inputs in $(($(date +%s) - t0)) s; its output:"
     grep -vE '^#[0-9]+\s|^INFO: |^MS: |^stat::|^ +#[0-9]+ 0x|^NOTE: |^ +Combine libFuzzer' "$tmp/log" | tail -n 30 | sed 's/^/   | /'
     echo "   explored with: ${cmd[*]}"
@@ -227,12 +224,47 @@ fuzz_explore() { # build-dir: each fuzzer explores from the committed corpus; fi
       echo "   or:     echo '$(base64 -w0 "$art")' | base64 -d >/tmp/input && $bin /tmp/input"
     done
     echo "   (kept in $tmp; add the input to tests/fuzz/regressions/$name/ with the fix)"
+  } >"$report"
+  return 1
+}
+
+fuzz_explore() { # build-dir: the fuzzers explore, $jobs at a time (each is one process on one core); findings fail the run
+  # Each run is deterministic (fixed seed and executions), so running them side by side changes
+  # nothing but the wall time; the reports are printed in the fuzzers' order.
+  local dir=$1 bin reports i bad=0 bins=() pids=()
+  reports=$(mktemp -d "${TMPDIR:-/tmp}/redlock-fuzz-reports.XXXXXX")
+  for bin in "$dir"/tests/fuzz_*; do
+    if [ -f "$bin" ] && [ -x "$bin" ]; then bins+=("$bin"); fi
   done
-  if [ "$found" -eq 0 ]; then
+  if [ "${#bins[@]}" -eq 0 ]; then
     echo "no fuzz targets in $dir/tests"
     failed=$((failed + 1))
-    bad=1
+    rm -rf "$reports"
+    return 1
   fi
+  for i in "${!bins[@]}"; do
+    if [ "${#pids[@]}" -ge "$jobs" ]; then # wait for the oldest before starting another
+      wait "${pids[0]}" && echo 0 >"$reports/$((i - ${#pids[@]})).rc" || echo 1 >"$reports/$((i - ${#pids[@]})).rc"
+      pids=("${pids[@]:1}")
+    fi
+    fuzz_one "${bins[$i]}" "$reports/$i.txt" &
+    pids+=($!)
+  done
+  local first=$((${#bins[@]} - ${#pids[@]})) p
+  for p in "${pids[@]}"; do
+    wait "$p" && echo 0 >"$reports/$first.rc" || echo 1 >"$reports/$first.rc"
+    first=$((first + 1))
+  done
+  for i in "${!bins[@]}"; do
+    cat "$reports/$i.txt" 2>/dev/null || echo "fuzz_${bins[$i]##*/fuzz_}: no report"
+    if [ "$(cat "$reports/$i.rc" 2>/dev/null)" = 0 ]; then
+      passed=$((passed + 1))
+    else
+      failed=$((failed + 1))
+      bad=1
+    fi
+  done
+  rm -rf "$reports"
   return "$bad"
 }
 
@@ -271,7 +303,7 @@ main() {
     CC=clang CXX=clang++ FAULT_SCENARIOS=0 CTEST_JOBS=$jobs CTEST_EXCLUDE="fault|model|valkey" PARALLEL_LABELS="unit|sim|fuzz" \
       run_suite asan build-asan -DCMAKE_BUILD_TYPE=Debug \
       -DREDLOCK_SANITIZE=address -DREDLOCK_BUILD_BENCH=OFF -DREDLOCK_FUZZ_SECONDS=0
-    echo "== fuzzers explore (fixed seed and executions; REDLOCK_FUZZ_SECONDS=N for longer)"
+    echo "== fuzzers explore ($jobs at a time; fixed seed and executions; REDLOCK_FUZZ_SECONDS=N for longer)"
     stage_begin
     fuzz_explore build-asan || finish_failed
     stage_end "fuzzers explore"
