@@ -601,6 +601,15 @@ TEST(Secrets, AddPasswordFillsOnlyUrisWithoutOne) {
   EXPECT_EQ(out, "REDISS://:pw@h");
   ASSERT_TRUE(add_password("redis://bob:own@h", "pw", out, error));
   EXPECT_EQ(out, "redis://bob:own@h");
+  // A Redis Cluster or a Sentinel group as one node: one set of credentials for all of it.
+  ASSERT_TRUE(add_password("redis+cluster://127.0.0.1:7000?seed=127.0.0.1:7001", "p w", out, error));
+  EXPECT_EQ(out, "redis+cluster://:p%20w@127.0.0.1:7000?seed=127.0.0.1:7001");
+  ASSERT_TRUE(add_password("rediss+sentinel://alice@127.0.0.1:26379/cache", "pw", out, error));
+  EXPECT_EQ(out, "rediss+sentinel://alice:pw@127.0.0.1:26379/cache");
+  ASSERT_TRUE(add_password("Redis+Sentinel://127.0.0.1:26379/cache", "pw", out, error));
+  EXPECT_EQ(out, "Redis+Sentinel://:pw@127.0.0.1:26379/cache");
+  ASSERT_TRUE(add_password("rediss+cluster://bob:own@h:1", "pw", out, error));
+  EXPECT_EQ(out, "rediss+cluster://bob:own@h:1");
   ASSERT_TRUE(add_password("http://h", "pw", out, error));  // the library names the bad scheme
   EXPECT_EQ(out, "http://h");
   EXPECT_FALSE(add_password("unix:///tmp/r.sock", "pw", out, error));
@@ -613,6 +622,8 @@ TEST(Secrets, RemovePasswordKeepsTheUser) {
   EXPECT_EQ(remove_password("redis://alice:p:w@h:1/3"), "redis://alice@h:1/3");
   EXPECT_EQ(remove_password("rediss://alice:pw@h"), "rediss://alice@h");
   EXPECT_EQ(remove_password("redis://alice@h"), "redis://alice@h");
+  EXPECT_EQ(remove_password("redis+cluster://:pw@h:1?seed=h:2"), "redis+cluster://h:1?seed=h:2");
+  EXPECT_EQ(remove_password("rediss+sentinel://alice:pw@h:1/m"), "rediss+sentinel://alice@h:1/m");
   EXPECT_EQ(remove_password("unix:///tmp/a@b.sock"), "unix:///tmp/a@b.sock");
   EXPECT_FALSE(uri_has_password("redis://alice@h"));
   EXPECT_TRUE(uri_has_password("redis://:x@h"));

@@ -24,7 +24,9 @@ bool starts_with_ci(std::string_view s, std::string_view prefix) {
   return true;
 }
 
-// For redis:// and rediss:// URIs: where the part after "://" starts, and where
+// For the TCP schemes (redis://, rediss://, and a Redis Cluster's or a Sentinel
+// group's redis+cluster://, rediss+cluster://, redis+sentinel://, rediss+sentinel://,
+// whose one set of credentials serves every node): where the part after "://" starts, and where
 // the user info's '@' is (npos: none). The '@' is the last one, as the library
 // parses it.
 struct authority {
@@ -36,13 +38,11 @@ struct authority {
 
 authority split(std::string_view uri) {
   authority a;
-  if (starts_with_ci(uri, "redis://")) {
-    a.rest = 8;
-  } else if (starts_with_ci(uri, "rediss://")) {
-    a.rest = 9;
-  } else {
-    return a;
+  for (std::string_view scheme : {"redis://", "rediss://", "redis+cluster://", "rediss+cluster://",
+                                  "redis+sentinel://", "rediss+sentinel://"}) {
+    if (starts_with_ci(uri, scheme)) a.rest = scheme.size();
   }
+  if (a.rest == 0) return a;
   a.tcp = true;
   const std::size_t at = uri.rfind('@');
   if (at == std::string_view::npos || at < a.rest) return a;
