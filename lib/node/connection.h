@@ -1,4 +1,4 @@
-// One node's transport: a link (io/reactor.h) carrying pipelined RESP, with
+// One standalone master as an endpoint (node/endpoint.h): a link (io/reactor.h) carrying pipelined RESP, with
 // deadlines, stall detection, background reconnects, and on every connect a
 // handshake (node/handshake.h) whose INFO and TIME feed the node's guards
 // (node/guards.h). It sees its owner through node/host.h only. hiredis is used for
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "io/reactor.h"
+#include "node/endpoint.h"
 #include "node/guards.h"
 #include "node/handshake.h"
 #include "node/host.h"
@@ -31,66 +32,27 @@
 
 namespace redlock::detail {
 
-// What a sink gets for one request.
-struct reply_event {
-  node_status status = node_status::pending;  // pending means: a reply arrived, see `reply`
-  const redisReply* reply = nullptr;            // valid during the call only
-  std::string_view detail;
-  std::chrono::microseconds latency{0};
-  // The connection sampled the server's TIME right after this request (pipelined)
-  // and fed it to the clock-jump guard before delivering this reply.
-  bool time_sampled = false;
-  // What the node's guards say of a grant in this reply, judged as the reply is
-  // delivered (node_guards::grant_exclusion; the TIME behind it observed already):
-  // why a grant must not count, "" when it may. Judged for acquires, and for
-  // extensions with time_sampled; "" for every other reply. Whether the reply is a
-  // grant is the sink's reading (round::on_reply). Valid during the call only.
-  std::string_view excluded_by;
-  // A failure for a request that was never written to the node (refused at once,
-  // or still queued when the connection failed or the deadline passed): the
-  // server cannot have run it.
-  bool unsent = false;
-};
-
-class sink {
- public:
-  virtual ~sink() = default;
-  virtual void on_reply(std::size_t node, std::uint32_t tag, const reply_event& ev) = 0;
-};
-
-// A subscriber connection's listener (ops/notify_subscriptions.cc): pushed messages, and the
-// connection coming up (every handshake's end) or going down (subscriptions lost).
-class push_listener {
- public:
-  virtual void on_push(std::size_t node, const redisReply& message) = 0;
-  virtual void on_sub_ready(std::size_t node) = 0;
-  virtual void on_sub_down(std::size_t node) = 0;
-
- protected:
-  ~push_listener() = default;
-};
-
-class connection final : private link_events {
+class connection final : public endpoint, private link_events {
  public:
   connection(node_host& owner, std::size_t index, node_address address);
-  ~connection();
+  ~connection() override;
   connection(const connection&) = delete;
   connection& operator=(const connection&) = delete;
 
-  const std::string& name() const noexcept { return address_.display; }
-  std::size_t index() const noexcept { return index_; }
+  const std::string& name() const noexcept override { return address_.display; }
+  std::size_t index() const noexcept override { return index_; }
 
-  void start();
+  void start() override;
   // Queue a request. Fails at once (synchronously, through the sink) when the node
   // is known down (backing off) or closed.
-  void submit(std::shared_ptr<const wire> w, bool force_eval, std::shared_ptr<sink> s, std::uint32_t tag);
+  void submit(std::shared_ptr<const wire> w, bool force_eval, std::shared_ptr<sink> s, std::uint32_t tag) override;
   // Writes what submit() buffered. Called by the owner once per loop iteration
   // (node_host::want_flush).
-  void flush();
+  void flush() override;
   // True when no request awaits an answer within its deadline.
-  bool quiet() const noexcept;
+  bool quiet() const noexcept override;
   // Fails everything still queued with `cancelled` and closes the handles.
-  void shutdown();
+  void shutdown() override;
   bool ready() const noexcept { return state_ == state::ready; }
   // Subscriber mode (RESP2): "message" pushes go to `l`, not to the request queue;
   // SUBSCRIBE and UNSUBSCRIBE of one channel each answer like any request. Set
@@ -103,28 +65,31 @@ class connection final : private link_events {
 
   // Safety guards (loop thread). Why this node must not vote on an acquire now,
   // given the quarantine period; "" when it may.
-  std::string acquire_exclusion(std::chrono::steady_clock::time_point now, std::chrono::milliseconds quarantine) const;
+  std::string acquire_exclusion(std::chrono::steady_clock::time_point now,
+                                std::chrono::milliseconds quarantine) const override;
   // A server TIME sample taken at `local_mid` on the client's clock (the middle of
   // the request's round trip, `half_rtt_us` being half of that round trip: the
   // sample's dating uncertainty). Flags a clock step in either direction.
   void observe_server_time(std::int64_t server_us, std::chrono::steady_clock::time_point local_mid,
                            std::int64_t half_rtt_us);
   // The server's run_id from the last handshake INFO ("" if none was read).
-  const std::string& run_id() const noexcept { return guards_.run_id(); }
+  const std::string& run_id() const noexcept override { return guards_.run_id(); }
   // The server's maxmemory-policy, read by the handshake of the current (or last)
   // connection; "" when unknown (INFO memory refused, or never connected).
-  const std::string& maxmemory_policy() const noexcept { return guards_.maxmemory_policy(); }
+  const std::string& maxmemory_policy() const noexcept override { return guards_.maxmemory_policy(); }
   // Why this node must not vote on a fenced acquire: its policy may evict the fence
   // counter (allkeys-*), and allow_fencing_on_evicting_nodes is off; "" when it may.
-  std::string fencing_exclusion() const { return guards_.fencing_exclusion(); }
+  std::string fencing_exclusion() const override { return guards_.fencing_exclusion(); }
   // Its maxmemory in bytes, as INFO gave it ("" when unknown).
-  const std::string& maxmemory() const noexcept { return guards_.maxmemory(); }
+  const std::string& maxmemory() const noexcept override { return guards_.maxmemory(); }
   // The guards' raw state, for probe (lib/probe.cc): when the restart quarantine
   // counts from, and when a clock jump was seen (unset: none).
-  const std::optional<std::chrono::steady_clock::time_point>& restarted_at() const noexcept {
+  const std::optional<std::chrono::steady_clock::time_point>& restarted_at() const noexcept override {
     return guards_.restarted_at();
   }
-  const std::optional<std::chrono::steady_clock::time_point>& jumped_at() const noexcept { return guards_.jumped_at(); }
+  const std::optional<std::chrono::steady_clock::time_point>& jumped_at() const noexcept override {
+    return guards_.jumped_at();
+  }
 
  private:
   enum class state { idle, resolving, connecting, handshake, ready, backoff, closed };

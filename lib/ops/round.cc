@@ -70,7 +70,7 @@ void round::send(command cmd, const std::vector<std::string>& skip, const std::v
       results[i].detail = skip[i];
       continue;
     }
-    core_.conn(i).submit(w, !force_eval.empty() && force_eval[i], self, 0);
+    core_.node(i).submit(w, !force_eval.empty() && force_eval[i], self, 0);
   }
   sending_ = false;
   evaluate();
