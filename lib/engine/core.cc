@@ -43,8 +43,15 @@ core::core(client_options options, std::vector<node_address> nodes, std::unique_
       owns_loop_(own_thread),
       rng_(io_->seed()) {
   observing_ = !options_.observers.empty();
+  // Development only (issue 23), until the cluster and Sentinel endpoints that set it
+  // land: REDLOCK_PREVIEW_CONFIRM_REPLICATION=1 makes every standalone node's writes
+  // wait for its replicas (connection::set_confirm_replication), for the tests.
+  const char* confirm = std::getenv("REDLOCK_PREVIEW_CONFIRM_REPLICATION");
+  const bool preview_confirm = confirm != nullptr && std::string_view(confirm) == "1";
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    endpoints_.push_back(std::make_unique<connection>(*this, i, nodes_[i]));
+    auto c = std::make_unique<connection>(*this, i, nodes_[i]);
+    c->set_confirm_replication(preview_confirm);
+    endpoints_.push_back(std::move(c));
   }
   // Blocking-call tuning (see begin_sync_wait); the environment overrides the
   // defaults for measurements (docs/benchmarks.md), in microseconds, 0 = off.

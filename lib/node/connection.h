@@ -58,6 +58,20 @@ class connection final : public endpoint, private link_events {
   // SUBSCRIBE and UNSUBSCRIBE of one channel each answer like any request. Set
   // before start().
   void set_push_listener(push_listener* l) noexcept { push_ = l; }
+  // Writes (acquires, extensions, the fence commit) count only once the server's
+  // replicas have them: INFO replication in every handshake (it must say
+  // role:master; connected_slaves is the count to confirm, asked again once a
+  // second while writes go), and `WAIT n t` pipelined behind each write, n that
+  // count (raised when a WAIT answers more), t half the request's time left. A
+  // WAIT that answers fewer than n delivers the write's reply with unreplicated
+  // set and excluded_by naming the shortfall, and the count is asked again at once
+  // (a replica may be gone for good). No replica: nothing to wait for.
+  // For the masters of a cluster's shards and of a Sentinel group (issue 23). Set
+  // before start().
+  void set_confirm_replication(bool on) noexcept { confirm_ = on; }
+  // The replicas that writes wait for (INFO replication's count, or more seen since).
+  int replicas() const noexcept { return replicas_; }
+
   // The owner's flush list (node_host::want_flush): whether this connection is on
   // it. flush() takes it off.
   bool flush_queued() const noexcept { return dirty_; }
@@ -105,7 +119,8 @@ class connection final : public endpoint, private link_events {
     std::uint64_t written_ms = kUnwritten;  // on the reactor's now_ms(): when flush() wrote it (stall detection)
     bool sent = false;
     bool used_sha = false;
-    bool with_time = false;  // an acquire with a TIME pipelined after it: two replies
+    bool with_time = false;  // an acquire with a TIME pipelined after it: one more reply
+    int wait_for = 0;        // > 0: a WAIT for that many replicas pipelined after it (and the TIME): one more
     bool expired = false;    // the sink was told "timeout"; a late reply is dropped
   };
   struct reply_deleter {
@@ -140,6 +155,11 @@ class connection final : public endpoint, private link_events {
   void note_quarantine(const quarantine_note& note, std::chrono::steady_clock::time_point at);
   void arm_quarantine_timer();
   void resend_with_body(request& r);
+  // Pipelines WAIT behind a write being encoded, when its replicas must confirm it.
+  void append_wait(request& r);
+  // INFO replication again, for the replicas there are now (after a WAIT fell short,
+  // and once a second while writes go).
+  void refresh_replicas();
 
   node_host& host_;
   push_listener* push_ = nullptr;
@@ -150,8 +170,8 @@ class connection final : public endpoint, private link_events {
   std::unique_ptr<link> link_;  // the current connect attempt's byte stream
   redisReader* reader_ = nullptr;
   std::deque<request> queue_;  // in write order; replies match the front
-  // The front request's first reply while its pipelined TIME is still to come.
-  std::unique_ptr<redisReply, reply_deleter> first_of_two_;
+  // The front request's replies while its pipelined TIME or WAIT are still to come.
+  std::vector<std::unique_ptr<redisReply, reply_deleter>> held_;
   std::string out_;            // encoded, not yet written
   bool dirty_ = false;
   handshake handshake_;  // the current connect attempt's
@@ -171,6 +191,10 @@ class connection final : public endpoint, private link_events {
   std::size_t partial_reply_bytes_ = 0;
   unsigned scripts_loaded_ = 0;  // bit per script_id: body sent on this connection
   bool set_get_unsupported_ = false;  // the server refused SET ... NX ... GET
+  bool confirm_ = false;    // set_confirm_replication
+  int replicas_ = 0;        // what writes wait for (INFO replication's connected_slaves)
+  bool replicas_asked_ = false;          // an INFO replication is on its way
+  std::uint64_t replicas_asked_ms_ = 0;  // on now_ms(): when it was last asked (0: ask at the next write)
   std::chrono::steady_clock::time_point time_sent_;  // the handshake's TIME, for its sample's date
   // Observer events only: a node_down was sent and no node_up since; the cleared timer.
   bool reported_down_ = false;

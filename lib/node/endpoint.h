@@ -39,6 +39,12 @@ struct reply_event {
   // extensions with time_sampled; "" for every other reply. Whether the reply is a
   // grant is the sink's reading (round::on_reply). Valid during the call only.
   std::string_view excluded_by;
+  // The reply is a write the node ran, but fewer of its replicas than it had
+  // confirmed it within the time left (WAIT, on a node whose writes need their
+  // replicas: a cluster shard's or a Sentinel group's master); excluded_by says so.
+  // Such a grant does not count, and an extension's old expiry still stands there
+  // (unlike a clock jump's).
+  bool unreplicated = false;
   // A failure for a request that was never written to the node (refused at once,
   // or still queued when the connection failed or the deadline passed): the
   // server cannot have run it.
