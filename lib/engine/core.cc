@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <future>
 
+#include "node/connection.h"
 #include "pure/decision.h"
 #include "pure/token.h"
 
@@ -42,8 +43,15 @@ core::core(client_options options, std::vector<node_address> nodes, std::unique_
       owns_loop_(own_thread),
       rng_(io_->seed()) {
   observing_ = !options_.observers.empty();
+  // Development only (issue 23), until the cluster and Sentinel endpoints that set it
+  // land: REDLOCK_PREVIEW_CONFIRM_REPLICATION=1 makes every standalone node's writes
+  // wait for its replicas (connection::set_confirm_replication), for the tests.
+  const char* confirm = std::getenv("REDLOCK_PREVIEW_CONFIRM_REPLICATION");
+  const bool preview_confirm = confirm != nullptr && std::string_view(confirm) == "1";
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    conns_.push_back(std::make_unique<connection>(*this, i, nodes_[i]));
+    auto c = std::make_unique<connection>(*this, i, nodes_[i]);
+    c->set_confirm_replication(preview_confirm);
+    endpoints_.push_back(std::move(c));
   }
   // Blocking-call tuning (see begin_sync_wait); the environment overrides the
   // defaults for measurements (docs/benchmarks.md), in microseconds, 0 = off.
@@ -138,7 +146,7 @@ void core::start() {
   self_ = shared_from_this();
   auto begin = [this] {
     start_warnings();
-    for (auto& c : conns_) c->start();
+    for (auto& c : endpoints_) c->start();
   };
   if (owns_loop_) {
     std::promise<void> started;
@@ -370,7 +378,7 @@ std::chrono::milliseconds core::quarantine_for(std::chrono::milliseconds) const 
 
 const std::string* core::same_server(std::size_t before, const std::string& run_id) const {
   for (std::size_t j = 0; j < before; ++j) {
-    if (conns_[j]->run_id() == run_id) return &conns_[j]->name();
+    if (endpoints_[j]->run_id() == run_id) return &endpoints_[j]->name();
   }
   return nullptr;
 }
@@ -437,7 +445,7 @@ void core::note_quiet() {
   for (const auto& s : services_.owned) {
     if (!s->quiet()) return;
   }
-  for (auto& c : conns_) {
+  for (auto& c : endpoints_) {
     if (!c->quiet()) return;
   }
   // Finish from a fresh stack frame: we may be inside a connection's callback.
@@ -446,8 +454,8 @@ void core::note_quiet() {
 
 void core::finish_stop() {
   if (finished_) return;
-  for (auto& c : conns_) c->flush();
-  for (auto& c : conns_) c->shutdown();
+  for (auto& c : endpoints_) c->flush();
+  for (auto& c : endpoints_) c->shutdown();
   for (auto& s : services_.owned) s->finish_stop();
   finished_ = true;
   lingering_ = false;

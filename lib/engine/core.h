@@ -1,4 +1,4 @@
-// The client's engine: one loop (the reactor), one connection per node, a timer
+// The client's engine: one loop (the reactor), one endpoint per node (node/endpoint.h), a timer
 // queue, the shutdown drain, and observer dispatch. The operations (acquire,
 // extend, release, inspect: lib/ops/) run on it; their long-lived services
 // (the notifier, the watchdog, the rollback deliveries) are installed as
@@ -21,7 +21,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "node/connection.h"
+#include "node/endpoint.h"
 #include "engine/service.h"
 #include "node/host.h"
 #include "io/reactor.h"
@@ -169,7 +169,8 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   const client_options& options() const noexcept override { return options_; }
   std::size_t size() const noexcept { return nodes_.size(); }
   const std::vector<node_address>& nodes() const noexcept { return nodes_; }
-  connection& conn(std::size_t i) { return *conns_[i]; }
+  // Node i as the operations see it (node/endpoint.h).
+  endpoint& node(std::size_t i) { return *endpoints_[i]; }
   stats_counters& stats() noexcept { return stats_; }
   std::uint64_t next_id() noexcept { return ids_.fetch_add(1) + 1; }
   void forget_op(std::uint64_t id) {
@@ -276,7 +277,7 @@ class core final : public std::enable_shared_from_this<core>, private reactor::d
   // timer's op may leave the notifier; a rollback abandoned in a connection's
   // queue counts itself out of the deliveries).
   services services_;
-  std::vector<std::unique_ptr<connection>> conns_;
+  std::vector<std::unique_ptr<endpoint>> endpoints_;  // one per node, in configuration order
   std::unique_ptr<reactor> io_;
   bool owns_loop_;  // own_thread
   std::thread thread_;

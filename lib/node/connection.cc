@@ -7,6 +7,7 @@
 #include "node/connection.h"
 
 #include <algorithm>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -17,6 +18,21 @@ namespace redlock::detail {
 namespace {
 
 constexpr std::uint64_t kNoDeadline = ~std::uint64_t{0};
+
+// An internal request's sink (the replicas' count, INFO replication): a callback.
+class callback_sink final : public sink {
+ public:
+  explicit callback_sink(std::function<void(const reply_event&)> fn) : fn_(std::move(fn)) {}
+  void on_reply(std::size_t, std::uint32_t, const reply_event& ev) override { fn_(ev); }
+
+ private:
+  std::function<void(const reply_event&)> fn_;
+};
+
+// The writes whose grants must reach the replicas before they count.
+bool confirmed_write(script_id id) noexcept {
+  return acquires(id) || extends(id) || id == script_id::fence_commit;
+}
 
 }  // namespace
 
@@ -104,6 +120,7 @@ void connection::on_link_up() {
   p.voting = push_ == nullptr;
   p.restart_guard = host_.options().restart_quarantine.count() != 0;
   p.clock_guard = host_.options().clock_jump_threshold.count() > 0;
+  p.confirm_replication = confirm_;
   handshake_.begin(p, out_);
   if (handshake_.asks_time()) time_sent_ = host_.now();
   host_.want_flush(this);
@@ -156,6 +173,8 @@ void connection::on_handshake_reply(redisReply* r) {
     on_info(a.text);
   } else if (a.carries == handshake::answer::content::memory_info) {
     on_info_memory(a.text);
+  } else if (a.carries == handshake::answer::content::replicas) {
+    replicas_ = a.replicas;
   } else if (a.carries == handshake::answer::content::server_time) {
     // Compared with the sample from before the reconnect (if any): a jump while
     // the connection was down is a jump too.
@@ -263,9 +282,9 @@ void connection::become_ready() {
       host_.now_ms() + static_cast<std::uint64_t>(host_.options().command_timeout.count());
   for (request& r : queue_) {
     if (!r.sent && !r.expired) {
-      encode(r);
       r.overdue_ms = std::min(r.overdue_ms, ready_deadline);
       if (r.deadline_ms != kNoDeadline) r.deadline_ms = r.overdue_ms;
+      encode(r);  // after the deadline is set: a WAIT takes its time from it
     }
   }
   if (deadline_timer_ != 0) host_.cancel_timer(deadline_timer_);
@@ -294,6 +313,7 @@ void connection::encode(request& r) {
     const bool plain = !r.force_eval && !r.cmd->force_eval() && !set_get_unsupported_;
     out_.append(!plain ? r.cmd->eval_form() : r.with_time ? r.cmd->timed_form() : r.cmd->sha_form());
     if (!plain && r.with_time) append_resp(out_, {"TIME"});
+    append_wait(r);
     r.used_sha = plain;
     r.sent = true;
     return;
@@ -302,6 +322,7 @@ void connection::encode(request& r) {
   const bool use_sha = !r.force_eval && !r.cmd->force_eval() && (scripts_loaded_ & bit) != 0;
   out_.append(use_sha ? r.cmd->sha_form() : r.cmd->eval_form());
   if (r.with_time) append_resp(out_, {"TIME"});
+  append_wait(r);
   // Replies come in order: once EVAL is queued, later EVALSHAs on this connection
   // find the script loaded.
   scripts_loaded_ |= bit;
@@ -383,6 +404,38 @@ void connection::complete(request& r, const reply_event& ev) {
   if (target) target->on_reply(index_, r.tag, ev);
 }
 
+void connection::append_wait(request& r) {
+  r.wait_for = 0;
+  if (!confirm_ || replicas_ <= 0 || !confirmed_write(r.cmd->script())) return;
+  // Half the time left, so that WAIT answers before the request's own deadline
+  // (WAIT 0 would block for ever: at least 1 ms).
+  const std::uint64_t now = host_.now_ms();
+  const std::uint64_t cmd_ms = static_cast<std::uint64_t>(host_.options().command_timeout.count());
+  const std::uint64_t left = r.deadline_ms == kNoDeadline ? cmd_ms : (r.deadline_ms > now ? r.deadline_ms - now : 0);
+  const std::string n = std::to_string(replicas_);
+  const std::string t = std::to_string(std::max<std::uint64_t>(left / 2, 1));
+  append_resp(out_, {"WAIT", n, t});
+  r.wait_for = replicas_;
+}
+
+void connection::refresh_replicas() {
+  if (replicas_asked_ || state_ != state::ready) return;
+  replicas_asked_ = true;
+  replicas_asked_ms_ = host_.now_ms();
+  std::string ask;
+  append_resp(ask, {"INFO", "replication"});
+  submit(std::make_shared<const wire>(wire::plain_tag{}, std::move(ask)), false,
+         std::make_shared<callback_sink>([this](const reply_event& ev) {
+           replicas_asked_ = false;
+           if (ev.status != node_status::pending || ev.reply == nullptr || ev.reply->type != REDIS_REPLY_STRING) return;
+           std::string problem;
+           const int n = handshake::replicas_of(std::string_view(ev.reply->str, ev.reply->len), problem);
+           // A server that is no longer a master answers the writes with READONLY.
+           if (problem.empty()) replicas_ = n;
+         }),
+         0);
+}
+
 void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> owned) {
   if (push_ != nullptr && owned->type == REDIS_REPLY_ARRAY && owned->elements == 3 &&
       owned->element[0]->type == REDIS_REPLY_STRING &&
@@ -395,21 +448,28 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
     return;
   }
   bool time_sampled = false;
-  if (queue_.front().with_time) {
-    if (!first_of_two_) {
-      first_of_two_ = std::move(owned);  // the acquire's reply; its TIME comes next
-      return;
+  // A request's replies: its own, then its pipelined TIME and WAIT (if any), all
+  // held until the last is in.
+  std::unique_ptr<redisReply, reply_deleter> wait_reply;
+  const std::size_t extra = (queue_.front().with_time ? 1u : 0u) + (queue_.front().wait_for > 0 ? 1u : 0u);
+  if (extra > 0) {
+    held_.push_back(std::move(owned));
+    if (held_.size() <= extra) return;
+    owned = std::move(held_[0]);
+    std::size_t next = 1;
+    if (queue_.front().with_time) {
+      const std::unique_ptr<redisReply, reply_deleter> time_reply = std::move(held_[next++]);
+      // An error (TIME not permitted to this user) leaves the guard without a sample.
+      if (const auto server_us = parse_time_reply(time_reply.get())) {
+        const auto submitted = queue_.front().submitted;
+        const auto rtt = host_.now() - submitted;
+        observe_server_time(*server_us, submitted + rtt / 2,
+                            std::chrono::duration_cast<std::chrono::microseconds>(rtt).count() / 2 + 1);
+        time_sampled = true;
+      }
     }
-    const std::unique_ptr<redisReply, reply_deleter> time_reply = std::move(owned);
-    owned = std::move(first_of_two_);
-    // An error (TIME not permitted to this user) leaves the guard without a sample.
-    if (const auto server_us = parse_time_reply(time_reply.get())) {
-      const auto submitted = queue_.front().submitted;
-      const auto rtt = host_.now() - submitted;
-      observe_server_time(*server_us, submitted + rtt / 2,
-                          std::chrono::duration_cast<std::chrono::microseconds>(rtt).count() / 2 + 1);
-      time_sampled = true;
-    }
+    if (queue_.front().wait_for > 0) wait_reply = std::move(held_[next]);
+    held_.clear();
   }
   redisReply* reply = owned.get();
   request r = std::move(queue_.front());
@@ -474,8 +534,28 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
           id == script_id::acquire_fenced ? node_guards::grant::fenced_acquire : node_guards::grant::acquire, now,
           quarantine, same);
     }
-    ev.excluded_by = excluded;
   }
+  if (wait_reply) {
+    // How many replicas have this write (and every earlier one of this connection).
+    const long long k = wait_reply->type == REDIS_REPLY_INTEGER ? wait_reply->integer : -1;
+    if (k > replicas_) replicas_ = static_cast<int>(std::min<long long>(k, 1 << 20));
+    if (k < r.wait_for) {
+      ev.unreplicated = true;
+      replicas_asked_ms_ = 0;  // a replica may be gone for good: count them again now
+      if (excluded.empty()) {
+        excluded = k < 0 ? "written, but WAIT was refused (" +
+                               (wait_reply->type == REDIS_REPLY_ERROR ? first_line(wait_reply->str, wait_reply->len)
+                                                                      : std::string("not an integer")) +
+                               "): not confirmed by its replicas"
+                         : "written, but confirmed by " + std::to_string(k) + " of its " +
+                               std::to_string(r.wait_for) + " replicas in the time left";
+      }
+    }
+  }
+  // The replicas are counted again at least once a second while writes go (one may
+  // have attached since; with none counted, no WAIT would ever tell).
+  if (confirm_ && confirmed_write(id) && host_.now_ms() - replicas_asked_ms_ >= 1000) refresh_replicas();
+  ev.excluded_by = excluded;
   complete(r, ev);
   host_.note_quiet();
 }
@@ -563,7 +643,7 @@ void connection::fail_connection(node_status status, std::string detail, bool pe
   deadline_timer_ = 0;
   link_.reset();
   out_.clear();
-  first_of_two_.reset();
+  held_.clear();
   down_status_ = status == node_status::timeout && !ever_connected_ ? node_status::connection_error : status;
   if (status == node_status::auth_error) down_status_ = node_status::auth_error;
   down_detail_ = detail;
@@ -639,7 +719,7 @@ void connection::shutdown() {
   connect_timer_ = backoff_timer_ = deadline_timer_ = quarantine_timer_ = 0;
   state_ = state::closed;
   link_.reset();
-  first_of_two_.reset();
+  held_.clear();
   std::deque<request> pending;
   pending.swap(queue_);
   for (request& r : pending) {

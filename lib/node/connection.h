@@ -1,4 +1,4 @@
-// One node's transport: a link (io/reactor.h) carrying pipelined RESP, with
+// One standalone master as an endpoint (node/endpoint.h): a link (io/reactor.h) carrying pipelined RESP, with
 // deadlines, stall detection, background reconnects, and on every connect a
 // handshake (node/handshake.h) whose INFO and TIME feed the node's guards
 // (node/guards.h). It sees its owner through node/host.h only. hiredis is used for
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "io/reactor.h"
+#include "node/endpoint.h"
 #include "node/guards.h"
 #include "node/handshake.h"
 #include "node/host.h"
@@ -31,71 +32,46 @@
 
 namespace redlock::detail {
 
-// What a sink gets for one request.
-struct reply_event {
-  node_status status = node_status::pending;  // pending means: a reply arrived, see `reply`
-  const redisReply* reply = nullptr;            // valid during the call only
-  std::string_view detail;
-  std::chrono::microseconds latency{0};
-  // The connection sampled the server's TIME right after this request (pipelined)
-  // and fed it to the clock-jump guard before delivering this reply.
-  bool time_sampled = false;
-  // What the node's guards say of a grant in this reply, judged as the reply is
-  // delivered (node_guards::grant_exclusion; the TIME behind it observed already):
-  // why a grant must not count, "" when it may. Judged for acquires, and for
-  // extensions with time_sampled; "" for every other reply. Whether the reply is a
-  // grant is the sink's reading (round::on_reply). Valid during the call only.
-  std::string_view excluded_by;
-  // A failure for a request that was never written to the node (refused at once,
-  // or still queued when the connection failed or the deadline passed): the
-  // server cannot have run it.
-  bool unsent = false;
-};
-
-class sink {
- public:
-  virtual ~sink() = default;
-  virtual void on_reply(std::size_t node, std::uint32_t tag, const reply_event& ev) = 0;
-};
-
-// A subscriber connection's listener (ops/notify_subscriptions.cc): pushed messages, and the
-// connection coming up (every handshake's end) or going down (subscriptions lost).
-class push_listener {
- public:
-  virtual void on_push(std::size_t node, const redisReply& message) = 0;
-  virtual void on_sub_ready(std::size_t node) = 0;
-  virtual void on_sub_down(std::size_t node) = 0;
-
- protected:
-  ~push_listener() = default;
-};
-
-class connection final : private link_events {
+class connection final : public endpoint, private link_events {
  public:
   connection(node_host& owner, std::size_t index, node_address address);
-  ~connection();
+  ~connection() override;
   connection(const connection&) = delete;
   connection& operator=(const connection&) = delete;
 
-  const std::string& name() const noexcept { return address_.display; }
-  std::size_t index() const noexcept { return index_; }
+  const std::string& name() const noexcept override { return address_.display; }
+  std::size_t index() const noexcept override { return index_; }
 
-  void start();
+  void start() override;
   // Queue a request. Fails at once (synchronously, through the sink) when the node
   // is known down (backing off) or closed.
-  void submit(std::shared_ptr<const wire> w, bool force_eval, std::shared_ptr<sink> s, std::uint32_t tag);
+  void submit(std::shared_ptr<const wire> w, bool force_eval, std::shared_ptr<sink> s, std::uint32_t tag) override;
   // Writes what submit() buffered. Called by the owner once per loop iteration
   // (node_host::want_flush).
-  void flush();
+  void flush() override;
   // True when no request awaits an answer within its deadline.
-  bool quiet() const noexcept;
+  bool quiet() const noexcept override;
   // Fails everything still queued with `cancelled` and closes the handles.
-  void shutdown();
+  void shutdown() override;
   bool ready() const noexcept { return state_ == state::ready; }
   // Subscriber mode (RESP2): "message" pushes go to `l`, not to the request queue;
   // SUBSCRIBE and UNSUBSCRIBE of one channel each answer like any request. Set
   // before start().
   void set_push_listener(push_listener* l) noexcept { push_ = l; }
+  // Writes (acquires, extensions, the fence commit) count only once the server's
+  // replicas have them: INFO replication in every handshake (it must say
+  // role:master; connected_slaves is the count to confirm, asked again once a
+  // second while writes go), and `WAIT n t` pipelined behind each write, n that
+  // count (raised when a WAIT answers more), t half the request's time left. A
+  // WAIT that answers fewer than n delivers the write's reply with unreplicated
+  // set and excluded_by naming the shortfall, and the count is asked again at once
+  // (a replica may be gone for good). No replica: nothing to wait for.
+  // For the masters of a cluster's shards and of a Sentinel group (issue 23). Set
+  // before start().
+  void set_confirm_replication(bool on) noexcept { confirm_ = on; }
+  // The replicas that writes wait for (INFO replication's count, or more seen since).
+  int replicas() const noexcept { return replicas_; }
+
   // The owner's flush list (node_host::want_flush): whether this connection is on
   // it. flush() takes it off.
   bool flush_queued() const noexcept { return dirty_; }
@@ -103,28 +79,31 @@ class connection final : private link_events {
 
   // Safety guards (loop thread). Why this node must not vote on an acquire now,
   // given the quarantine period; "" when it may.
-  std::string acquire_exclusion(std::chrono::steady_clock::time_point now, std::chrono::milliseconds quarantine) const;
+  std::string acquire_exclusion(std::chrono::steady_clock::time_point now,
+                                std::chrono::milliseconds quarantine) const override;
   // A server TIME sample taken at `local_mid` on the client's clock (the middle of
   // the request's round trip, `half_rtt_us` being half of that round trip: the
   // sample's dating uncertainty). Flags a clock step in either direction.
   void observe_server_time(std::int64_t server_us, std::chrono::steady_clock::time_point local_mid,
                            std::int64_t half_rtt_us);
   // The server's run_id from the last handshake INFO ("" if none was read).
-  const std::string& run_id() const noexcept { return guards_.run_id(); }
+  const std::string& run_id() const noexcept override { return guards_.run_id(); }
   // The server's maxmemory-policy, read by the handshake of the current (or last)
   // connection; "" when unknown (INFO memory refused, or never connected).
-  const std::string& maxmemory_policy() const noexcept { return guards_.maxmemory_policy(); }
+  const std::string& maxmemory_policy() const noexcept override { return guards_.maxmemory_policy(); }
   // Why this node must not vote on a fenced acquire: its policy may evict the fence
   // counter (allkeys-*), and allow_fencing_on_evicting_nodes is off; "" when it may.
-  std::string fencing_exclusion() const { return guards_.fencing_exclusion(); }
+  std::string fencing_exclusion() const override { return guards_.fencing_exclusion(); }
   // Its maxmemory in bytes, as INFO gave it ("" when unknown).
-  const std::string& maxmemory() const noexcept { return guards_.maxmemory(); }
+  const std::string& maxmemory() const noexcept override { return guards_.maxmemory(); }
   // The guards' raw state, for probe (lib/probe.cc): when the restart quarantine
   // counts from, and when a clock jump was seen (unset: none).
-  const std::optional<std::chrono::steady_clock::time_point>& restarted_at() const noexcept {
+  const std::optional<std::chrono::steady_clock::time_point>& restarted_at() const noexcept override {
     return guards_.restarted_at();
   }
-  const std::optional<std::chrono::steady_clock::time_point>& jumped_at() const noexcept { return guards_.jumped_at(); }
+  const std::optional<std::chrono::steady_clock::time_point>& jumped_at() const noexcept override {
+    return guards_.jumped_at();
+  }
 
  private:
   enum class state { idle, resolving, connecting, handshake, ready, backoff, closed };
@@ -140,7 +119,8 @@ class connection final : private link_events {
     std::uint64_t written_ms = kUnwritten;  // on the reactor's now_ms(): when flush() wrote it (stall detection)
     bool sent = false;
     bool used_sha = false;
-    bool with_time = false;  // an acquire with a TIME pipelined after it: two replies
+    bool with_time = false;  // an acquire with a TIME pipelined after it: one more reply
+    int wait_for = 0;        // > 0: a WAIT for that many replicas pipelined after it (and the TIME): one more
     bool expired = false;    // the sink was told "timeout"; a late reply is dropped
   };
   struct reply_deleter {
@@ -175,6 +155,11 @@ class connection final : private link_events {
   void note_quarantine(const quarantine_note& note, std::chrono::steady_clock::time_point at);
   void arm_quarantine_timer();
   void resend_with_body(request& r);
+  // Pipelines WAIT behind a write being encoded, when its replicas must confirm it.
+  void append_wait(request& r);
+  // INFO replication again, for the replicas there are now (after a WAIT fell short,
+  // and once a second while writes go).
+  void refresh_replicas();
 
   node_host& host_;
   push_listener* push_ = nullptr;
@@ -185,8 +170,8 @@ class connection final : private link_events {
   std::unique_ptr<link> link_;  // the current connect attempt's byte stream
   redisReader* reader_ = nullptr;
   std::deque<request> queue_;  // in write order; replies match the front
-  // The front request's first reply while its pipelined TIME is still to come.
-  std::unique_ptr<redisReply, reply_deleter> first_of_two_;
+  // The front request's replies while its pipelined TIME or WAIT are still to come.
+  std::vector<std::unique_ptr<redisReply, reply_deleter>> held_;
   std::string out_;            // encoded, not yet written
   bool dirty_ = false;
   handshake handshake_;  // the current connect attempt's
@@ -206,6 +191,10 @@ class connection final : private link_events {
   std::size_t partial_reply_bytes_ = 0;
   unsigned scripts_loaded_ = 0;  // bit per script_id: body sent on this connection
   bool set_get_unsupported_ = false;  // the server refused SET ... NX ... GET
+  bool confirm_ = false;    // set_confirm_replication
+  int replicas_ = 0;        // what writes wait for (INFO replication's connected_slaves)
+  bool replicas_asked_ = false;          // an INFO replication is on its way
+  std::uint64_t replicas_asked_ms_ = 0;  // on now_ms(): when it was last asked (0: ask at the next write)
   std::chrono::steady_clock::time_point time_sent_;  // the handshake's TIME, for its sample's date
   // Observer events only: a node_down was sent and no node_up since; the cleared timer.
   bool reported_down_ = false;

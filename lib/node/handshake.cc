@@ -1,5 +1,5 @@
 // The handshake (handshake.h): begin -> AUTH? SELECT? PING (INFO server)? (INFO
-// memory)? (TIME)? pipelined -> take(reply) per request -> ready, or fail at the
+// memory)? (TIME)? (INFO replication)? pipelined -> take(reply) per request -> ready, or fail at the
 // first refusal.
 #include "node/handshake.h"
 
@@ -47,6 +47,10 @@ void handshake::begin(const plan& p, std::string& out) {
     steps_.push_back(step::time);
     asks_time_ = true;
   }
+  if (p.voting && p.confirm_replication) {
+    append_resp(out, {"INFO", "replication"});
+    steps_.push_back(step::info_replication);
+  }
 }
 
 handshake::answer handshake::take(const redisReply& reply) {
@@ -61,6 +65,14 @@ handshake::answer handshake::take(const redisReply& reply) {
     a.permanent = permanent;
     return a;
   };
+  if (r->type == REDIS_REPLY_ERROR && s == step::info_replication) {
+    // Without it the replicas cannot be counted, so no write could be confirmed.
+    std::string err = first_line(r->str, r->len);
+    return fail(node_status::server_error,
+                "INFO replication refused (" + err +
+                    "): this node's writes must be confirmed by its replicas, which needs INFO",
+                is_permission_error(err));
+  }
   if (r->type == REDIS_REPLY_ERROR) {
     std::string err = first_line(r->str, r->len);
     if (s == step::info_server || s == step::info_memory || s == step::time) {
@@ -88,9 +100,44 @@ handshake::answer handshake::take(const redisReply& reply) {
   } else if (s == step::time) {
     a.carries = answer::content::server_time;
     a.server_us = parse_time_reply(r);
+  } else if (s == step::info_replication) {
+    if (r->type != REDIS_REPLY_STRING) return fail(node_status::protocol_error, "unexpected reply to INFO replication", false);
+    std::string problem;
+    a.replicas = replicas_of(std::string_view(r->str, r->len), problem);
+    if (!problem.empty()) return fail(node_status::server_error, problem, false);
+    a.carries = answer::content::replicas;
   }
   if (steps_.empty()) a.verdict = answer::next::ready;
   return a;
+}
+
+int handshake::replicas_of(std::string_view info, std::string& problem) {
+  problem.clear();
+  const std::string role = info_field(info, "role");
+  if (role == "slave") {
+    // A failover moved the master away: never a vote.
+    problem = "the server is a replica (of " + info_field(info, "master_host") + ":" + info_field(info, "master_port") +
+              "), not a master: no vote";
+    return 0;
+  }
+  if (role != "master") {
+    problem = role.empty() ? "INFO replication has no role: the replicas cannot be counted"
+                           : "the server's role is '" + role + "', not master: no vote";
+    return 0;
+  }
+  // Every replica attached, also one still syncing (ROLE lists online ones only): a
+  // write waits until each has it.
+  const std::string n = info_field(info, "connected_slaves");
+  int count = 0;
+  for (char ch : n) {
+    if (ch < '0' || ch > '9' || count > 100000) {
+      problem = "INFO replication's connected_slaves is not a count";
+      return 0;
+    }
+    count = count * 10 + (ch - '0');
+  }
+  if (n.empty()) problem = "INFO replication has no connected_slaves: the replicas cannot be counted";
+  return count;
 }
 
 }  // namespace redlock::detail

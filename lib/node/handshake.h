@@ -1,5 +1,6 @@
 // The handshake of one connection: the requests pipelined on every connect (AUTH,
-// SELECT, PING, and the guards' INFO server, INFO memory and TIME) and the verdict
+// SELECT, PING, the guards' INFO server, INFO memory and TIME, and INFO replication
+// where writes are confirmed by replication) and the verdict
 // on each reply: more to come, ready, or fail (status, detail, permanent). It sends
 // nothing and holds no guard: the connection writes the requests, feeds the
 // replies in order and hands what INFO and TIME carried to its guards
@@ -31,6 +32,10 @@ class handshake {
     bool voting = true;          // false: a subscriber connection, no guard watches it
     bool restart_guard = false;  // restart_quarantine != 0
     bool clock_guard = false;    // clock_jump_threshold > 0
+    // The node's writes count only once its replicas have them (a cluster shard's
+    // or a Sentinel group's master, issue 23): INFO replication, which must say
+    // role:master, and whose connected_slaves sizes the WAIT behind each write.
+    bool confirm_replication = false;
   };
   // Starts a handshake: appends its requests to `out` (pipelined, in order).
   void begin(const plan& p, std::string& out);
@@ -48,16 +53,22 @@ class handshake {
     bool permanent = false;
     // What the reply carried for the guards (not on fail): the INFO text of
     // `INFO server` or `INFO memory` (valid during the reply), or the TIME sample.
-    enum class content { nothing, server_info, memory_info, server_time };
+    enum class content { nothing, server_info, memory_info, server_time, replicas };
     content carries = content::nothing;
     std::string_view text;
     std::optional<std::int64_t> server_us;
+    int replicas = 0;  // replicas: connected_slaves of INFO replication
   };
   // Takes the next reply, in request order.
   answer take(const redisReply& r);
 
+  // What INFO replication says of a server whose writes need their replicas: the
+  // replicas to wait for (connected_slaves), or why it cannot vote (a replica, a
+  // sentinel, no role field) in `problem`.
+  static int replicas_of(std::string_view info, std::string& problem);
+
  private:
-  enum class step : char { auth, select, ping, info_server, info_memory, time };
+  enum class step : char { auth, select, ping, info_server, info_memory, time, info_replication };
   std::deque<step> steps_;
   bool asks_time_ = false;
 };

@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "engine/core.h"
-#include "node/connection.h"
+#include "node/endpoint.h"
 #include "ops/async_op.h"
 
 namespace redlock::detail {
@@ -46,7 +46,7 @@ class fan_out : public sink, public async_op<fan_out<Result>, Result> {
     auto self = this->keep();
     for (std::size_t i = 0; i < core_.size(); ++i) {
       std::uint32_t tag = 0;
-      for (const auto& w : requests) core_.conn(i).submit(w, false, self, tag++);
+      for (const auto& w : requests) core_.node(i).submit(w, false, self, tag++);
     }
     sending_ = false;
     maybe_finish();

@@ -42,7 +42,7 @@ class inspect_listener final : public round_listener, public async_op<inspect_li
     }
     // What each connection's handshake read, answered or not.
     for (std::size_t i = 0; i < res.nodes.size(); ++i) {
-      connection& conn = c_.conn(i);
+      const endpoint& conn = c_.node(i);
       res.nodes[i].maxmemory_policy = conn.maxmemory_policy();
       if (eviction_risk_of(conn.maxmemory_policy()) != eviction_risk::none) {
         warning w;

@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "engine/core.h"
-#include "node/connection.h"
+#include "node/endpoint.h"
 #include "ops/fan_out.h"
 #include "protocol/value_of.h"
 

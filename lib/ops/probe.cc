@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "engine/core.h"
-#include "node/connection.h"
+#include "node/endpoint.h"
 #include "ops/fan_out.h"
 #include "protocol/info.h"
 #include "pure/decision.h"
@@ -34,7 +34,7 @@ class probe_op final : public fan_out<probe_result> {
  public:
   probe_op(core& c, std::function<void(probe_result)> done) : fan_out(c, std::move(done)) {
     result_.nodes.resize(c.size());
-    for (std::size_t i = 0; i < c.size(); ++i) result_.nodes[i].node = c.conn(i).name();
+    for (std::size_t i = 0; i < c.size(); ++i) result_.nodes[i].node = c.node(i).name();
   }
 
   void start() {
@@ -75,7 +75,7 @@ class probe_op final : public fan_out<probe_result> {
     const auto quarantine = core_.quarantine_for(core_.options().max_ttl);
     for (std::size_t i = 0; i < result_.nodes.size(); ++i) {
       node_health& h = result_.nodes[i];
-      connection& conn = core_.conn(i);
+      const endpoint& conn = core_.node(i);
       if (h.status == node_status::pending) h.status = node_status::protocol_error;
       h.quarantine_detail = conn.acquire_exclusion(now, quarantine);
       h.quarantined = !h.quarantine_detail.empty();
@@ -132,7 +132,7 @@ void probe(core& c, std::function<void(probe_result)> done) {
     probe_result r;
     r.nodes.resize(c.size());
     for (std::size_t i = 0; i < c.size(); ++i) {
-      r.nodes[i].node = c.conn(i).name();
+      r.nodes[i].node = c.node(i).name();
       r.nodes[i].status = node_status::cancelled;
       r.nodes[i].detail = "client shut down";
     }

@@ -103,7 +103,7 @@ class cleanup final : public sink, public async_op<cleanup> {
       if (state_[i] != node_state::waiting) continue;
       state_[i] = node_state::in_flight;
       // submit() may answer at once (node down): on_reply sees sending_.
-      c_.conn(i).submit(wire_, force_eval.empty() || force_eval[i], self, 0);
+      c_.node(i).submit(wire_, force_eval.empty() || force_eval[i], self, 0);
     }
     sending_ = false;
     schedule_retry();

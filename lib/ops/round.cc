@@ -70,7 +70,7 @@ void round::send(command cmd, const std::vector<std::string>& skip, const std::v
       results[i].detail = skip[i];
       continue;
     }
-    core_.conn(i).submit(w, !force_eval.empty() && force_eval[i], self, 0);
+    core_.node(i).submit(w, !force_eval.empty() && force_eval[i], self, 0);
   }
   sending_ = false;
   evaluate();
@@ -111,7 +111,9 @@ void round::on_reply(std::size_t node, std::uint32_t, const reply_event& ev) {
     if (v.status == node_status::ok && !ev.excluded_by.empty()) {
       v.status = node_status::excluded;
       granted_excluded[node] = true;
-      clock_jumped[node] = extends(script_);
+      // An extension its replicas did not confirm leaves the old expiry standing
+      // there; one run on a jumping clock may not.
+      clock_jumped[node] = extends(script_) && !ev.unreplicated;
       r.detail = std::string(ev.excluded_by);
     }
   }

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "node/connection.h"
+#include "node/endpoint.h"
 #include "pure/decision.h"
 #include "redlock/report.h"
 

@@ -12,7 +12,7 @@
 #include <system_error>
 #include <vector>
 
-#include "node/connection.h"
+#include "node/endpoint.h"
 #include "redlock/report.h"
 
 namespace redlock::detail {

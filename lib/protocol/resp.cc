@@ -5,6 +5,9 @@
 #include <charconv>
 #include <utility>
 
+#include "pure/keys.h"
+#include "pure/slot.h"
+
 namespace redlock::detail {
 
 namespace {
@@ -48,6 +51,38 @@ const std::string& wire::timed_form() const {
     append_resp(timed_, {"TIME"});
   }
   return timed_;
+}
+
+const wire& wire::cluster_form() const {
+  if (is_cluster_ || (cmd_.key.empty() && cmd_.keys.empty())) return *this;  // tagged already; no keys
+  if (!cluster_) {
+    command c = cmd_;
+    if (!c.key.empty()) {
+      if (!c.key2.empty()) c.key2 = cluster_key(cmd_.key, cmd_.key2);
+      c.key = cluster_key(cmd_.key, cmd_.key);
+    }
+    for (std::string& k : c.keys) k = cluster_key(k, k);
+    auto w = std::make_shared<wire>(std::move(c));
+    w->is_cluster_ = true;
+    cluster_ = std::move(w);
+  }
+  return *cluster_;
+}
+
+int wire::slot() const {
+  if (slot_ != -3) return slot_;
+  const command& c = cluster_form().cmd_;
+  int s = kNoSlot;
+  auto see = [&s](const std::string& k) {
+    if (k.empty() || s == kCrossSlot) return;
+    const int ks = key_slot(k);
+    s = (s == kNoSlot || s == ks) ? ks : kCrossSlot;
+  };
+  see(c.key);
+  see(c.key2);
+  for (const std::string& k : c.keys) see(k);
+  slot_ = s;
+  return s;
 }
 
 std::string wire::encode(bool with_body) const {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,12 +44,27 @@ class wire {
   // the clock-jump guard's sample for the node (encoded on first need).
   const std::string& timed_form() const;  // loop thread only
 
+  // The same command as a Redis Cluster node gets it (encoded on first need, then
+  // shared by every cluster node of the round): each key in its resource's hash
+  // tag (pure/keys.h cluster_key: "{L}", "{L}:fence", ...). A wire without keys
+  // (PING, a plain command) is its own cluster form. Loop thread only.
+  const wire& cluster_form() const;
+  // The hash slot of the cluster form's keys: 0..16383; kNoSlot for a wire without
+  // keys; kCrossSlot when its keys hash to different slots (a set whose resources
+  // do not share a tag: a cluster node cannot run it). Loop thread only.
+  static constexpr int kNoSlot = -1;
+  static constexpr int kCrossSlot = -2;
+  int slot() const;
+
  private:
   std::string encode(bool with_body) const;
   command cmd_;
   std::string sha_;
   mutable std::string eval_;
   mutable std::string timed_;
+  mutable std::shared_ptr<const wire> cluster_;  // the cluster form, when it differs
+  mutable int slot_ = -3;                        // computed on first need (-3: not yet)
+  bool is_cluster_ = false;                      // this is a cluster form
 };
 
 // Appends a RESP array of bulk strings.

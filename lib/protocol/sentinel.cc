@@ -7,7 +7,7 @@ namespace {
 
 bool valid_host(std::string_view h) noexcept { return !h.empty() && host_chars_valid(h); }
 
-bool host_port(const redisReply* host, const redisReply* port, endpoint& out) noexcept {
+bool read_host_port(const redisReply* host, const redisReply* port, host_port& out) noexcept {
   long long p = 0;
   if (!valid_host(text(host)) || !integer(port, 65535, p) || p == 0) return false;
   out.host = std::string(text(host));
@@ -15,7 +15,7 @@ bool host_port(const redisReply* host, const redisReply* port, endpoint& out) no
   return true;
 }
 
-bool host_port(std::string_view host, std::string_view port, endpoint& out) {
+bool read_host_port(std::string_view host, std::string_view port, host_port& out) {
   long long p = 0;
   if (!valid_host(host) || !parse_decimal(port, 65535, p) || p == 0) return false;
   out.host = std::string(host);
@@ -30,7 +30,7 @@ std::optional<master_addr> parse_master_addr(const redisReply* reply) {
   master_addr out;
   if (reply->type == REDIS_REPLY_NIL) return out;
   if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2) return std::nullopt;
-  if (!host_port(reply->element[0], reply->element[1], out.address)) return std::nullopt;
+  if (!read_host_port(reply->element[0], reply->element[1], out.address)) return std::nullopt;
   out.known = true;
   return out;
 }
@@ -45,7 +45,7 @@ std::optional<switch_master> parse_switch_master(std::string_view payload) {
   if (words.size() != 5 || words[0].empty()) return std::nullopt;
   switch_master out;
   out.name = std::string(words[0]);
-  if (!host_port(words[1], words[2], out.from) || !host_port(words[3], words[4], out.to)) return std::nullopt;
+  if (!read_host_port(words[1], words[2], out.from) || !read_host_port(words[3], words[4], out.to)) return std::nullopt;
   return out;
 }
 
@@ -59,8 +59,8 @@ std::optional<server_role> parse_role(const redisReply* reply) {
     if (list->type != REDIS_REPLY_ARRAY) return std::nullopt;
     for (std::size_t i = 0; i < list->elements; ++i) {
       const redisReply* r = list->element[i];
-      endpoint e;
-      if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || !host_port(r->element[0], r->element[1], e)) {
+      host_port e;
+      if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || !read_host_port(r->element[0], r->element[1], e)) {
         return std::nullopt;
       }
       out.replicas.push_back(std::move(e));
@@ -69,7 +69,7 @@ std::optional<server_role> parse_role(const redisReply* reply) {
   }
   if (role == "slave" || role == "replica") {
     out.type = server_role::kind::replica;
-    if (reply->elements != 5 || !host_port(reply->element[1], reply->element[2], out.master)) return std::nullopt;
+    if (reply->elements != 5 || !read_host_port(reply->element[1], reply->element[2], out.master)) return std::nullopt;
     out.link_up = text(reply->element[3]) == "connected";
     long long off = 0;
     if (integer(reply->element[4], 1LL << 62, off)) out.offset = off;  // -1 before the first sync

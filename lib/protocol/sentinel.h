@@ -19,7 +19,7 @@ namespace redlock::detail {
 // when the reply has another shape or the port is out of 1..65535.
 struct master_addr {
   bool known = false;
-  endpoint address;
+  host_port address;
 };
 std::optional<master_addr> parse_master_addr(const redisReply* reply);
 
@@ -27,8 +27,8 @@ std::optional<master_addr> parse_master_addr(const redisReply* reply);
 // "<name> <old-ip> <old-port> <new-ip> <new-port>". Nothing when malformed.
 struct switch_master {
   std::string name;
-  endpoint from;
-  endpoint to;
+  host_port from;
+  host_port to;
 };
 std::optional<switch_master> parse_switch_master(std::string_view payload);
 
@@ -39,8 +39,8 @@ struct server_role {
   enum class kind { master, replica, sentinel };
   kind type = kind::master;
   long long offset = 0;               // master: its offset; replica: the offset it has
-  std::vector<endpoint> replicas;     // master: the replicas it lists
-  endpoint master;                    // replica: the master it follows
+  std::vector<host_port> replicas;     // master: the replicas it lists
+  host_port master;                    // replica: the master it follows
   bool link_up = false;               // replica: state "connected"
 };
 std::optional<server_role> parse_role(const redisReply* reply);

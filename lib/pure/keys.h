@@ -30,6 +30,24 @@ inline std::string fence_key(std::string_view lock_key) { return suffixed(lock_k
 inline std::string leader_record_key(std::string_view lock_key) { return suffixed(lock_key, kLeaderSuffix); }
 inline std::string release_channel(std::string_view lock_key) { return suffixed(lock_key, kReleasedSuffix); }
 
+// A key's name on a Redis Cluster node (issue 23, docs/protocol.md): the lock key L
+// wrapped in a hash tag, "{L}", and every key made from it (fence counter, election
+// record: L + suffix) as "{L}" + suffix, so all of one resource's keys hash to one
+// slot. `base` is the lock key the key was made from; `key` is L itself or L + a
+// suffix (else, a key not made from `base`, the whole key is wrapped).
+inline std::string cluster_key(std::string_view base, std::string_view key) {
+  std::string k = "{";
+  if (key.size() >= base.size() && key.substr(0, base.size()) == base) {
+    k += base;
+    k += '}';
+    k += key.substr(base.size());
+  } else {
+    k += key;
+    k += '}';
+  }
+  return k;
+}
+
 // True when `key` ends in ":fence" (a name reserved for fence counters).
 inline bool is_fence_key(std::string_view key) {
   return key.size() >= kFenceSuffix.size() && key.substr(key.size() - kFenceSuffix.size()) == kFenceSuffix;

@@ -61,7 +61,7 @@ bool fail(std::string& error, const std::string& display, const std::string& pro
 
 // host[:port] or [v6]:port into `out` (the port stays as it is when absent); on
 // failure false, and `problem` says what is wrong.
-bool parse_host_port(std::string_view hostport, endpoint& out, std::string& problem) {
+bool parse_host_port(std::string_view hostport, host_port& out, std::string& problem) {
   if (hostport.empty()) {
     problem = "missing host";
     return false;
@@ -143,13 +143,13 @@ bool parse_seeds(std::string_view query, int default_port, node_address& out, st
       const std::string name(param.substr(0, param.find('=')));
       return fail(error, out.display, "unknown query parameter '" + name + "' (only seed=HOST:PORT is supported)");
     }
-    endpoint e;
+    host_port e;
     e.port = default_port;
     std::string problem;
     if (!parse_host_port(param.substr(5), e, problem)) {
       return fail(error, out.display, "seed '" + std::string(param.substr(5)) + "': " + problem);
     }
-    const auto same = [&](const endpoint& o) { return o.host == e.host && o.port == e.port; };
+    const auto same = [&](const host_port& o) { return o.host == e.host && o.port == e.port; };
     if ((e.host == out.host && e.port == out.port) || std::any_of(out.seeds.begin(), out.seeds.end(), same)) {
       return fail(error, out.display, "seed '" + std::string(param.substr(5)) + "' is given twice");
     }
@@ -290,7 +290,7 @@ bool parse_node_uri(std::string_view uri, node_address& out, std::string& error)
     }
   }
 
-  endpoint first;
+  host_port first;
   first.port = sentinel ? 26379 : 6379;
   std::string problem;
   if (!parse_host_port(hostport, first, problem)) return fail(error, display, problem);

@@ -8,7 +8,7 @@
 namespace redlock::detail {
 
 // A host and port (a cluster node or a sentinel given as a seed).
-struct endpoint {
+struct host_port {
   std::string host;  // name or address (IPv6 without brackets)
   int port = 0;
 };
@@ -21,7 +21,7 @@ struct node_address {
   enum class deployment { standalone, cluster, sentinel };
   kind type = kind::tcp;
   deployment topology = deployment::standalone;
-  std::vector<endpoint> seeds;  // cluster, sentinel: the further entry points (?seed=HOST:PORT)
+  std::vector<host_port> seeds;  // cluster, sentinel: the further entry points (?seed=HOST:PORT)
   std::string master_name;      // sentinel: the name Sentinel knows the master by
   std::string host;  // tcp: name or address (IPv6 without brackets)
   int port = 6379;   // tcp

@@ -6,6 +6,8 @@
 
 #include "parse_resp.h"
 #include "protocol/cluster.h"
+#include "protocol/resp.h"
+#include "pure/keys.h"
 #include "pure/slot.h"
 
 namespace redlock::detail {
@@ -226,6 +228,84 @@ TEST(ClusterSlots, MalformedRepliesAreNamed) {
     EXPECT_FALSE(parse_cluster_slots(r.get(), "h", m, error)) << problem;
     EXPECT_NE(error.find(problem), std::string::npos) << error;
   }
+}
+
+}  // namespace
+}  // namespace redlock::detail
+
+// --- A cluster node's key names (issue 23): one resource, one slot ---
+
+namespace redlock::detail {
+namespace {
+
+command fenced_acquire(const std::string& lock_key) {
+  command c;
+  c.script = script_id::acquire_fenced;
+  c.key = lock_key;
+  c.key2 = fence_key(lock_key);
+  c.arg1 = "token";
+  c.arg2 = "5000";
+  return c;
+}
+
+TEST(ClusterKeys, EveryKeyOfAResourceSitsInTheLockKeysHashTag) {
+  EXPECT_EQ(cluster_key("app:R", "app:R"), "{app:R}");
+  EXPECT_EQ(cluster_key("app:R", "app:R:fence"), "{app:R}:fence");
+  EXPECT_EQ(cluster_key("app:R", "app:R:leader"), "{app:R}:leader");
+  EXPECT_EQ(cluster_key("app:R", "other"), "{other}") << "a key not made from the lock key is wrapped whole";
+}
+
+TEST(ClusterKeys, TheClusterFormTagsTheKeysAndKeepsTheStandaloneFormAsItWas) {
+  const wire w(fenced_acquire("app:R"));
+  const std::string plain = w.sha_form();
+  EXPECT_EQ(plain.find('{'), std::string::npos) << "standalone nodes keep today's names";
+  const wire& c = w.cluster_form();
+  EXPECT_NE(&c, &w);
+  EXPECT_NE(c.sha_form().find("$7\r\n{app:R}\r\n"), std::string::npos) << c.sha_form();
+  EXPECT_NE(c.sha_form().find("$13\r\n{app:R}:fence\r\n"), std::string::npos) << c.sha_form();
+  EXPECT_NE(c.eval_form().find("{app:R}:fence"), std::string::npos);
+  EXPECT_EQ(&c.cluster_form(), &c) << "a cluster form is never tagged twice";
+  EXPECT_EQ(&w.cluster_form(), &c) << "made once, shared";
+  EXPECT_EQ(w.slot(), key_slot("app:R"));
+  EXPECT_EQ(c.slot(), w.slot());
+  EXPECT_EQ(w.sha_form(), plain);
+}
+
+TEST(ClusterKeys, AResourceWithBracesStillKeepsItsKeysInOneSlot) {
+  // The first '}' ends the tag in both keys at the same place.
+  for (const std::string L : {"a}b", "x{y}z", "{t}r", "p{", "a}"}) {
+    const wire w(fenced_acquire(L));
+    EXPECT_GE(w.slot(), 0) << L;
+    EXPECT_EQ(key_slot(cluster_key(L, L)), key_slot(cluster_key(L, fence_key(L)))) << L;
+  }
+  // Except one that starts with '}': "{}x}" has an empty tag and hashes whole, so
+  // its fence counter lands elsewhere; a cluster node cannot run it.
+  for (const std::string L : {"}x", "}"}) EXPECT_EQ(wire(fenced_acquire(L)).slot(), wire::kCrossSlot) << L;
+}
+
+TEST(ClusterKeys, ASetSharesASlotWhenItsResourcesShareATag) {
+  command set;
+  set.script = script_id::acquire_many;
+  set.keys = {"app:{orders}1", "app:{orders}2", "app:{orders}3"};
+  set.arg1 = "token";
+  set.arg2 = "5000";
+  const wire shared(set);
+  EXPECT_EQ(shared.slot(), key_slot("app:{orders"));
+  EXPECT_NE(shared.cluster_form().sha_form().find("{app:{orders}1}"), std::string::npos);
+  set.keys = {"app:a", "app:b"};
+  ASSERT_NE(key_slot("app:a"), key_slot("app:b"));
+  EXPECT_EQ(wire(set).slot(), wire::kCrossSlot);
+}
+
+TEST(ClusterKeys, AWireWithoutKeysHasNoSlotAndIsItsOwnClusterForm) {
+  command ping;
+  ping.script = script_id::ping;
+  const wire w(ping);
+  EXPECT_EQ(&w.cluster_form(), &w);
+  EXPECT_EQ(w.slot(), wire::kNoSlot);
+  const wire info(wire::plain_tag{}, "*1\r\n$4\r\nINFO\r\n");
+  EXPECT_EQ(&info.cluster_form(), &info);
+  EXPECT_EQ(info.slot(), wire::kNoSlot);
 }
 
 }  // namespace

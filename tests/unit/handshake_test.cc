@@ -159,5 +159,54 @@ TEST(Handshake, info_or_time_refused_leaves_the_guards_blind_but_the_node_usable
   EXPECT_FALSE(time.server_us);
 }
 
+// Issue 23: a node whose writes need their replicas counts them in its handshake.
+std::string bulk(const std::string& s) { return "$" + std::to_string(s.size()) + "\r\n" + s + "\r\n"; }
+
+TEST(Handshake, confirming_replication_asks_info_replication_last_and_counts_the_replicas) {
+  handshake h;
+  handshake::plan p;
+  p.confirm_replication = true;
+  std::string out;
+  h.begin(p, out);
+  EXPECT_EQ(out, "*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nINFO\r\n$11\r\nreplication\r\n");
+  EXPECT_EQ(take(h, "+PONG\r\n").verdict, next::more);
+  const handshake::answer a =
+      take(h, bulk("# Replication\r\nrole:master\r\nconnected_slaves:2\r\n"
+                   "slave0:ip=127.0.0.1,port=7001,state=online,offset=5,lag=0\r\n"));
+  EXPECT_EQ(a.verdict, next::ready);
+  EXPECT_EQ(a.carries, content::replicas);
+  EXPECT_EQ(a.replicas, 2) << "every attached replica, also one still syncing";
+  // A subscriber connection casts no vote: nothing to confirm.
+  p.voting = false;
+  out.clear();
+  h.begin(p, out);
+  EXPECT_EQ(out, "*1\r\n$4\r\nPING\r\n");
+}
+
+TEST(Handshake, a_replica_or_an_unreadable_count_is_never_a_vote) {
+  std::string problem;
+  EXPECT_EQ(handshake::replicas_of("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n", problem), 0);
+  EXPECT_EQ(problem, "");
+  handshake::replicas_of("# Replication\r\nrole:slave\r\nmaster_host:127.0.0.1\r\nmaster_port:7000\r\n", problem);
+  EXPECT_EQ(problem, "the server is a replica (of 127.0.0.1:7000), not a master: no vote");
+  handshake::replicas_of("# Replication\r\nconnected_slaves:1\r\n", problem);
+  EXPECT_NE(problem.find("no role"), std::string::npos) << problem;
+  handshake::replicas_of("# Replication\r\nrole:master\r\nconnected_slaves:x1\r\n", problem);
+  EXPECT_NE(problem.find("not a count"), std::string::npos) << problem;
+  handshake::replicas_of("# Replication\r\nrole:master\r\n", problem);
+  EXPECT_NE(problem.find("no connected_slaves"), std::string::npos) << problem;
+
+  handshake h;
+  handshake::plan p;
+  p.confirm_replication = true;
+  std::string out;
+  h.begin(p, out);
+  take(h, "+PONG\r\n");
+  const handshake::answer refused = take(h, "-NOPERM this user has no permissions to run the 'info' command\r\n");
+  EXPECT_EQ(refused.verdict, next::fail);
+  EXPECT_TRUE(refused.permanent);
+  EXPECT_NE(refused.detail.find("INFO replication refused"), std::string::npos) << refused.detail;
+}
+
 }  // namespace
 }  // namespace redlock::detail

@@ -395,12 +395,14 @@ TEST(ProtocolDocScanner, reads_constants_as_the_compiler_does) {
 
 // --- key, channel and record names ---
 
-// The ```text id=key-examples block: `name = "value"` or `name = number` lines.
-std::vector<std::pair<std::string, std::string>> key_examples(const std::string& doc) {
+// The ```text id=<block> block (key-examples, cluster-key-examples): `name = "value"` or
+// `name = number` lines.
+std::vector<std::pair<std::string, std::string>> key_examples(const std::string& doc,
+                                                              const std::string& block = "key-examples") {
   std::vector<std::pair<std::string, std::string>> out;
   const auto lines = lines_of(doc);
   std::size_t i = 0;
-  while (i < lines.size() && lines[i] != "```text id=key-examples") ++i;
+  while (i < lines.size() && lines[i] != "```text id=" + block) ++i;
   for (++i; i < lines.size() && lines[i] != "```"; ++i) {
     const auto eq = lines[i].find(" = ");
     if (eq == std::string::npos) {
@@ -460,6 +462,54 @@ TEST_F(ProtocolDoc, key_names_are_the_documented_examples) {
   for (const char* n : {"lock_key", "fence_key", "release_channel", "permit_resource", "election_resource",
                         "leader_record_key", "leader_record"}) {
     EXPECT_TRUE(checked.count(n)) << "key-examples has no " << n;
+  }
+}
+
+// A cluster node's names (issue 23): what the library puts on the wire for them (the cluster
+// form of the fenced acquire), and the channel the release script derives from KEYS[1].
+TEST_F(ProtocolDoc, cluster_key_names_are_the_documented_examples) {
+  const auto examples = key_examples(doc_, "cluster-key-examples");
+  ASSERT_FALSE(examples.empty()) << "docs/protocol.md has no ```text id=cluster-key-examples block";
+  std::map<std::string, std::string> v;
+  std::set<std::string> checked;
+  for (const auto& [name, value] : examples) {
+    SCOPED_TRACE(name + " = " + value);
+    if (name == "key_prefix" || name == "resource" || name == "role") {
+      v[name] = value;
+      continue;
+    }
+    const std::string L = lock_key(v.at("key_prefix"), v.at("resource"));
+    std::string built;
+    if (name == "cluster_lock_key" || name == "cluster_fence_key") {
+      command c;
+      c.script = script_id::acquire_fenced;
+      c.key = L;
+      c.key2 = fence_key(L);
+      c.arg1 = "0123456789abcdef0123456789abcdef";
+      c.arg2 = "1000";
+      const std::string sent = wire(c).cluster_form().sha_form();
+      built = name == "cluster_lock_key" ? cluster_key(L, L) : cluster_key(L, fence_key(L));
+      const std::string as_bulk = "$" + std::to_string(built.size()) + "\r\n" + built + "\r\n";
+      EXPECT_NE(sent.find(as_bulk), std::string::npos) << "not on the wire as documented: " << sent;
+    } else if (name == "cluster_release_channel") {
+      // The release script publishes on KEYS[1] .. ':released'.
+      built = cluster_key(L, L) + std::string(kReleasedSuffix);
+      EXPECT_EQ(built, cluster_key(L, release_channel(L)));
+      EXPECT_NE(std::string(get_script(script_id::release).body).find("KEYS[1] .. ':released'"), std::string::npos);
+    } else if (name == "election_resource") {
+      built = election::resource_for(v.at("role"));
+    } else if (name == "cluster_leader_record_key") {
+      const std::string E = lock_key(v.at("key_prefix"), election::resource_for(v.at("role")));
+      built = cluster_key(E, leader_record_key(E));
+    } else {
+      ADD_FAILURE() << "cluster-key-examples: unknown name " << name;
+      continue;
+    }
+    EXPECT_EQ(built, value);
+    checked.insert(name);
+  }
+  for (const char* n : {"cluster_lock_key", "cluster_fence_key", "cluster_release_channel", "cluster_leader_record_key"}) {
+    EXPECT_TRUE(checked.count(n)) << "cluster-key-examples has no " << n;
   }
 }
 

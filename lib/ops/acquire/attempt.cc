@@ -80,8 +80,8 @@ void acquire_op::start_attempt() {
   std::vector<std::string> skip(c_.size());
   bool any = false;
   for (std::size_t i = 0; i < skip.size(); ++i) {
-    skip[i] = c_.conn(i).acquire_exclusion(now, quarantine);
-    if (skip[i].empty() && o_.fencing) skip[i] = c_.conn(i).fencing_exclusion();
+    skip[i] = c_.node(i).acquire_exclusion(now, quarantine);
+    if (skip[i].empty() && o_.fencing) skip[i] = c_.node(i).fencing_exclusion();
     any = any || !skip[i].empty();
   }
   r->send(std::move(cmd), any ? skip : std::vector<std::string>{});

@@ -164,7 +164,7 @@ void release_wait::peek_then_attempt(const peek_at& p) {
         after_peek(false);
       }
     };
-    c_.conn(i).submit(w, false, std::make_shared<peek_sink>(std::move(done)), 0);
+    c_.node(i).submit(w, false, std::make_shared<peek_sink>(std::move(done)), 0);
   }
 }
 

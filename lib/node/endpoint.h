@@ -1,0 +1,119 @@
+// What the operations (lib/ops/) talk to for one Redlock node: an endpoint. Today
+// every endpoint is one standalone master's connection (node/connection.h); a node
+// that is a whole deployment (a Redis Cluster, a Sentinel group: issue 23,
+// docs/design.md) is an endpoint made of several connections, routing each request
+// by the slot of its keys. What a request's sink hears is the same either way: one
+// reply_event per request, with the index of the Redlock node.
+//
+// Loop thread only. Every submitted request gets exactly one sink call: a reply,
+// or timeout / connection_error / auth_error / cancelled.
+#pragma once
+
+#include <hiredis/hiredis.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "protocol/resp.h"
+#include "redlock/report.h"
+
+namespace redlock::detail {
+
+// What a sink gets for one request.
+struct reply_event {
+  node_status status = node_status::pending;  // pending means: a reply arrived, see `reply`
+  const redisReply* reply = nullptr;            // valid during the call only
+  std::string_view detail;
+  std::chrono::microseconds latency{0};
+  // The connection sampled the server's TIME right after this request (pipelined)
+  // and fed it to the clock-jump guard before delivering this reply.
+  bool time_sampled = false;
+  // What the node's guards say of a grant in this reply, judged as the reply is
+  // delivered (node_guards::grant_exclusion; the TIME behind it observed already):
+  // why a grant must not count, "" when it may. Judged for acquires, and for
+  // extensions with time_sampled; "" for every other reply. Whether the reply is a
+  // grant is the sink's reading (round::on_reply). Valid during the call only.
+  std::string_view excluded_by;
+  // The reply is a write the node ran, but fewer of its replicas than it had
+  // confirmed it within the time left (WAIT, on a node whose writes need their
+  // replicas: a cluster shard's or a Sentinel group's master); excluded_by says so.
+  // Such a grant does not count, and an extension's old expiry still stands there
+  // (unlike a clock jump's).
+  bool unreplicated = false;
+  // A failure for a request that was never written to the node (refused at once,
+  // or still queued when the connection failed or the deadline passed): the
+  // server cannot have run it.
+  bool unsent = false;
+};
+
+class sink {
+ public:
+  virtual ~sink() = default;
+  virtual void on_reply(std::size_t node, std::uint32_t tag, const reply_event& ev) = 0;
+};
+
+// A subscriber connection's listener (ops/notify_subscriptions.cc): pushed messages, and the
+// connection coming up (every handshake's end) or going down (subscriptions lost).
+class push_listener {
+ public:
+  virtual void on_push(std::size_t node, const redisReply& message) = 0;
+  virtual void on_sub_ready(std::size_t node) = 0;
+  virtual void on_sub_down(std::size_t node) = 0;
+
+ protected:
+  ~push_listener() = default;
+};
+
+// One Redlock node, as the operations see it.
+class endpoint {
+ public:
+  virtual ~endpoint() = default;
+
+  // The node's display name (its URI, password as ***), and its index in the
+  // client's node list (what its requests' sinks are told).
+  virtual const std::string& name() const noexcept = 0;
+  virtual std::size_t index() const noexcept = 0;
+
+  // Connects (in the background); once, before the first submit.
+  virtual void start() = 0;
+  // Queues a request; `force_eval` sends a script's body instead of its SHA. Fails
+  // at once (synchronously, through the sink) when the node is known down or closed.
+  virtual void submit(std::shared_ptr<const wire> w, bool force_eval, std::shared_ptr<sink> s,
+                      std::uint32_t tag) = 0;
+  // Writes whatever is buffered now (the stop's last flush; in normal running each
+  // connection is flushed through node_host::want_flush).
+  virtual void flush() = 0;
+  // True when no request awaits an answer within its deadline.
+  virtual bool quiet() const noexcept = 0;
+  // Fails everything still queued with `cancelled` and closes the handles.
+  virtual void shutdown() = 0;
+
+  // Safety guards. Why this node must not vote on an acquire now, given the
+  // quarantine period; "" when it may.
+  virtual std::string acquire_exclusion(std::chrono::steady_clock::time_point now,
+                                        std::chrono::milliseconds quarantine) const = 0;
+  // Why this node must not vote on a fenced acquire (a policy that may evict the
+  // fence counter, allow_fencing_on_evicting_nodes off); "" when it may.
+  virtual std::string fencing_exclusion() const = 0;
+  // The server's run_id from the last handshake ("" if none): the same-server check.
+  virtual const std::string& run_id() const noexcept = 0;
+  // maxmemory-policy and maxmemory as the last handshake read them ("" when unknown).
+  virtual const std::string& maxmemory_policy() const noexcept = 0;
+  virtual const std::string& maxmemory() const noexcept = 0;
+  // The guards' raw state, for probe: when the restart quarantine counts from, and
+  // when a clock jump was seen (unset: none).
+  virtual const std::optional<std::chrono::steady_clock::time_point>& restarted_at() const noexcept = 0;
+  virtual const std::optional<std::chrono::steady_clock::time_point>& jumped_at() const noexcept = 0;
+
+ protected:
+  endpoint() = default;
+  endpoint(const endpoint&) = default;
+  endpoint& operator=(const endpoint&) = default;
+};
+
+}  // namespace redlock::detail
