@@ -49,7 +49,7 @@ std::optional<server_role> polled_role_of(redis_node& n) {
 // The ports of the replicas a master's ROLE lists.
 std::set<int> replica_ports(const server_role& r) {
   std::set<int> out;
-  for (const detail::endpoint& e : r.replicas) out.insert(e.port);
+  for (const detail::host_port& e : r.replicas) out.insert(e.port);
   return out;
 }
 
