@@ -66,20 +66,31 @@ struct replicated_master {
   }
 };
 
-// Resumes a paused node when the test ends, also on a failed assertion.
-struct resume_at_exit {
+// SIGSTOPs a node for the scope (resumed also on a failed assertion).
+struct paused {
+  explicit paused(redis_node& n) : node(n) { node.pause(); }
+  ~paused() { node.resume(); }
+  paused(const paused&) = delete;
+  paused& operator=(const paused&) = delete;
   redis_node& node;
-  ~resume_at_exit() { node.resume(); }
 };
+
+// A client of `uris` with this command timeout, once every node answers (null if not).
+std::unique_ptr<client> connected(const std::vector<std::string>& uris, std::chrono::milliseconds command_timeout) {
+  client_options o = options_for(uris);
+  o.command_timeout = command_timeout;
+  auto c = std::make_unique<client>(o);
+  if (!wait_connected(*c)) return nullptr;
+  return c;
+}
 
 TEST(ReplicationConfirm, a_grant_and_an_extension_count_once_the_replica_has_them) {
   confirm_replication on;
   replicated_master rm;
-  client_options o = options_for({rm.master.uri()});
-  o.command_timeout = 2000ms;  // WAIT takes most of it at most; a loaded machine's replica still answers
-  client c(o);
-  ASSERT_TRUE(wait_connected(c));
-  auto r = c.acquire("confirmed", once(30000ms));
+  // WAIT takes 1 s at most: a loaded machine's replica still answers in time.
+  auto c = connected({rm.master.uri()}, 2000ms);
+  ASSERT_TRUE(c);
+  auto r = c->acquire("confirmed", once(30000ms));
   ASSERT_TRUE(r) << r.report.message();
   // WAIT answered 1: the replica had the key before the acquire returned.
   EXPECT_EQ(rm.replica->get("confirmed"), r.lock.info().token);
@@ -92,13 +103,11 @@ TEST(ReplicationConfirm, a_grant_and_an_extension_count_once_the_replica_has_the
 TEST(ReplicationConfirm, a_grant_the_replica_did_not_confirm_does_not_count_and_is_rolled_back) {
   confirm_replication on;
   replicated_master rm;
-  client_options o = options_for({rm.master.uri()});
-  o.command_timeout = 1000ms;  // WAIT answers at 500 ms, long before the request's deadline
-  client c(o);
-  ASSERT_TRUE(wait_connected(c));
-  rm.replica->pause();
-  resume_at_exit resume{*rm.replica};
-  auto r = c.acquire("unconfirmed", once(30000ms));
+  // WAIT answers at 500 ms, long before the request's deadline.
+  auto c = connected({rm.master.uri()}, 1000ms);
+  ASSERT_TRUE(c);
+  paused stopped(*rm.replica);
+  auto r = c->acquire("unconfirmed", once(30000ms));
   ASSERT_FALSE(r) << "a grant its replica never had counted";
   EXPECT_NE(r.report.message().find("confirmed by 0 of its 1 replicas"), std::string::npos) << r.report.message();
   // The master ran the SET: the rollback deletes the key there.
@@ -111,13 +120,10 @@ TEST(ReplicationConfirm, a_grant_the_replica_did_not_confirm_does_not_count_and_
 TEST(ReplicationConfirm, negative_control_without_confirmation_the_unreplicated_grant_counts) {
   confirm_replication off(false);
   replicated_master rm;
-  client_options o = options_for({rm.master.uri()});
-  o.command_timeout = 300ms;
-  client c(o);
-  ASSERT_TRUE(wait_connected(c));
-  rm.replica->pause();
-  resume_at_exit resume{*rm.replica};
-  auto r = c.acquire("unconfirmed", once(30000ms));
+  auto c = connected({rm.master.uri()}, 300ms);
+  ASSERT_TRUE(c);
+  paused stopped(*rm.replica);
+  auto r = c->acquire("unconfirmed", once(30000ms));
   ASSERT_TRUE(r) << r.report.message();
   ASSERT_FALSE(r.lock.release().error);
 }
@@ -125,14 +131,12 @@ TEST(ReplicationConfirm, negative_control_without_confirmation_the_unreplicated_
 TEST(ReplicationConfirm, an_unconfirmed_extension_does_not_extend_and_does_not_lose_the_lock) {
   confirm_replication on;
   replicated_master rm;
-  client_options o = options_for({rm.master.uri()});
-  o.command_timeout = 1000ms;  // WAIT takes 500 ms at most: a loaded machine's replica answers in time
-  client c(o);
-  ASSERT_TRUE(wait_connected(c));
-  auto r = c.acquire("extend-unconfirmed", once(20000ms));
+  // WAIT takes 500 ms at most: a loaded machine's replica answers in time.
+  auto c = connected({rm.master.uri()}, 1000ms);
+  ASSERT_TRUE(c);
+  auto r = c->acquire("extend-unconfirmed", once(20000ms));
   ASSERT_TRUE(r) << r.report.message();
-  rm.replica->pause();
-  resume_at_exit resume{*rm.replica};
+  paused stopped(*rm.replica);
   const auto before = r.lock.remaining_validity();
   auto e = r.lock.extend(60000ms);
   EXPECT_TRUE(e.error) << "an extension its replica never had extended the validity";
@@ -145,13 +149,10 @@ TEST(ReplicationConfirm, in_a_quorum_the_unconfirmed_node_is_not_counted) {
   confirm_replication on;
   replicated_master rm;
   redis_node plain1, plain2;  // no replica: nothing to wait for there
-  client_options o = options_for({rm.master.uri(), plain1.uri(), plain2.uri()});
-  o.command_timeout = 300ms;
-  client c(o);
-  ASSERT_TRUE(wait_connected(c));
-  rm.replica->pause();
-  resume_at_exit resume{*rm.replica};
-  auto r = c.acquire("outvoted", once(30000ms));
+  auto c = connected({rm.master.uri(), plain1.uri(), plain2.uri()}, 300ms);
+  ASSERT_TRUE(c);
+  paused stopped(*rm.replica);
+  auto r = c->acquire("outvoted", once(30000ms));
   ASSERT_TRUE(r) << r.report.message();
   // Decided by the two plain nodes; the replicated master's vote, still waiting for
   // its replica then, never counts.
