@@ -112,7 +112,12 @@ class cluster_endpoint::map_sink final : public sink {
 };
 
 cluster_endpoint::cluster_endpoint(node_host& host, std::size_t index, node_address address)
-    : host_(host), index_(index), address_(std::move(address)) {
+    : host_(host),
+      index_(index),
+      address_(std::move(address)),
+      shards_wire_(plain({"CLUSTER", "SHARDS"})),
+      slots_wire_(plain({"CLUSTER", "SLOTS"})),
+      asking_wire_(plain({"ASKING"})) {
   seeds_.push_back(host_port{address_.host, address_.port});
   seeds_.insert(seeds_.end(), address_.seeds.begin(), address_.seeds.end());
 }
@@ -160,9 +165,7 @@ void cluster_endpoint::ask_seed(std::size_t seed) {
 
 void cluster_endpoint::ask_map(connection& via, const std::string& via_host, bool shards, bool refresh,
                                std::size_t seed) {
-  static const std::shared_ptr<const wire> cluster_shards = plain({"CLUSTER", "SHARDS"});
-  static const std::shared_ptr<const wire> cluster_slots = plain({"CLUSTER", "SLOTS"});
-  via.submit(shards ? cluster_shards : cluster_slots, false,
+  via.submit(shards ? shards_wire_ : slots_wire_, false,
              std::make_shared<map_sink>(*this, via, via_host, shards, refresh, seed), 0);
 }
 
@@ -309,7 +312,7 @@ void cluster_endpoint::submit(std::shared_ptr<const wire> w, bool force_eval, st
     const auto connect_ms = static_cast<std::uint64_t>(host_.options().connect_timeout.count());
     deadline = std::max(deadline, started_ms_ + connect_ms + cmd_ms);
   }
-  waiting_.push_back(waiting{std::move(w), force_eval, std::move(s), tag, kNoDeadline});
+  waiting_.push_back(waiting{std::move(w), force_eval, std::move(s), tag, now, kNoDeadline});
   if (!waiting_.back().w->untimed()) waiting_.back().deadline_ms = deadline;
   if (waiting_timer_ != 0 && waiting_.back().deadline_ms < waiting_armed_at_) {
     host_.cancel_timer(waiting_timer_);
@@ -337,6 +340,9 @@ bool cluster_endpoint::follow(request_sink& r, const redirect& to) {
   if (state_ == state::closed) return false;
   if (to.type == redirect::kind::ask && r.asked_) return false;
   const std::string host = to.host.empty() ? r.via_host_ : to.host;
+  const bool known = std::any_of(links_.begin(), links_.end(),
+                                 [&](const shard_link& l) { return l.host == host && l.port == to.port; });
+  if (!known && links_.size() >= kMaxConnections) return false;  // delivered as the error it is
   connection& c = connection_to(host, to.port);
   ++r.redirects_;
   r.via_host_ = host;
@@ -344,9 +350,8 @@ bool cluster_endpoint::follow(request_sink& r, const redirect& to) {
   if (to.type == redirect::kind::ask) {
     // This once, on the importing node: ASKING, and the request right behind it on
     // the same connection (the flag holds for the next command only).
-    static const std::shared_ptr<const wire> asking = plain({"ASKING"});
     r.asked_ = true;
-    c.submit(asking, false, std::make_shared<discard_sink>(), 0);
+    c.submit(asking_wire_, false, std::make_shared<discard_sink>(), 0);
     c.submit(r.form(), r.force_eval_, self, r.tag_);
     return true;
   }
@@ -387,10 +392,13 @@ void cluster_endpoint::on_waiting_timer() {
       ++it;
     }
   }
-  const std::string detail = "cluster slot map not known within " +
-                             std::to_string(host_.options().command_timeout.count()) + " ms" +
-                             (discovery_errors_.empty() ? "" : " (" + discovery_errors_ + ")");
-  for (waiting& r : expired) fail_now(*r.target, index_, r.tag, node_status::timeout, detail);
+  for (waiting& r : expired) {
+    const std::string detail = "cluster slot map not known " + std::to_string(now - r.submitted_ms) +
+                               " ms after the request (command_timeout " +
+                               std::to_string(host_.options().command_timeout.count()) + " ms)" +
+                               (discovery_errors_.empty() ? "" : "; so far " + discovery_errors_);
+    fail_now(*r.target, index_, r.tag, node_status::timeout, detail);
+  }
   if (waiting_timer_ == 0) arm_waiting_timer();
   host_.note_quiet();
 }

@@ -100,6 +100,8 @@ class cluster_endpoint final : public endpoint {
   static constexpr std::size_t kMaxWaiting = 4096;
   // Redirects followed per request (MOVED and ASK together), then the error is delivered.
   static constexpr int kMaxRedirects = 3;
+  // Connections made at most (a redirect to a further address is delivered as the error it is).
+  static constexpr std::size_t kMaxConnections = 1024;
 
  private:
   class request_sink;
@@ -113,7 +115,8 @@ class cluster_endpoint final : public endpoint {
     bool force_eval = false;
     std::shared_ptr<sink> target;
     std::uint32_t tag = 0;
-    std::uint64_t deadline_ms = 0;  // on now_ms(); kNoDeadline for untimed wires
+    std::uint64_t submitted_ms = 0;  // on now_ms()
+    std::uint64_t deadline_ms = 0;   // on now_ms(); kNoDeadline for untimed wires
   };
   struct shard_link {
     std::string host;
@@ -169,6 +172,10 @@ class cluster_endpoint final : public endpoint {
   bool refreshing_ = false;
   std::uint64_t last_refresh_ms_ = 0;
   bool refreshed_once_ = false;
+  // The map requests and ASKING, encoded once.
+  std::shared_ptr<const wire> shards_wire_;
+  std::shared_ptr<const wire> slots_wire_;
+  std::shared_ptr<const wire> asking_wire_;
   std::optional<std::chrono::steady_clock::time_point> none_;  // restarted_at / jumped_at without masters
   std::string empty_;
 };

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "fake_listener.h"
 #include "pure/slot.h"
 #include "redis_deployment.h"
 #include "test_util.h"
@@ -197,6 +198,40 @@ TEST_F(ClusterEndpoint, an_unreachable_cluster_fails_the_acquire_at_once_naming_
   EXPECT_LT(took, o.command_timeout) << detail;
 }
 
+// A seed that accepts and never answers: the first discovery fails at the connect
+// timeout (the requests waiting for it with it: connection_error); a request that
+// waits for a later discovery fails at its own command timeout, unsent.
+TEST_F(ClusterEndpoint, requests_waiting_for_the_map_time_out_at_their_command_timeout) {
+  fake_listener silent(fake_listener::mode::silent);
+  client_options o = cluster_options({"redis+cluster://127.0.0.1:" + std::to_string(silent.port())});
+  o.connect_timeout = 1000ms;
+  o.command_timeout = 100ms;
+  client c(o);
+  // Between discoveries requests fail at once (connection_error); polled until one
+  // is submitted while a discovery is in progress (a discovery lasts the connect
+  // timeout, the pause between two at most the reconnect backoff).
+  bool timed_out = false;
+  eventually([&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto a = c.acquire("waits", once());
+    const auto took = std::chrono::steady_clock::now() - t0;
+    EXPECT_FALSE(a);
+    if (a.report.nodes.size() != 1u) return (ADD_FAILURE() << a.report.message(), true);
+    const node_result& n = a.report.nodes[0];
+    if (n.status == node_status::timeout) {
+      timed_out = true;
+      EXPECT_NE(n.detail.find("cluster slot map not known"), std::string::npos) << n.detail;
+      EXPECT_LT(took, 900ms) << "the request's own timeout, not the discovery's: " << n.detail;
+    } else {
+      EXPECT_EQ(n.status, node_status::connection_error) << n.detail;
+      EXPECT_NE(n.detail.find("no seed answered"), std::string::npos) << n.detail;
+      EXPECT_NE(n.detail.find("connect/handshake took longer than 1000 ms"), std::string::npos) << n.detail;
+    }
+    return timed_out;
+  }, 10000ms);
+  EXPECT_TRUE(timed_out) << "no request waited for a discovery in progress";
+}
+
 TEST_F(ClusterEndpoint, a_dead_first_seed_is_skipped_for_the_next) {
   const int dead = free_port();
   client c(cluster_options({"redis+cluster://127.0.0.1:" + std::to_string(dead) +
@@ -205,6 +240,16 @@ TEST_F(ClusterEndpoint, a_dead_first_seed_is_skipped_for_the_next) {
   ASSERT_TRUE(a) << a.report.message();
   EXPECT_EQ(get_on(port_of_master("second-seed"), tagged("second-seed")), a.lock.info().token);
   ASSERT_TRUE(a.lock.release());
+}
+
+TEST_F(ClusterEndpoint, the_preview_switch_admits_cluster_uris_only_not_sentinel_ones) {
+  try {
+    client c(cluster_options({"redis+sentinel://127.0.0.1:" + std::to_string(free_port()) + "/mymaster"}));
+    ADD_FAILURE() << "a Sentinel URI was accepted";
+  } catch (const config_error& e) {
+    EXPECT_NE(std::string(e.what()).find("a Sentinel-managed master as one node is not supported"), std::string::npos)
+        << e.what();
+  }
 }
 
 // A resource whose tagged key is in `slot` (names tried in order, bounded).
