@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "protocol/info.h"
+#include "pure/retry.h"
 #include "pure/slot.h"
 
 namespace redlock::detail {
@@ -226,12 +227,8 @@ void cluster_endpoint::discovery_failed(std::size_t seed, std::string why) {
     // The connection's backoff (capped exponential, jitter in [d/2, d]); requests
     // submitted until the retry fail at once.
     const auto& o = host_.options();
-    std::int64_t d = std::max<std::int64_t>(1, o.reconnect_min_backoff.count());
-    for (int i = 1; i < failures_ && d < o.reconnect_max_backoff.count(); ++i) d *= 2;
-    d = std::min<std::int64_t>(d, std::max<std::int64_t>(1, o.reconnect_max_backoff.count()));
-    const std::int64_t delay =
-        d / 2 + static_cast<std::int64_t>(host_.jitter() % static_cast<std::uint64_t>(d / 2 + 1));
-    retry_timer_ = host_.schedule(std::chrono::milliseconds(delay), [this] {
+    const auto delay = reconnect_delay(o.reconnect_min_backoff, o.reconnect_max_backoff, failures_, false, host_.jitter());
+    retry_timer_ = host_.schedule(delay, [this] {
       retry_timer_ = 0;
       if (state_ == state::down) ask_seed(0);
     });

@@ -64,13 +64,16 @@ class ClusterEndpoint : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     ::setenv("REDLOCK_PREVIEW_CLUSTER", "1", 1);
-    cluster_ = new redis_cluster_deployment(3, 0);
   }
   static void TearDownTestSuite() {
     delete cluster_;
     cluster_ = nullptr;
   }
-  static redis_cluster_deployment& cluster() { return *cluster_; }
+  // The suite's cluster, made on first need (the tests that move slots make their own).
+  static redis_cluster_deployment& cluster() {
+    if (cluster_ == nullptr) cluster_ = new redis_cluster_deployment(3, 0);
+    return *cluster_;
+  }
   static int port_of_master(const std::string& resource) {
     const int m = cluster().master_of(key_slot(tagged(resource)));
     return m < 0 ? -1 : cluster()[static_cast<std::size_t>(m)].port();
@@ -343,6 +346,29 @@ TEST_F(ClusterEndpoint, an_ask_is_followed_with_asking_on_the_importing_node) {
   EXPECT_TRUE(keys_on(cl[to].port()).empty());
   EXPECT_EQ(errors_on(cl[owner].port(), "ASK"), asks_before + 2);
   EXPECT_EQ(cl[to].calls("asking"), asking_before + 2);
+}
+
+// A slot no master serves: its old owner answers CLUSTERDOWN, delivered as the error
+// vote it is (no redirect to follow); the other slots still take locks.
+TEST_F(ClusterEndpoint, clusterdown_for_an_unserved_slot_is_an_error_vote_and_other_slots_still_work) {
+  redis_cluster_deployment cl(3, 0);
+  client c(cluster_options({cl.uri()}));
+  ASSERT_TRUE(wait_connected(c)) << "the cluster node never answered";
+  const std::string r = "unserved";
+  const int slot = key_slot(tagged(r));
+  for (std::size_t i = 0; i < cl.size(); ++i) {
+    ASSERT_EQ(cl[i].command({"CLUSTER", "DELSLOTS", std::to_string(slot)}), "OK") << i;
+  }
+  auto a = c.acquire(r, once());
+  ASSERT_FALSE(a);
+  ASSERT_EQ(a.report.nodes.size(), 1u);
+  EXPECT_EQ(a.report.nodes[0].status, node_status::server_error) << a.report.message();
+  EXPECT_NE(a.report.nodes[0].detail.find("CLUSTERDOWN"), std::string::npos) << a.report.nodes[0].detail;
+  std::string other = "served";
+  for (int i = 0; key_slot(tagged(other)) == slot && i < 100; ++i) other = "served-" + std::to_string(i);
+  auto b = c.acquire(other, once());
+  ASSERT_TRUE(b) << b.report.message();
+  EXPECT_TRUE(b.lock.release());
 }
 
 }  // namespace
