@@ -2,7 +2,9 @@
 // that are whole deployments"): an endpoint (node/endpoint.h) made of one
 // `connection` per shard master, all made through the node's node_host with the
 // node's index, so TLS, AUTH, the handshake and every guard run per shard, and
-// every sink hears node i.
+// every sink hears node i. A shard connection's display name (its observer
+// events, warnings, and the name credentials_provider is called with) is the
+// node's display followed by " (cluster node HOST:PORT)".
 //
 // The slot map comes from CLUSTER SHARDS (CLUSTER SLOTS when the server refuses
 // it: before 7.0), asked of the URI's seeds in order. Until it is known, requests
@@ -38,6 +40,8 @@
 //     may evict (allkeys-*), else the first master's; run_id for the
 //     same-server check is the first master's only (each shard connection still
 //     checks its own run_id against the nodes before it).
+//   - Key-less requests (PING, probe's INFO and TIME) reach the first master
+//     only: what probe reports of the node is that shard's.
 //   - A map refresh happens after a MOVED only; a failover that moves no slot
 //     (a replica promoted at the same address) is not noticed here, and nothing
 //     waits for replication (plan items 4 and 5 are not built).
