@@ -31,9 +31,10 @@ namespace {
 // REDLOCK_PREVIEW_CLUSTER=1 in the environment (read once, at the first client):
 // redis+cluster:// nodes are accepted, for the tests of node/cluster_endpoint. A
 // development switch that exists only until a grant on a cluster node counts once it
-// is replicated (docs/design.md, issue 23, plan item 4): until then a cluster node
-// gives NO failover safety (a master that fails over may lose a lock it granted),
-// which is why it is refused by default. Sentinel nodes stay refused either way.
+// is replicated (docs/design.md, issue 23, plan item 4: built in connection, not yet
+// turned on for a cluster's shard connections): until then a cluster node gives NO
+// failover safety (a master that fails over may lose a lock it granted), which is
+// why it is refused by default. Sentinel nodes stay refused either way.
 bool preview_cluster() {
   static const bool on = [] {
     const char* v = std::getenv("REDLOCK_PREVIEW_CLUSTER");

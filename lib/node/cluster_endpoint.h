@@ -43,8 +43,9 @@
 //   - Key-less requests (PING, probe's INFO and TIME) reach the first master
 //     only: what probe reports of the node is that shard's.
 //   - A map refresh happens after a MOVED only; a failover that moves no slot
-//     (a replica promoted at the same address) is not noticed here, and nothing
-//     waits for replication (plan items 4 and 5 are not built).
+//     (a replica promoted at the same address) is not noticed here (plan item 5),
+//     and no shard connection waits for its replicas yet (plan item 4 is built in
+//     connection, set_confirm_replication, but not turned on here).
 //   - Connections, once made (seeds, old masters), live as long as the endpoint;
 //     only the current map's masters count for the guard queries.
 //
