@@ -51,8 +51,8 @@ void fail_now(sink& s, std::size_t node, std::uint32_t tag, node_status status, 
 // delivers the one reply_event the sink gets.
 class cluster_endpoint::request_sink final : public sink, public std::enable_shared_from_this<request_sink> {
  public:
-  request_sink(cluster_endpoint& ep, std::shared_ptr<const wire> w, bool force_eval, std::shared_ptr<sink> target,
-               std::uint32_t tag, std::string via_host)
+  request_sink(cluster_endpoint& ep, std::shared_ptr<const wire> w, bool force_eval,
+               std::shared_ptr<sink> target, std::uint32_t tag, std::string via_host)
       : ep_(ep),
         w_(std::move(w)),
         force_eval_(force_eval),
@@ -97,7 +97,8 @@ class cluster_endpoint::request_sink final : public sink, public std::enable_sha
 // A map request's reply (CLUSTER SHARDS, then CLUSTER SLOTS when refused).
 class cluster_endpoint::map_sink final : public sink {
  public:
-  map_sink(cluster_endpoint& ep, connection& via, std::string via_host, bool shards, bool refresh, std::size_t seed)
+  map_sink(cluster_endpoint& ep, connection& via, std::string via_host, bool shards, bool refresh,
+           std::size_t seed)
       : ep_(ep), via_(via), via_host_(std::move(via_host)), shards_(shards), refresh_(refresh), seed_(seed) {}
   void on_reply(std::size_t, std::uint32_t, const reply_event& ev) override {
     ep_.on_map_reply(refresh_, seed_, via_host_, ev, shards_, via_);
@@ -227,7 +228,8 @@ void cluster_endpoint::discovery_failed(std::size_t seed, std::string why) {
     // The connection's backoff (capped exponential, jitter in [d/2, d]); requests
     // submitted until the retry fail at once.
     const auto& o = host_.options();
-    const auto delay = reconnect_delay(o.reconnect_min_backoff, o.reconnect_max_backoff, failures_, false, host_.jitter());
+    const auto delay =
+        reconnect_delay(o.reconnect_min_backoff, o.reconnect_max_backoff, failures_, false, host_.jitter());
     retry_timer_ = host_.schedule(delay, [this] {
       retry_timer_ = 0;
       if (state_ == state::down) ask_seed(0);
@@ -252,7 +254,8 @@ bool cluster_endpoint::install(const slot_map& map, std::string& error) {
     const cluster_node& n = s.nodes[static_cast<std::size_t>(s.master)];
     const int port = address_.tls ? (n.tls_port != 0 ? n.tls_port : n.port) : n.port;
     if (port == 0) {
-      error = "shard master " + n.host + " has no " + (address_.tls ? "port" : "plain TCP port (only a TLS one)");
+      error =
+          "shard master " + n.host + " has no " + (address_.tls ? "port" : "plain TCP port (only a TLS one)");
       return false;
     }
     found.push_back(master{&s, n.host, port});
@@ -322,14 +325,16 @@ void cluster_endpoint::route(std::shared_ptr<const wire> w, bool force_eval, std
                              std::uint32_t tag) {
   const int slot = w->slot();
   if (slot == wire::kCrossSlot) {
-    return fail_now(*s, index_, tag, node_status::server_error,
-                    "keys in different hash slots: a Redis Cluster node runs a command on the keys of one slot only");
+    return fail_now(
+        *s, index_, tag, node_status::server_error,
+        "keys in different hash slots: a Redis Cluster node runs a command on the keys of one slot only");
   }
   connection* c = slot >= 0 ? owner_[static_cast<std::size_t>(slot)] : nullptr;
   // A key-less command, or a slot the map gives no master: the first master (the
   // cluster answers the latter with MOVED or CLUSTERDOWN).
   if (c == nullptr) c = first_master();
-  auto r = std::make_shared<request_sink>(*this, std::move(w), force_eval, std::move(s), tag, link_of(c).host);
+  auto r =
+      std::make_shared<request_sink>(*this, std::move(w), force_eval, std::move(s), tag, link_of(c).host);
   c->submit(r->form(), force_eval, r, tag);
 }
 

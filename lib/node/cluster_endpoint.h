@@ -137,8 +137,8 @@ class cluster_endpoint final : public endpoint {
   // a background refresh, else discovery through seeds_[seed].
   void ask_map(connection& via, const std::string& via_host, bool shards, bool refresh, std::size_t seed);
   // A map reply (or a failure).
-  void on_map_reply(bool refresh, std::size_t seed, const std::string& via_host, const reply_event& ev, bool shards,
-                    connection& via);
+  void on_map_reply(bool refresh, std::size_t seed, const std::string& via_host, const reply_event& ev,
+                    bool shards, connection& via);
   void discovery_failed(std::size_t seed, std::string why);
   // Takes a parsed map: the masters and each slot's owner. False (and `error`) when
   // it serves no slot or names a master without a usable port.
@@ -163,7 +163,7 @@ class cluster_endpoint final : public endpoint {
   node_address address_;
   std::vector<host_port> seeds_;  // the URI's host:port, then its ?seed= entries
   state state_ = state::idle;
-  std::vector<shard_link> links_;  // every connection made, in the order made
+  std::vector<shard_link> links_;     // every connection made, in the order made
   std::vector<connection*> masters_;  // the current map's shard masters, in map order
   std::vector<connection*> owner_;    // per slot, once a map is known (nullptr: no master)
   std::deque<waiting> waiting_;       // submitted before the map was known

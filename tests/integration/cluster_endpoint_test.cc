@@ -62,9 +62,7 @@ client_options cluster_options(const std::vector<std::string>& uris) {
 
 class ClusterEndpoint : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    ::setenv("REDLOCK_PREVIEW_CLUSTER", "1", 1);
-  }
+  static void SetUpTestSuite() { ::setenv("REDLOCK_PREVIEW_CLUSTER", "1", 1); }
   static void TearDownTestSuite() {
     delete cluster_;
     cluster_ = nullptr;
@@ -146,7 +144,8 @@ TEST_F(ClusterEndpoint, a_quorum_of_a_cluster_and_two_plain_nodes_keeps_tagged_k
       EXPECT_TRUE(eventually([&] {
         return get_on(port, tagged(r)) == token && plain[0].get(kPrefix + r) == token &&
                plain[1].get(kPrefix + r) == token;
-      })) << r << ": not granted on all three nodes";
+      })) << r
+          << ": not granted on all three nodes";
       EXPECT_FALSE(plain[0].exists(tagged(r)));
       EXPECT_FALSE(plain[1].exists(tagged(r)));
       const report e = a.lock.extend(30000ms);
@@ -154,8 +153,10 @@ TEST_F(ClusterEndpoint, a_quorum_of_a_cluster_and_two_plain_nodes_keeps_tagged_k
       const report rel = a.lock.release();
       EXPECT_TRUE(rel) << rel.message();
       EXPECT_TRUE(eventually([&] {
-        return get_on(port, tagged(r)) == "<nil>" && !plain[0].exists(kPrefix + r) && !plain[1].exists(kPrefix + r);
-      })) << r << ": a key outlived the release";
+        return get_on(port, tagged(r)) == "<nil>" && !plain[0].exists(kPrefix + r) &&
+               !plain[1].exists(kPrefix + r);
+      })) << r
+          << ": a key outlived the release";
     }
   }
 }
@@ -214,24 +215,27 @@ TEST_F(ClusterEndpoint, requests_waiting_for_the_map_time_out_at_their_command_t
   // is submitted while a discovery is in progress (a discovery lasts the connect
   // timeout, the pause between two at most the reconnect backoff).
   bool timed_out = false;
-  eventually([&] {
-    const auto t0 = std::chrono::steady_clock::now();
-    auto a = c.acquire("waits", once());
-    const auto took = std::chrono::steady_clock::now() - t0;
-    EXPECT_FALSE(a);
-    if (a.report.nodes.size() != 1u) return (ADD_FAILURE() << a.report.message(), true);
-    const node_result& n = a.report.nodes[0];
-    if (n.status == node_status::timeout) {
-      timed_out = true;
-      EXPECT_NE(n.detail.find("cluster slot map not known"), std::string::npos) << n.detail;
-      EXPECT_LT(took, 900ms) << "the request's own timeout, not the discovery's: " << n.detail;
-    } else {
-      EXPECT_EQ(n.status, node_status::connection_error) << n.detail;
-      EXPECT_NE(n.detail.find("no seed answered"), std::string::npos) << n.detail;
-      EXPECT_NE(n.detail.find("connect/handshake took longer than 1000 ms"), std::string::npos) << n.detail;
-    }
-    return timed_out;
-  }, 10000ms);
+  eventually(
+      [&] {
+        const auto t0 = std::chrono::steady_clock::now();
+        auto a = c.acquire("waits", once());
+        const auto took = std::chrono::steady_clock::now() - t0;
+        EXPECT_FALSE(a);
+        if (a.report.nodes.size() != 1u) return (ADD_FAILURE() << a.report.message(), true);
+        const node_result& n = a.report.nodes[0];
+        if (n.status == node_status::timeout) {
+          timed_out = true;
+          EXPECT_NE(n.detail.find("cluster slot map not known"), std::string::npos) << n.detail;
+          EXPECT_LT(took, 900ms) << "the request's own timeout, not the discovery's: " << n.detail;
+        } else {
+          EXPECT_EQ(n.status, node_status::connection_error) << n.detail;
+          EXPECT_NE(n.detail.find("no seed answered"), std::string::npos) << n.detail;
+          EXPECT_NE(n.detail.find("connect/handshake took longer than 1000 ms"), std::string::npos)
+              << n.detail;
+        }
+        return timed_out;
+      },
+      10000ms);
   EXPECT_TRUE(timed_out) << "no request waited for a discovery in progress";
 }
 
@@ -250,7 +254,8 @@ TEST_F(ClusterEndpoint, the_preview_switch_admits_cluster_uris_only_not_sentinel
     client c(cluster_options({"redis+sentinel://127.0.0.1:" + std::to_string(free_port()) + "/mymaster"}));
     ADD_FAILURE() << "a Sentinel URI was accepted";
   } catch (const config_error& e) {
-    EXPECT_NE(std::string(e.what()).find("a Sentinel-managed master as one node is not supported"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("a Sentinel-managed master as one node is not supported"),
+              std::string::npos)
         << e.what();
   }
 }
@@ -287,12 +292,15 @@ TEST_F(ClusterEndpoint, a_moved_slot_is_followed_and_later_requests_go_to_the_ne
     if (i == to) continue;
     ASSERT_EQ(cl[i].command({"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", to_id}), "OK") << i;
   }
-  ASSERT_TRUE(eventually([&] {
-    for (std::size_t i = 0; i < cl.size(); ++i) {
-      if (cl.master_of(slot, i) != static_cast<int>(to)) return false;
-    }
-    return true;
-  }, 10000ms)) << "the masters never agreed on the slot's new owner";
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (std::size_t i = 0; i < cl.size(); ++i) {
+          if (cl.master_of(slot, i) != static_cast<int>(to)) return false;
+        }
+        return true;
+      },
+      10000ms))
+      << "the masters never agreed on the slot's new owner";
   const long long moved_before = errors_on(from_port, "MOVED");
 
   auto a = c.acquire(r, once(20000ms));
