@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
+#include <string_view>
 
 #include "engine/core.h"
 #include "ops/support.h"
@@ -26,6 +28,21 @@ namespace {
 // written (lower case), except that IP literals are compared in canonical form
 // (IPv4-mapped IPv6 as IPv4) and "localhost" may be 127.0.0.1 or ::1. Two names
 // that resolve to one address are not detected (no resolution at construction).
+// REDLOCK_PREVIEW_CLUSTER=1 in the environment (read once, at the first client):
+// redis+cluster:// nodes are accepted, for the tests of node/cluster_endpoint. A
+// development switch that exists only until a grant on a cluster node counts once it
+// is replicated (docs/design.md, issue 23, plan item 4: built in connection, not yet
+// turned on for a cluster's shard connections): until then a cluster node gives NO
+// failover safety (a master that fails over may lose a lock it granted), which is
+// why it is refused by default. Sentinel nodes stay refused either way.
+bool preview_cluster() {
+  static const bool on = [] {
+    const char* v = std::getenv("REDLOCK_PREVIEW_CLUSTER");
+    return v != nullptr && std::string_view(v) == "1";
+  }();
+  return on;
+}
+
 std::set<std::string> server_identities(const detail::node_address& a) {
   if (a.type == detail::node_address::kind::unix_socket) {
     return {"unix:" + std::filesystem::path(a.path).lexically_normal().string()};
@@ -73,8 +90,10 @@ std::vector<detail::node_address> validate_options(const client_options& o) {
     if (!detail::parse_node_uri(uri, a, err)) throw config_error(err);
     // The forms parse (so a typo is named as one), but this version connects to
     // standalone masters only: refusing is honest, treating the seed or the
-    // sentinel as a master would not be.
-    if (a.topology != detail::node_address::deployment::standalone) {
+    // sentinel as a master would not be. A Redis Cluster node (node/cluster_endpoint)
+    // is a development preview behind REDLOCK_PREVIEW_CLUSTER=1 (preview_cluster()).
+    if (a.topology != detail::node_address::deployment::standalone &&
+        !(a.topology == detail::node_address::deployment::cluster && preview_cluster())) {
       throw config_error("node URI '" + a.display + "': " +
                          (a.topology == detail::node_address::deployment::cluster ? "a Redis Cluster"
                                                                                   : "a Sentinel-managed master") +

@@ -49,9 +49,7 @@ core::core(client_options options, std::vector<node_address> nodes, std::unique_
   const char* confirm = std::getenv("REDLOCK_PREVIEW_CONFIRM_REPLICATION");
   const bool preview_confirm = confirm != nullptr && std::string_view(confirm) == "1";
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    auto c = std::make_unique<connection>(*this, i, nodes_[i]);
-    c->set_confirm_replication(preview_confirm);
-    endpoints_.push_back(std::move(c));
+    endpoints_.push_back(make_endpoint(*this, i, nodes_[i], preview_confirm));
   }
   // Blocking-call tuning (see begin_sync_wait); the environment overrides the
   // defaults for measurements (docs/benchmarks.md), in microseconds, 0 = off.

@@ -13,6 +13,7 @@
 
 #include "protocol/info.h"
 #include "protocol/reply.h"
+#include "pure/retry.h"
 
 namespace redlock::detail {
 namespace {
@@ -686,18 +687,15 @@ void connection::fail_connection(node_status status, std::string detail, bool pe
   }
   // Capped exponential backoff with jitter in [d/2, d].
   const auto& o = host_.options();
-  std::int64_t d = std::max<std::int64_t>(1, o.reconnect_min_backoff.count());
-  for (int i = 1; i < failures_ && d < o.reconnect_max_backoff.count(); ++i) d *= 2;
-  d = std::min<std::int64_t>(d, std::max<std::int64_t>(1, o.reconnect_max_backoff.count()));
-  if (permanent) d = std::max<std::int64_t>(d, o.reconnect_max_backoff.count());
-  const std::int64_t delay = d / 2 + static_cast<std::int64_t>(host_.jitter() % static_cast<std::uint64_t>(d / 2 + 1));
-  backoff_timer_ = host_.schedule(std::chrono::milliseconds(delay), [this] { connect_now(); });
+  const std::chrono::milliseconds delay =
+      reconnect_delay(o.reconnect_min_backoff, o.reconnect_max_backoff, failures_, permanent, host_.jitter());
+  backoff_timer_ = host_.schedule(delay, [this] { connect_now(); });
   if (host_.observing() && push_ == nullptr) {
     reconnect_scheduled e;
     e.at = host_.now();
     e.index = index_;
     e.node = address_.display;
-    e.backoff = std::chrono::milliseconds(delay);
+    e.backoff = delay;
     e.reason = down_detail_;
     host_.emit(&observer::on_reconnect_scheduled, e, "on_reconnect_scheduled");
   }

@@ -24,6 +24,9 @@
 
 namespace redlock::detail {
 
+class node_host;
+struct node_address;
+
 // What a sink gets for one request.
 struct reply_event {
   node_status status = node_status::pending;  // pending means: a reply arrived, see `reply`
@@ -115,5 +118,17 @@ class endpoint {
   endpoint(const endpoint&) = default;
   endpoint& operator=(const endpoint&) = default;
 };
+
+// The endpoint for node `index` at `address`, reaching its owner through `host`: a
+// connection (node/connection.h) for a standalone master, a cluster_endpoint
+// (node/cluster_endpoint.h) for a Redis Cluster. A Sentinel address is refused by
+// validate_options before a client is made; here it is one connection to the
+// first sentinel, a placeholder until plan item 6 (node/sentinel_endpoint) lands.
+// `confirm_replication`: a standalone connection's writes wait for its replicas
+// (connection::set_confirm_replication; the REDLOCK_PREVIEW_CONFIRM_REPLICATION
+// preview). A cluster endpoint's shard connections do not confirm yet: turning it on
+// for them is the cluster's half of plan item 4, still to land.
+std::unique_ptr<endpoint> make_endpoint(node_host& host, std::size_t index, const node_address& address,
+                                        bool confirm_replication);
 
 }  // namespace redlock::detail

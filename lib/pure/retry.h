@@ -12,6 +12,13 @@ namespace redlock::detail {
 // with d = min(max_delay, base_delay * 2^(next_attempt - 2)); `random` picks the point.
 std::chrono::milliseconds retry_delay(const retry_policy& p, int next_attempt, std::uint64_t random) noexcept;
 
+// A reconnect's delay (a connection's, a cluster node's rediscovery) after
+// `failures` failed attempts in a row (1: the first): d = min_backoff doubled per
+// further failure, capped at max_backoff (at least max_backoff when `permanent`),
+// both taken as at least 1 ms; the delay is d/2 + random % (d/2 + 1).
+std::chrono::milliseconds reconnect_delay(std::chrono::milliseconds min_backoff, std::chrono::milliseconds max_backoff,
+                                          int failures, bool permanent, std::uint64_t random) noexcept;
+
 // Checks a policy; "" if fine, else the problem.
 const char* check_retry(const retry_policy& p) noexcept;
 

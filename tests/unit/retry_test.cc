@@ -268,5 +268,41 @@ TEST(JitterRng, OutputsAreDistinctAndSpreadOverEveryBucketAndBit) {
   }
 }
 
+// reconnect_delay: what a connection (and a cluster node's rediscovery) waits
+// after `failures` failed attempts, in milliseconds.
+std::int64_t reconnect_ms(std::int64_t min_ms, std::int64_t max_ms, int failures, bool permanent,
+                          std::uint64_t random) {
+  return reconnect_delay(milliseconds(min_ms), milliseconds(max_ms), failures, permanent, random).count();
+}
+
+TEST(ReconnectDelay, DoublesPerFailureWithinHalfToWholeOfTheCap) {
+  // min 10 ms, max 100 ms: d = 10, 20, 40, 80, 100, 100 ...; the delay in [d/2, d].
+  const std::int64_t d[] = {10, 20, 40, 80, 100, 100, 100};
+  for (int failures = 1; failures <= 7; ++failures) {
+    const std::int64_t full = d[failures - 1];
+    EXPECT_EQ(reconnect_ms(10, 100, failures, false, 0), full / 2) << failures;
+    EXPECT_EQ(reconnect_ms(10, 100, failures, false, static_cast<std::uint64_t>(full / 2)), full) << failures;
+    const std::int64_t any = reconnect_ms(10, 100, failures, false, kMaxRandom);
+    EXPECT_GE(any, full / 2) << failures;
+    EXPECT_LE(any, full) << failures;
+  }
+}
+
+TEST(ReconnectDelay, APermanentFailureWaitsTheLongestBackoff) {
+  EXPECT_EQ(reconnect_ms(10, 100, 1, true, 0), 50);
+  EXPECT_EQ(reconnect_ms(10, 100, 1, true, 50), 100);
+}
+
+TEST(ReconnectDelay, BoundsBelowOneMillisecondCountAsOne) {
+  for (int failures : {1, 2, 30}) {
+    for (std::uint64_t random : {std::uint64_t{0}, std::uint64_t{1}, kMaxRandom}) {
+      const std::int64_t v = reconnect_ms(0, 0, failures, false, random);
+      EXPECT_GE(v, 0);
+      EXPECT_LE(v, 1);
+    }
+  }
+  EXPECT_LE(reconnect_ms(-5, 3, 40, false, kMaxRandom), 3);
+}
+
 }  // namespace
 }  // namespace redlock::detail

@@ -1,0 +1,500 @@
+// A cluster node's life: discovery (seeds in order: CLUSTER SHARDS, else CLUSTER
+// SLOTS) while requests wait -> the map installed (a connection per shard master),
+// the waiting requests routed -> each request sent in its cluster form to its
+// slot's master, its redirects followed by its request_sink -> a MOVED updates the
+// slot and refreshes the map in the background; and shutdown, which cancels what
+// is left. Loop thread only.
+#include "node/cluster_endpoint.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "protocol/info.h"
+#include "pure/retry.h"
+#include "pure/slot.h"
+
+namespace redlock::detail {
+namespace {
+
+constexpr std::uint64_t kNoDeadline = ~std::uint64_t{0};
+// A map refresh after a MOVED: at most this often.
+constexpr std::uint64_t kRefreshIntervalMs = 1000;
+
+std::string host_port_text(const std::string& host, int port) {
+  const bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+std::shared_ptr<const wire> plain(std::initializer_list<std::string_view> argv) {
+  std::string encoded;
+  append_resp(encoded, argv);
+  return std::make_shared<const wire>(wire::plain_tag{}, std::move(encoded));
+}
+
+// ASKING's reply: nothing to do (the request pipelined behind it carries the vote).
+class discard_sink final : public sink {
+ public:
+  void on_reply(std::size_t, std::uint32_t, const reply_event&) override {}
+};
+
+void fail_now(sink& s, std::size_t node, std::uint32_t tag, node_status status, std::string_view detail) {
+  reply_event ev;
+  ev.status = status;
+  ev.detail = detail;
+  ev.unsent = true;
+  s.on_reply(node, tag, ev);
+}
+
+}  // namespace
+
+// Between a shard's connection and the request's sink: follows redirects, and
+// delivers the one reply_event the sink gets.
+class cluster_endpoint::request_sink final : public sink, public std::enable_shared_from_this<request_sink> {
+ public:
+  request_sink(cluster_endpoint& ep, std::shared_ptr<const wire> w, bool force_eval,
+               std::shared_ptr<sink> target, std::uint32_t tag, std::string via_host)
+      : ep_(ep),
+        w_(std::move(w)),
+        force_eval_(force_eval),
+        target_(std::move(target)),
+        tag_(tag),
+        via_host_(std::move(via_host)),
+        submitted_(ep.host_.now()) {}
+
+  void on_reply(std::size_t, std::uint32_t, const reply_event& ev) override {
+    if (ev.status == node_status::pending && ev.reply != nullptr && ev.reply->type == REDIS_REPLY_ERROR &&
+        redirects_ < kMaxRedirects) {
+      if (const auto to = parse_redirect(std::string_view(ev.reply->str, ev.reply->len))) {
+        if (ep_.follow(*this, *to)) return;
+      }
+    }
+    std::shared_ptr<sink> target = std::move(target_);
+    if (!target) return;
+    if (redirects_ == 0 || ev.status != node_status::pending) {
+      target->on_reply(ep_.index_, tag_, ev);
+      return;
+    }
+    // Redirected: the latency counts from the first submission.
+    reply_event e = ev;
+    e.latency = std::chrono::duration_cast<std::chrono::microseconds>(ep_.host_.now() - submitted_);
+    target->on_reply(ep_.index_, tag_, e);
+  }
+
+  // The command as its slot's master gets it (the original wire kept alive).
+  std::shared_ptr<const wire> form() const { return std::shared_ptr<const wire>(w_, &w_->cluster_form()); }
+
+  cluster_endpoint& ep_;
+  std::shared_ptr<const wire> w_;
+  bool force_eval_;
+  std::shared_ptr<sink> target_;
+  std::uint32_t tag_;
+  std::string via_host_;  // the host the request was last sent to (a redirect without a host means it)
+  std::chrono::steady_clock::time_point submitted_;
+  int redirects_ = 0;
+  bool asked_ = false;
+};
+
+// A map request's reply (CLUSTER SHARDS, then CLUSTER SLOTS when refused).
+class cluster_endpoint::map_sink final : public sink {
+ public:
+  map_sink(cluster_endpoint& ep, connection& via, std::string via_host, bool shards, bool refresh,
+           std::size_t seed)
+      : ep_(ep), via_(via), via_host_(std::move(via_host)), shards_(shards), refresh_(refresh), seed_(seed) {}
+  void on_reply(std::size_t, std::uint32_t, const reply_event& ev) override {
+    ep_.on_map_reply(refresh_, seed_, via_host_, ev, shards_, via_);
+  }
+
+ private:
+  cluster_endpoint& ep_;
+  connection& via_;
+  std::string via_host_;
+  bool shards_;
+  bool refresh_;
+  std::size_t seed_;
+};
+
+cluster_endpoint::cluster_endpoint(node_host& host, std::size_t index, node_address address)
+    : host_(host),
+      index_(index),
+      address_(std::move(address)),
+      shards_wire_(plain({"CLUSTER", "SHARDS"})),
+      slots_wire_(plain({"CLUSTER", "SLOTS"})),
+      asking_wire_(plain({"ASKING"})) {
+  seeds_.push_back(host_port{address_.host, address_.port});
+  seeds_.insert(seeds_.end(), address_.seeds.begin(), address_.seeds.end());
+}
+
+cluster_endpoint::~cluster_endpoint() = default;
+
+connection& cluster_endpoint::connection_to(const std::string& host, int port) {
+  for (const shard_link& l : links_) {
+    if (l.host == host && l.port == port) return *l.conn;
+  }
+  // The cluster URI's user, password and TLS; database 0, as in every cluster.
+  node_address a = address_;
+  a.type = node_address::kind::tcp;
+  a.topology = node_address::deployment::standalone;
+  a.seeds.clear();
+  a.master_name.clear();
+  a.host = host;
+  a.port = port;
+  a.db = 0;
+  a.display = address_.display + " (cluster node " + host_port_text(host, port) + ")";
+  links_.push_back(shard_link{host, port, std::make_unique<connection>(host_, index_, std::move(a))});
+  connection& c = *links_.back().conn;
+  if (state_ != state::closed) c.start();
+  return c;
+}
+
+const cluster_endpoint::shard_link& cluster_endpoint::link_of(const connection* c) const {
+  for (const shard_link& l : links_) {
+    if (l.conn.get() == c) return l;
+  }
+  return links_.front();  // not reached: every connection here is in links_
+}
+
+void cluster_endpoint::start() {
+  if (state_ != state::idle) return;
+  started_ms_ = host_.now_ms();
+  ask_seed(0);
+}
+
+void cluster_endpoint::ask_seed(std::size_t seed) {
+  state_ = state::discovering;
+  const host_port& s = seeds_[seed];
+  ask_map(connection_to(s.host, s.port), s.host, true, false, seed);
+}
+
+void cluster_endpoint::ask_map(connection& via, const std::string& via_host, bool shards, bool refresh,
+                               std::size_t seed) {
+  via.submit(shards ? shards_wire_ : slots_wire_, false,
+             std::make_shared<map_sink>(*this, via, via_host, shards, refresh, seed), 0);
+}
+
+void cluster_endpoint::on_map_reply(bool refresh, std::size_t seed, const std::string& via_host,
+                                    const reply_event& ev, bool shards, connection& via) {
+  if (state_ == state::closed) return;
+  std::string why;
+  if (ev.status != node_status::pending) {
+    why = std::string(to_string(ev.status)) + ": " + std::string(ev.detail);
+  } else if (ev.reply == nullptr) {
+    why = "no reply";
+  } else if (ev.reply->type == REDIS_REPLY_ERROR && shards) {
+    // Before 7.0 CLUSTER SHARDS is an unknown subcommand: ask CLUSTER SLOTS.
+    return ask_map(via, via_host, false, refresh, seed);
+  } else if (ev.reply->type == REDIS_REPLY_ERROR) {
+    why = "CLUSTER SLOTS refused: " + first_line(ev.reply->str, ev.reply->len);
+  } else {
+    slot_map map;
+    std::string error;
+    const bool parsed = shards ? parse_cluster_shards(ev.reply, via_host, map, error)
+                               : parse_cluster_slots(ev.reply, via_host, map, error);
+    if (parsed && install(map, error)) {
+      if (refresh) {
+        refreshing_ = false;
+        return;
+      }
+      state_ = state::ready;
+      failures_ = 0;
+      discovery_errors_.clear();
+      // The requests that waited for the map, in submission order.
+      if (waiting_timer_ != 0) host_.cancel_timer(waiting_timer_);
+      waiting_timer_ = 0;
+      std::deque<waiting> ready;
+      ready.swap(waiting_);
+      for (waiting& r : ready) route(std::move(r.w), r.force_eval, std::move(r.target), r.tag);
+      host_.note_quiet();
+      return;
+    }
+    why = error;
+  }
+  if (refresh) {
+    refreshing_ = false;  // the map stays as it was
+    return;
+  }
+  discovery_failed(seed, std::move(why));
+}
+
+void cluster_endpoint::discovery_failed(std::size_t seed, std::string why) {
+  if (!discovery_errors_.empty()) discovery_errors_ += "; ";
+  discovery_errors_ += host_port_text(seeds_[seed].host, seeds_[seed].port) + ": " + why;
+  if (seed + 1 < seeds_.size()) return ask_seed(seed + 1);
+  state_ = state::down;
+  down_detail_ = "cluster slot map unknown, no seed answered (" + discovery_errors_ + ")";
+  discovery_errors_.clear();
+  ++failures_;
+  fail_waiting(node_status::connection_error, down_detail_);
+  if (!host_.closing()) {
+    // The connection's backoff (capped exponential, jitter in [d/2, d]); requests
+    // submitted until the retry fail at once.
+    const auto& o = host_.options();
+    const auto delay =
+        reconnect_delay(o.reconnect_min_backoff, o.reconnect_max_backoff, failures_, false, host_.jitter());
+    retry_timer_ = host_.schedule(delay, [this] {
+      retry_timer_ = 0;
+      if (state_ == state::down) ask_seed(0);
+    });
+  }
+  host_.note_quiet();
+}
+
+bool cluster_endpoint::install(const slot_map& map, std::string& error) {
+  if (map.covered() == 0) {
+    error = "the cluster's map assigns no slot to a master";
+    return false;
+  }
+  struct master {
+    const cluster_shard* shard;
+    std::string host;
+    int port;
+  };
+  std::vector<master> found;
+  for (const cluster_shard& s : map.shards()) {
+    if (s.master < 0) continue;
+    const cluster_node& n = s.nodes[static_cast<std::size_t>(s.master)];
+    const int port = address_.tls ? (n.tls_port != 0 ? n.tls_port : n.port) : n.port;
+    if (port == 0) {
+      error =
+          "shard master " + n.host + " has no " + (address_.tls ? "port" : "plain TCP port (only a TLS one)");
+      return false;
+    }
+    found.push_back(master{&s, n.host, port});
+  }
+  std::vector<connection*> masters;
+  std::vector<connection*> owner(static_cast<std::size_t>(kClusterSlots), nullptr);
+  for (const master& m : found) {
+    connection& c = connection_to(m.host, m.port);
+    if (std::find(masters.begin(), masters.end(), &c) == masters.end()) masters.push_back(&c);
+    for (const auto& [lo, hi] : m.shard->ranges) {
+      for (int s = lo; s <= hi; ++s) owner[static_cast<std::size_t>(s)] = &c;
+    }
+  }
+  masters_ = std::move(masters);
+  owner_ = std::move(owner);
+  return true;
+}
+
+void cluster_endpoint::refresh_soon(connection& via, const std::string& via_host) {
+  if (refreshing_ || state_ != state::ready) return;
+  const std::uint64_t now = host_.now_ms();
+  if (refreshed_once_ && now - last_refresh_ms_ < kRefreshIntervalMs) return;
+  refreshing_ = true;
+  refreshed_once_ = true;
+  last_refresh_ms_ = now;
+  ask_map(via, via_host, true, true, 0);
+}
+
+void cluster_endpoint::submit(std::shared_ptr<const wire> w, bool force_eval, std::shared_ptr<sink> s,
+                              std::uint32_t tag) {
+  switch (state_) {
+    case state::ready:
+      return route(std::move(w), force_eval, std::move(s), tag);
+    case state::closed:
+      return fail_now(*s, index_, tag, node_status::cancelled, "client shut down");
+    case state::down:
+      return fail_now(*s, index_, tag, node_status::connection_error, down_detail_);
+    case state::idle:
+    case state::discovering:
+      break;
+  }
+  if (waiting_.size() >= kMaxWaiting) {
+    return fail_now(*s, index_, tag, node_status::connection_error,
+                    "cluster slot map not known yet, and " + std::to_string(kMaxWaiting) +
+                        " requests wait for it already");
+  }
+  // Its command timeout, counted (as a connection counts a request submitted
+  // during its first connect) from the end of the first connect timeout at the
+  // earliest: the first discovery connects to a seed first.
+  const std::uint64_t now = host_.now_ms();
+  const auto cmd_ms = static_cast<std::uint64_t>(host_.options().command_timeout.count());
+  std::uint64_t deadline = now + cmd_ms;
+  if (failures_ == 0) {
+    const auto connect_ms = static_cast<std::uint64_t>(host_.options().connect_timeout.count());
+    deadline = std::max(deadline, started_ms_ + connect_ms + cmd_ms);
+  }
+  waiting_.push_back(waiting{std::move(w), force_eval, std::move(s), tag, now, kNoDeadline});
+  if (!waiting_.back().w->untimed()) waiting_.back().deadline_ms = deadline;
+  if (waiting_timer_ != 0 && waiting_.back().deadline_ms < waiting_armed_at_) {
+    host_.cancel_timer(waiting_timer_);
+    waiting_timer_ = 0;
+  }
+  if (waiting_timer_ == 0) arm_waiting_timer();
+}
+
+void cluster_endpoint::route(std::shared_ptr<const wire> w, bool force_eval, std::shared_ptr<sink> s,
+                             std::uint32_t tag) {
+  const int slot = w->slot();
+  if (slot == wire::kCrossSlot) {
+    return fail_now(
+        *s, index_, tag, node_status::server_error,
+        "keys in different hash slots: a Redis Cluster node runs a command on the keys of one slot only");
+  }
+  connection* c = slot >= 0 ? owner_[static_cast<std::size_t>(slot)] : nullptr;
+  // A key-less command, or a slot the map gives no master: the first master (the
+  // cluster answers the latter with MOVED or CLUSTERDOWN).
+  if (c == nullptr) c = first_master();
+  auto r =
+      std::make_shared<request_sink>(*this, std::move(w), force_eval, std::move(s), tag, link_of(c).host);
+  c->submit(r->form(), force_eval, r, tag);
+}
+
+bool cluster_endpoint::follow(request_sink& r, const redirect& to) {
+  if (state_ == state::closed) return false;
+  if (to.type == redirect::kind::ask && r.asked_) return false;
+  const std::string host = to.host.empty() ? r.via_host_ : to.host;
+  const bool known = std::any_of(links_.begin(), links_.end(),
+                                 [&](const shard_link& l) { return l.host == host && l.port == to.port; });
+  if (!known && links_.size() >= kMaxConnections) return false;  // delivered as the error it is
+  connection& c = connection_to(host, to.port);
+  ++r.redirects_;
+  r.via_host_ = host;
+  const std::shared_ptr<request_sink> self = r.shared_from_this();
+  if (to.type == redirect::kind::ask) {
+    // This once, on the importing node: ASKING, and the request right behind it on
+    // the same connection (the flag holds for the next command only).
+    r.asked_ = true;
+    c.submit(asking_wire_, false, std::make_shared<discard_sink>(), 0);
+    c.submit(r.form(), r.force_eval_, self, r.tag_);
+    return true;
+  }
+  // MOVED: the slot lives there now.
+  if (!owner_.empty()) owner_[static_cast<std::size_t>(to.slot)] = &c;
+  if (std::find(masters_.begin(), masters_.end(), &c) == masters_.end()) masters_.push_back(&c);
+  c.submit(r.form(), r.force_eval_, self, r.tag_);
+  refresh_soon(c, host);
+  return true;
+}
+
+void cluster_endpoint::arm_waiting_timer() {
+  // Deadlines grow along the queue (untimed requests, rare, are stepped over).
+  std::uint64_t next = kNoDeadline;
+  for (const waiting& r : waiting_) {
+    if (r.deadline_ms != kNoDeadline) {
+      next = r.deadline_ms;
+      break;
+    }
+  }
+  if (next == kNoDeadline) return;
+  const std::uint64_t now = host_.now_ms();
+  waiting_armed_at_ = next;
+  waiting_timer_ = host_.schedule(std::chrono::milliseconds(next > now ? next - now : 0), [this] {
+    waiting_timer_ = 0;
+    on_waiting_timer();
+  });
+}
+
+void cluster_endpoint::on_waiting_timer() {
+  const std::uint64_t now = host_.now_ms();
+  std::vector<waiting> expired;
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (it->deadline_ms <= now) {
+      expired.push_back(std::move(*it));
+      it = waiting_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (waiting& r : expired) {
+    const std::string detail = "cluster slot map not known " + std::to_string(now - r.submitted_ms) +
+                               " ms after the request (command_timeout " +
+                               std::to_string(host_.options().command_timeout.count()) + " ms)" +
+                               (discovery_errors_.empty() ? "" : "; so far " + discovery_errors_);
+    fail_now(*r.target, index_, r.tag, node_status::timeout, detail);
+  }
+  if (waiting_timer_ == 0) arm_waiting_timer();
+  host_.note_quiet();
+}
+
+void cluster_endpoint::fail_waiting(node_status status, const std::string& detail) {
+  if (waiting_timer_ != 0) host_.cancel_timer(waiting_timer_);
+  waiting_timer_ = 0;
+  std::deque<waiting> failed;
+  failed.swap(waiting_);
+  for (waiting& r : failed) fail_now(*r.target, index_, r.tag, status, detail);
+}
+
+void cluster_endpoint::flush() {
+  for (std::size_t i = 0; i < links_.size(); ++i) links_[i].conn->flush();
+}
+
+bool cluster_endpoint::quiet() const noexcept {
+  if (!waiting_.empty()) return false;
+  for (const shard_link& l : links_) {
+    if (!l.conn->quiet()) return false;
+  }
+  return true;
+}
+
+void cluster_endpoint::shutdown() {
+  state_ = state::closed;
+  if (retry_timer_ != 0) host_.cancel_timer(retry_timer_);
+  retry_timer_ = 0;
+  fail_waiting(node_status::cancelled, "client shut down");
+  // By index: a sink called from a shutdown may not add a connection (closed), but
+  // stays safe if one did.
+  for (std::size_t i = 0; i < links_.size(); ++i) links_[i].conn->shutdown();
+}
+
+std::string cluster_endpoint::acquire_exclusion(std::chrono::steady_clock::time_point now,
+                                                std::chrono::milliseconds quarantine) const {
+  for (const connection* m : masters_) {
+    if (std::string why = m->acquire_exclusion(now, quarantine); !why.empty()) {
+      return "shard master " + host_port_text(link_of(m).host, link_of(m).port) + ": " + why;
+    }
+  }
+  return "";
+}
+
+std::string cluster_endpoint::fencing_exclusion() const {
+  for (const connection* m : masters_) {
+    if (std::string why = m->fencing_exclusion(); !why.empty()) {
+      return "shard master " + host_port_text(link_of(m).host, link_of(m).port) + ": " + why;
+    }
+  }
+  return "";
+}
+
+const std::string& cluster_endpoint::run_id() const noexcept {
+  return masters_.empty() ? empty_ : masters_.front()->run_id();
+}
+
+const connection* cluster_endpoint::memory_master() const noexcept {
+  const connection* pick = first_master();
+  int worst = -1;
+  for (const connection* m : masters_) {
+    const int risk = static_cast<int>(eviction_risk_of(m->maxmemory_policy()));
+    if (risk > worst) {
+      worst = risk;
+      pick = m;
+    }
+  }
+  return pick;
+}
+
+const std::string& cluster_endpoint::maxmemory_policy() const noexcept {
+  const connection* m = memory_master();
+  return m == nullptr ? empty_ : m->maxmemory_policy();
+}
+
+const std::string& cluster_endpoint::maxmemory() const noexcept {
+  const connection* m = memory_master();
+  return m == nullptr ? empty_ : m->maxmemory();
+}
+
+const std::optional<std::chrono::steady_clock::time_point>& cluster_endpoint::restarted_at() const noexcept {
+  const std::optional<std::chrono::steady_clock::time_point>* latest = &none_;
+  for (const connection* m : masters_) {
+    if (m->restarted_at() && (!*latest || **latest < *m->restarted_at())) latest = &m->restarted_at();
+  }
+  return *latest;
+}
+
+const std::optional<std::chrono::steady_clock::time_point>& cluster_endpoint::jumped_at() const noexcept {
+  const std::optional<std::chrono::steady_clock::time_point>* latest = &none_;
+  for (const connection* m : masters_) {
+    if (m->jumped_at() && (!*latest || **latest < *m->jumped_at())) latest = &m->jumped_at();
+  }
+  return *latest;
+}
+
+}  // namespace redlock::detail

@@ -1,0 +1,383 @@
+// A real Redis Cluster as one Redlock node (issue 23, plan item 2: node/cluster_endpoint):
+// acquire, extend and release of resources spread over every shard, the keys each shard
+// master holds ({prefix+R}, {prefix+R}:fence), a quorum of a cluster and plain nodes,
+// MOVED and ASK followed, and a cluster that cannot be reached. The client accepts
+// cluster URIs only behind the development switch REDLOCK_PREVIEW_CLUSTER=1
+// (lib/api/validate.cc), set here before any client is made.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "fake_listener.h"
+#include "pure/slot.h"
+#include "redis_deployment.h"
+#include "test_util.h"
+
+namespace redlock::test {
+namespace {
+
+using detail::key_slot;
+
+const std::string kPrefix = "ce:";
+
+// The key a cluster node keeps for resource `r` (docs/protocol.md "On a Redis Cluster node").
+std::string tagged(const std::string& r) { return "{" + kPrefix + r + "}"; }
+
+std::set<std::string> keys_on(int port) {
+  const owned_reply r = raw_command(port, {"KEYS", "*"});
+  std::set<std::string> out;
+  if (r->type != REDIS_REPLY_ARRAY) return {"<KEYS * did not answer an array>"};
+  for (std::size_t i = 0; i < r->elements; ++i) out.emplace(r->element[i]->str, r->element[i]->len);
+  return out;
+}
+
+std::string get_on(int port, const std::string& key) {
+  const owned_reply r = raw_command(port, {"GET", key});
+  if (r->type == REDIS_REPLY_STRING) return std::string(r->str, r->len);
+  if (r->type == REDIS_REPLY_NIL) return "<nil>";
+  return "<" + std::string(r->str != nullptr ? r->str : "not a string") + ">";
+}
+
+// INFO errorstats' count of error replies with this prefix (MOVED, ASK) on a node.
+long long errors_on(int port, const std::string& prefix) {
+  const owned_reply r = raw_command(port, {"INFO", "errorstats"});
+  const std::string info(r->str, r->len);
+  const std::string field = "errorstat_" + prefix + ":count=";
+  const auto at = info.find(field);
+  return at == std::string::npos ? 0 : std::stoll(info.substr(at + field.size()));
+}
+
+client_options cluster_options(const std::vector<std::string>& uris) {
+  client_options o = options_for(uris);
+  o.key_prefix = kPrefix;
+  // Generous for a loaded machine; far below the TTLs used here.
+  o.command_timeout = 1000ms;
+  o.connect_timeout = 2000ms;
+  return o;
+}
+
+class ClusterEndpoint : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { ::setenv("REDLOCK_PREVIEW_CLUSTER", "1", 1); }
+  static void TearDownTestSuite() {
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  // The suite's cluster, made on first need (the tests that move slots make their own).
+  static redis_cluster_deployment& cluster() {
+    if (cluster_ == nullptr) cluster_ = new redis_cluster_deployment(3, 0);
+    return *cluster_;
+  }
+  static int port_of_master(const std::string& resource) {
+    const int m = cluster().master_of(key_slot(tagged(resource)));
+    return m < 0 ? -1 : cluster()[static_cast<std::size_t>(m)].port();
+  }
+  // `per_master` resources on each master (names tried in order, at most 1000).
+  static std::map<int, std::vector<std::string>> spread(const std::string& base, std::size_t per_master) {
+    std::map<int, std::vector<std::string>> out;
+    for (int i = 0; i < 1000; ++i) {
+      const std::string r = base + "-" + std::to_string(i);
+      auto& v = out[port_of_master(r)];
+      if (v.size() < per_master) v.push_back(r);
+      std::size_t full = 0;
+      for (const auto& [port, rs] : out) full += rs.size() == per_master ? 1 : 0;
+      if (full == cluster().size()) break;
+    }
+    return out;
+  }
+  static redis_cluster_deployment* cluster_;
+};
+redis_cluster_deployment* ClusterEndpoint::cluster_ = nullptr;
+
+TEST_F(ClusterEndpoint, one_cluster_node_acquires_extends_and_releases_resources_on_every_shard) {
+  const auto by_master = spread("spread", 4);
+  ASSERT_EQ(by_master.size(), 3u);
+  client c(cluster_options({cluster().uri()}));
+  std::map<std::string, lock> held;
+  for (const auto& [port, resources] : by_master) {
+    ASSERT_EQ(resources.size(), 4u) << "port " << port;
+    for (const std::string& r : resources) {
+      auto a = c.acquire(r, once(20000ms));
+      ASSERT_TRUE(a) << r << ": " << a.report.message();
+      ASSERT_EQ(a.report.nodes.size(), 1u);
+      EXPECT_EQ(a.report.nodes[0].status, node_status::ok);
+      EXPECT_EQ(get_on(port, tagged(r)), a.lock.info().token) << r;
+      held.emplace(r, std::move(a.lock));
+    }
+  }
+  // Each master holds exactly the tagged keys of its resources: nothing untagged, nothing elsewhere.
+  for (const auto& [port, resources] : by_master) {
+    std::set<std::string> expected;
+    for (const std::string& r : resources) expected.insert(tagged(r));
+    EXPECT_EQ(keys_on(port), expected) << "port " << port;
+  }
+  for (auto& [r, l] : held) {
+    const report e = l.extend(40000ms);
+    EXPECT_TRUE(e) << r << ": " << e.message();
+    const owned_reply pttl = raw_command(port_of_master(r), {"PTTL", tagged(r)});
+    EXPECT_GT(pttl->integer, 25000) << r;
+  }
+  for (auto& [r, l] : held) {
+    const report rel = l.release();
+    EXPECT_TRUE(rel) << r << ": " << rel.message();
+  }
+  for (const auto& [port, resources] : by_master) EXPECT_TRUE(keys_on(port).empty()) << "port " << port;
+}
+
+TEST_F(ClusterEndpoint, a_quorum_of_a_cluster_and_two_plain_nodes_keeps_tagged_keys_on_the_cluster_only) {
+  redis_cluster plain(2);
+  std::vector<std::string> uris = plain.uris();
+  uris.insert(uris.begin() + 1, cluster().uri());
+  client c(cluster_options(uris));
+  const auto by_master = spread("quorum", 2);
+  for (const auto& [port, resources] : by_master) {
+    for (const std::string& r : resources) {
+      auto a = c.acquire(r, once(20000ms));
+      ASSERT_TRUE(a) << r << ": " << a.report.message();
+      // The round may be decided at the quorum of 2: the third grant lands after it.
+      EXPECT_GE(a.report.count(node_status::ok), 2) << a.report.message();
+      const std::string token = a.lock.info().token;
+      EXPECT_TRUE(eventually([&] {
+        return get_on(port, tagged(r)) == token && plain[0].get(kPrefix + r) == token &&
+               plain[1].get(kPrefix + r) == token;
+      })) << r
+          << ": not granted on all three nodes";
+      EXPECT_FALSE(plain[0].exists(tagged(r)));
+      EXPECT_FALSE(plain[1].exists(tagged(r)));
+      const report e = a.lock.extend(30000ms);
+      EXPECT_TRUE(e) << e.message();
+      const report rel = a.lock.release();
+      EXPECT_TRUE(rel) << rel.message();
+      EXPECT_TRUE(eventually([&] {
+        return get_on(port, tagged(r)) == "<nil>" && !plain[0].exists(kPrefix + r) &&
+               !plain[1].exists(kPrefix + r);
+      })) << r
+          << ": a key outlived the release";
+    }
+  }
+}
+
+TEST_F(ClusterEndpoint, a_fenced_acquire_keeps_its_counter_in_the_lock_keys_slot) {
+  client c(cluster_options({cluster().uri()}));
+  const std::string r = "fenced";
+  acquire_options o = once(20000ms);
+  o.fencing = true;
+  auto first = c.acquire(r, o);
+  ASSERT_TRUE(first) << first.report.message();
+  ASSERT_TRUE(first.lock.fence().has_value());
+  const int port = port_of_master(r);
+  const std::string counter = tagged(r) + ":fence";
+  EXPECT_EQ(key_slot(counter), key_slot(tagged(r)));
+  const owned_reply ks = raw_command(port, {"CLUSTER", "KEYSLOT", counter});
+  EXPECT_EQ(ks->integer, key_slot(tagged(r)));
+  EXPECT_EQ(get_on(port, counter), std::to_string(*first.lock.fence()));
+  ASSERT_TRUE(first.lock.release());
+  auto second = c.acquire(r, o);
+  ASSERT_TRUE(second) << second.report.message();
+  ASSERT_TRUE(second.lock.fence().has_value());
+  EXPECT_GT(*second.lock.fence(), *first.lock.fence());
+  EXPECT_EQ(get_on(port, counter), std::to_string(*second.lock.fence()));
+  ASSERT_TRUE(second.lock.release());
+  EXPECT_EQ(keys_on(port), std::set<std::string>{counter});
+  ASSERT_EQ(raw_command(port, {"DEL", counter})->integer, 1);
+}
+
+TEST_F(ClusterEndpoint, an_unreachable_cluster_fails_the_acquire_at_once_naming_the_seed) {
+  const int dead = free_port();
+  client_options o = cluster_options({"redis+cluster://127.0.0.1:" + std::to_string(dead)});
+  client c(o);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto a = c.acquire("unreachable", once());
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(a);
+  ASSERT_EQ(a.report.nodes.size(), 1u);
+  EXPECT_EQ(a.report.nodes[0].status, node_status::connection_error);
+  const std::string& detail = a.report.nodes[0].detail;
+  EXPECT_NE(detail.find("cluster slot map unknown"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("127.0.0.1:" + std::to_string(dead)), std::string::npos) << detail;
+  EXPECT_LT(took, o.command_timeout) << detail;
+}
+
+// A seed that accepts and never answers: the first discovery fails at the connect
+// timeout (the requests waiting for it with it: connection_error); a request that
+// waits for a later discovery fails at its own command timeout, unsent.
+TEST_F(ClusterEndpoint, requests_waiting_for_the_map_time_out_at_their_command_timeout) {
+  fake_listener silent(fake_listener::mode::silent);
+  client_options o = cluster_options({"redis+cluster://127.0.0.1:" + std::to_string(silent.port())});
+  o.connect_timeout = 1000ms;
+  o.command_timeout = 100ms;
+  client c(o);
+  // Between discoveries requests fail at once (connection_error); polled until one
+  // is submitted while a discovery is in progress (a discovery lasts the connect
+  // timeout, the pause between two at most the reconnect backoff).
+  bool timed_out = false;
+  eventually(
+      [&] {
+        const auto t0 = std::chrono::steady_clock::now();
+        auto a = c.acquire("waits", once());
+        const auto took = std::chrono::steady_clock::now() - t0;
+        EXPECT_FALSE(a);
+        if (a.report.nodes.size() != 1u) return (ADD_FAILURE() << a.report.message(), true);
+        const node_result& n = a.report.nodes[0];
+        if (n.status == node_status::timeout) {
+          timed_out = true;
+          EXPECT_NE(n.detail.find("cluster slot map not known"), std::string::npos) << n.detail;
+          EXPECT_LT(took, 900ms) << "the request's own timeout, not the discovery's: " << n.detail;
+        } else {
+          EXPECT_EQ(n.status, node_status::connection_error) << n.detail;
+          EXPECT_NE(n.detail.find("no seed answered"), std::string::npos) << n.detail;
+          EXPECT_NE(n.detail.find("connect/handshake took longer than 1000 ms"), std::string::npos)
+              << n.detail;
+        }
+        return timed_out;
+      },
+      10000ms);
+  EXPECT_TRUE(timed_out) << "no request waited for a discovery in progress";
+}
+
+TEST_F(ClusterEndpoint, a_dead_first_seed_is_skipped_for_the_next) {
+  const int dead = free_port();
+  client c(cluster_options({"redis+cluster://127.0.0.1:" + std::to_string(dead) +
+                            "?seed=127.0.0.1:" + std::to_string(cluster()[1].port())}));
+  auto a = c.acquire("second-seed", once());
+  ASSERT_TRUE(a) << a.report.message();
+  EXPECT_EQ(get_on(port_of_master("second-seed"), tagged("second-seed")), a.lock.info().token);
+  ASSERT_TRUE(a.lock.release());
+}
+
+TEST_F(ClusterEndpoint, the_preview_switch_admits_cluster_uris_only_not_sentinel_ones) {
+  try {
+    client c(cluster_options({"redis+sentinel://127.0.0.1:" + std::to_string(free_port()) + "/mymaster"}));
+    ADD_FAILURE() << "a Sentinel URI was accepted";
+  } catch (const config_error& e) {
+    EXPECT_NE(std::string(e.what()).find("a Sentinel-managed master as one node is not supported"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// A resource whose tagged key is in `slot` (names tried in order, bounded).
+std::string resource_in_slot(int slot, const std::string& base) {
+  for (int i = 0; i < 2000000; ++i) {
+    const std::string r = base + std::to_string(i);
+    if (key_slot(tagged(r)) == slot) return r;
+  }
+  return "";
+}
+
+// The slot of `resource` moves from its master to another, the client still
+// believing the old map: the old master answers MOVED, the request follows it, and
+// later requests of that slot go to the new owner directly.
+TEST_F(ClusterEndpoint, a_moved_slot_is_followed_and_later_requests_go_to_the_new_owner) {
+  redis_cluster_deployment cl(3, 0);
+  client c(cluster_options({cl.uri()}));
+  ASSERT_TRUE(wait_connected(c)) << "the cluster node never answered";  // the map is known
+  const std::string r = "moved-a";
+  const int slot = key_slot(tagged(r));
+  const std::string r2 = resource_in_slot(slot, "moved-b");
+  ASSERT_FALSE(r2.empty());
+  const int from = cl.master_of(slot);
+  ASSERT_GE(from, 0);
+  const std::size_t to = from == 0 ? 1 : 0;
+  const int from_port = cl[static_cast<std::size_t>(from)].port();
+  const int to_port = cl[to].port();
+  const std::string to_id = raw_command(to_port, {"CLUSTER", "MYID"})->str;
+  // The new owner first, then the others (the old owner holds no key of the slot).
+  ASSERT_EQ(cl[to].command({"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", to_id}), "OK");
+  for (std::size_t i = 0; i < cl.size(); ++i) {
+    if (i == to) continue;
+    ASSERT_EQ(cl[i].command({"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", to_id}), "OK") << i;
+  }
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (std::size_t i = 0; i < cl.size(); ++i) {
+          if (cl.master_of(slot, i) != static_cast<int>(to)) return false;
+        }
+        return true;
+      },
+      10000ms))
+      << "the masters never agreed on the slot's new owner";
+  const long long moved_before = errors_on(from_port, "MOVED");
+
+  auto a = c.acquire(r, once(20000ms));
+  ASSERT_TRUE(a) << a.report.message();
+  EXPECT_EQ(get_on(to_port, tagged(r)), a.lock.info().token);
+  EXPECT_EQ(errors_on(from_port, "MOVED"), moved_before + 1) << "one MOVED, then the new owner";
+  const long long from_sets = cl[static_cast<std::size_t>(from)].calls("set");
+  const long long from_evalshas = cl[static_cast<std::size_t>(from)].calls("evalsha");
+
+  auto b = c.acquire(r2, once(20000ms));
+  ASSERT_TRUE(b) << b.report.message();
+  EXPECT_EQ(get_on(to_port, tagged(r2)), b.lock.info().token);
+  EXPECT_TRUE(a.lock.extend(30000ms));
+  EXPECT_TRUE(a.lock.release());
+  EXPECT_TRUE(b.lock.release());
+  EXPECT_TRUE(keys_on(to_port).empty());
+  EXPECT_EQ(errors_on(from_port, "MOVED"), moved_before + 1) << "later requests went to the new owner";
+  EXPECT_EQ(cl[static_cast<std::size_t>(from)].calls("set"), from_sets);
+  EXPECT_EQ(cl[static_cast<std::size_t>(from)].calls("evalsha"), from_evalshas);
+}
+
+// A slot in migration: its owner answers ASK for a key it does not have, and the
+// request is sent once more to the importing node, behind ASKING.
+TEST_F(ClusterEndpoint, an_ask_is_followed_with_asking_on_the_importing_node) {
+  redis_cluster_deployment cl(3, 0);
+  client c(cluster_options({cl.uri()}));
+  ASSERT_TRUE(wait_connected(c)) << "the cluster node never answered";
+  const std::string r = "asked";
+  const int slot = key_slot(tagged(r));
+  const int from = cl.master_of(slot);
+  ASSERT_GE(from, 0);
+  const std::size_t owner = static_cast<std::size_t>(from);
+  const std::size_t to = owner == 0 ? 1 : 0;
+  const std::string s = std::to_string(slot);
+  const std::string to_id = raw_command(cl[to].port(), {"CLUSTER", "MYID"})->str;
+  const std::string owner_id = raw_command(cl[owner].port(), {"CLUSTER", "MYID"})->str;
+  ASSERT_EQ(cl[to].command({"CLUSTER", "SETSLOT", s, "IMPORTING", owner_id}), "OK");
+  ASSERT_EQ(cl[owner].command({"CLUSTER", "SETSLOT", s, "MIGRATING", to_id}), "OK");
+  const long long asks_before = errors_on(cl[owner].port(), "ASK");
+  const long long asking_before = cl[to].calls("asking");
+
+  auto a = c.acquire(r, once(20000ms));
+  ASSERT_TRUE(a) << a.report.message();
+  // (A plain GET there would be redirected: the key is the importing node's only with ASKING.)
+  EXPECT_EQ(keys_on(cl[to].port()), std::set<std::string>{tagged(r)});
+  EXPECT_EQ(errors_on(cl[owner].port(), "ASK"), asks_before + 1);
+  EXPECT_EQ(cl[to].calls("asking"), asking_before + 1);
+  EXPECT_TRUE(keys_on(cl[owner].port()).empty());
+  // The owner still lacks the key: the release is asked of the importing node too.
+  EXPECT_TRUE(a.lock.release());
+  EXPECT_TRUE(keys_on(cl[to].port()).empty());
+  EXPECT_EQ(errors_on(cl[owner].port(), "ASK"), asks_before + 2);
+  EXPECT_EQ(cl[to].calls("asking"), asking_before + 2);
+}
+
+// A slot no master serves: its old owner answers CLUSTERDOWN, delivered as the error
+// vote it is (no redirect to follow); the other slots still take locks.
+TEST_F(ClusterEndpoint, clusterdown_for_an_unserved_slot_is_an_error_vote_and_other_slots_still_work) {
+  redis_cluster_deployment cl(3, 0);
+  client c(cluster_options({cl.uri()}));
+  ASSERT_TRUE(wait_connected(c)) << "the cluster node never answered";
+  const std::string r = "unserved";
+  const int slot = key_slot(tagged(r));
+  for (std::size_t i = 0; i < cl.size(); ++i) {
+    ASSERT_EQ(cl[i].command({"CLUSTER", "DELSLOTS", std::to_string(slot)}), "OK") << i;
+  }
+  auto a = c.acquire(r, once());
+  ASSERT_FALSE(a);
+  ASSERT_EQ(a.report.nodes.size(), 1u);
+  EXPECT_EQ(a.report.nodes[0].status, node_status::server_error) << a.report.message();
+  EXPECT_NE(a.report.nodes[0].detail.find("CLUSTERDOWN"), std::string::npos) << a.report.nodes[0].detail;
+  std::string other = "served";
+  for (int i = 0; key_slot(tagged(other)) == slot && i < 100; ++i) other = "served-" + std::to_string(i);
+  auto b = c.acquire(other, once());
+  ASSERT_TRUE(b) << b.report.message();
+  EXPECT_TRUE(b.lock.release());
+}
+
+}  // namespace
+}  // namespace redlock::test
