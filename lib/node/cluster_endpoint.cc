@@ -142,6 +142,10 @@ connection& cluster_endpoint::connection_to(const std::string& host, int port) {
   a.display = address_.display + " (cluster node " + host_port_text(host, port) + ")";
   links_.push_back(shard_link{host, port, std::make_unique<connection>(host_, index_, std::move(a))});
   connection& c = *links_.back().conn;
+  // A failover inside the cluster must not lose a counted grant: a shard master's
+  // writes count once its replicas have them (WAIT), and a replica's never do
+  // (connection::set_confirm_replication; docs/design.md, plan item 4).
+  c.set_confirm_replication(true);
   if (state_ != state::closed) c.start();
   return c;
 }

@@ -176,6 +176,7 @@ void connection::on_handshake_reply(redisReply* r) {
     on_info_memory(a.text);
   } else if (a.carries == handshake::answer::content::replicas) {
     replicas_ = a.replicas;
+    no_vote_ = a.no_vote;
   } else if (a.carries == handshake::answer::content::server_time) {
     // Compared with the sample from before the reconnect (if any): a jump while
     // the connection was down is a jump too.
@@ -407,7 +408,7 @@ void connection::complete(request& r, const reply_event& ev) {
 
 void connection::append_wait(request& r) {
   r.wait_for = 0;
-  if (!confirm_ || replicas_ <= 0 || !confirmed_write(r.cmd->script())) return;
+  if (!confirm_ || replicas_ <= 0 || !no_vote_.empty() || !confirmed_write(r.cmd->script())) return;
   // Half the time left, so that WAIT answers before the request's own deadline
   // (WAIT 0 would block for ever: at least 1 ms).
   const std::uint64_t now = host_.now_ms();
@@ -429,10 +430,7 @@ void connection::refresh_replicas() {
          std::make_shared<callback_sink>([this](const reply_event& ev) {
            replicas_asked_ = false;
            if (ev.status != node_status::pending || ev.reply == nullptr || ev.reply->type != REDIS_REPLY_STRING) return;
-           std::string problem;
-           const int n = handshake::replicas_of(std::string_view(ev.reply->str, ev.reply->len), problem);
-           // A server that is no longer a master answers the writes with READONLY.
-           if (problem.empty()) replicas_ = n;
+           replicas_ = handshake::replicas_of(std::string_view(ev.reply->str, ev.reply->len), no_vote_);
          }),
          0);
 }
@@ -552,6 +550,12 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
                                std::to_string(r.wait_for) + " replicas in the time left";
       }
     }
+  }
+  // A server that is not a master (or whose replicas cannot be counted): no write of
+  // it counts.
+  if (confirm_ && confirmed_write(id) && !no_vote_.empty() && excluded.empty()) {
+    excluded = no_vote_;
+    ev.unreplicated = true;
   }
   // The replicas are counted again at least once a second while writes go (one may
   // have attached since; with none counted, no WAIT would ever tell).

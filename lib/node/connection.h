@@ -59,8 +59,9 @@ class connection final : public endpoint, private link_events {
   // before start().
   void set_push_listener(push_listener* l) noexcept { push_ = l; }
   // Writes (acquires, extensions, the fence commit) count only once the server's
-  // replicas have them: INFO replication in every handshake (it must say
-  // role:master; connected_slaves is the count to confirm, asked again once a
+  // replicas have them: INFO replication in every handshake (no write of a server
+  // that is not role:master counts, though the connection stays up for what else
+  // it answers; connected_slaves is the count to confirm, asked again once a
   // second while writes go), and `WAIT n t` pipelined behind each write, n that
   // count (raised when a WAIT answers more), t half the request's time left. A
   // WAIT that answers fewer than n delivers the write's reply with unreplicated
@@ -193,6 +194,7 @@ class connection final : public endpoint, private link_events {
   bool set_get_unsupported_ = false;  // the server refused SET ... NX ... GET
   bool confirm_ = false;    // set_confirm_replication
   int replicas_ = 0;        // what writes wait for (INFO replication's connected_slaves)
+  std::string no_vote_;                  // why no write of this server counts (not a master); "" = it may
   bool replicas_asked_ = false;          // an INFO replication is on its way
   std::uint64_t replicas_asked_ms_ = 0;  // on now_ms(): when it was last asked (0: ask at the next write)
   std::chrono::steady_clock::time_point time_sent_;  // the handshake's TIME, for its sample's date

@@ -102,9 +102,11 @@ handshake::answer handshake::take(const redisReply& reply) {
     a.server_us = parse_time_reply(r);
   } else if (s == step::info_replication) {
     if (r->type != REDIS_REPLY_STRING) return fail(node_status::protocol_error, "unexpected reply to INFO replication", false);
-    std::string problem;
-    a.replicas = replicas_of(std::string_view(r->str, r->len), problem);
-    if (!problem.empty()) return fail(node_status::server_error, problem, false);
+    // A server that is not a master (a replica: a failover moved the master away,
+    // or a cluster's seed) stays connected, for what it can answer (a cluster's
+    // slot map, redirects), but none of its writes is a vote (a writable replica
+    // would grant what no failover keeps).
+    a.replicas = replicas_of(std::string_view(r->str, r->len), a.no_vote);
     a.carries = answer::content::replicas;
   }
   if (steps_.empty()) a.verdict = answer::next::ready;

@@ -34,7 +34,8 @@ class handshake {
     bool clock_guard = false;    // clock_jump_threshold > 0
     // The node's writes count only once its replicas have them (a cluster shard's
     // or a Sentinel group's master, issue 23): INFO replication, which must say
-    // role:master, and whose connected_slaves sizes the WAIT behind each write.
+    // role:master for its writes to count, and whose connected_slaves sizes the
+    // WAIT behind each write.
     bool confirm_replication = false;
   };
   // Starts a handshake: appends its requests to `out` (pipelined, in order).
@@ -58,6 +59,7 @@ class handshake {
     std::string_view text;
     std::optional<std::int64_t> server_us;
     int replicas = 0;  // replicas: connected_slaves of INFO replication
+    std::string no_vote;  // replicas: why no write of this server may count ("" for a master)
   };
   // Takes the next reply, in request order.
   answer take(const redisReply& r);

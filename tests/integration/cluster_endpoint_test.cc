@@ -42,6 +42,23 @@ std::string get_on(int port, const std::string& key) {
   return "<" + std::string(r->str != nullptr ? r->str : "not a string") + ">";
 }
 
+// GET on a cluster replica (READONLY first on the same connection: else it redirects).
+std::string get_on_replica(int port, const std::string& key) {
+  redisContext* ctx = redisConnect("127.0.0.1", port);
+  if (ctx == nullptr || ctx->err != 0) {
+    if (ctx != nullptr) redisFree(ctx);
+    return "<cannot connect>";
+  }
+  std::string out = "<no reply>";
+  if (auto* ro = static_cast<redisReply*>(redisCommand(ctx, "READONLY"))) freeReplyObject(ro);
+  if (auto* r = static_cast<redisReply*>(redisCommand(ctx, "GET %b", key.data(), key.size()))) {
+    out = r->type == REDIS_REPLY_STRING ? std::string(r->str, r->len) : r->type == REDIS_REPLY_NIL ? "<nil>" : "<other>";
+    freeReplyObject(r);
+  }
+  redisFree(ctx);
+  return out;
+}
+
 // INFO errorstats' count of error replies with this prefix (MOVED, ASK) on a node.
 long long errors_on(int port, const std::string& prefix) {
   const owned_reply r = raw_command(port, {"INFO", "errorstats"});
@@ -377,6 +394,75 @@ TEST_F(ClusterEndpoint, clusterdown_for_an_unserved_slot_is_an_error_vote_and_ot
   auto b = c.acquire(other, once());
   ASSERT_TRUE(b) << b.report.message();
   EXPECT_TRUE(b.lock.release());
+}
+
+// Plan item 4 on a cluster: a shard master's grant counts once its replica has it. With
+// the replica of R's shard stopped, the cluster node's vote for R fails (and is rolled
+// back), while a resource on a shard whose replica runs is granted.
+TEST_F(ClusterEndpoint, a_grant_counts_once_the_shards_replica_has_it) {
+  redis_cluster_deployment replicated(3, 1);
+  const auto on = [&](const std::string& r) { return replicated.master_of(key_slot(tagged(r))); };
+  std::string stopped_r, running_r;
+  const int stopped_master = on("wait-0");
+  for (int i = 0; i < 1000 && (stopped_r.empty() || running_r.empty()); ++i) {
+    const std::string r = "wait-" + std::to_string(i);
+    if (on(r) == stopped_master && stopped_r.empty()) stopped_r = r;
+    if (on(r) != stopped_master && on(r) >= 0 && running_r.empty()) running_r = r;
+  }
+  ASSERT_FALSE(stopped_r.empty());
+  ASSERT_FALSE(running_r.empty());
+  const std::vector<std::size_t> replicas = replicated.replicas_of(static_cast<std::size_t>(stopped_master));
+  ASSERT_EQ(replicas.size(), 1u);
+  // Every replica streaming (a write on each master confirmed by WAIT) before the client comes.
+  for (std::size_t m = 0; m < replicated.size(); ++m) {
+    if (replicated.replicas_of(m).empty()) continue;
+    const int port = replicated[m].port();
+    std::string probe;  // a key this master serves
+    for (int k = 0; k < 10000 && probe.empty(); ++k) {
+      const std::string key = "probe-" + std::to_string(k);
+      if (replicated.master_of(key_slot(key)) == static_cast<int>(m)) probe = key;
+    }
+    ASSERT_FALSE(probe.empty());
+    ASSERT_TRUE(eventually(
+        [&] {
+          redisContext* ctx = redisConnect("127.0.0.1", port);
+          if (ctx == nullptr) return false;
+          bool ok = false;
+          if (ctx->err == 0) {
+            auto* set = static_cast<redisReply*>(redisCommand(ctx, "SET %s 1 PX 10000", probe.c_str()));
+            if (set != nullptr) freeReplyObject(set);
+            auto* w = static_cast<redisReply*>(redisCommand(ctx, "WAIT 1 200"));
+            ok = w != nullptr && w->type == REDIS_REPLY_INTEGER && w->integer == 1;
+            if (w != nullptr) freeReplyObject(w);
+          }
+          redisFree(ctx);
+          return ok;
+        },
+        20000ms))
+        << "the replica of node " << m << " does not confirm";
+  }
+  client c(cluster_options({replicated.uri()}));
+  ASSERT_TRUE(wait_connected(c));
+  auto ok = c.acquire(running_r, once(30000ms));
+  ASSERT_TRUE(ok) << ok.report.message();
+  const int running_master = replicated[static_cast<std::size_t>(on(running_r))].port();
+  for (std::size_t rep : replicated.replicas_of(static_cast<std::size_t>(on(running_r)))) {
+    EXPECT_EQ(get_on_replica(replicated[rep].port(), tagged(running_r)), ok.lock.info().token)
+        << "the replica had the key when the acquire returned";
+  }
+  replicated[replicas[0]].pause();
+  struct resume_at_exit {
+    redis_node& n;
+    ~resume_at_exit() { n.resume(); }
+  } resume{replicated[replicas[0]]};
+  auto bad = c.acquire(stopped_r, once(30000ms));
+  ASSERT_FALSE(bad) << "a grant the shard's replica never had counted";
+  EXPECT_NE(bad.report.message().find("confirmed by 0 of its 1 replicas"), std::string::npos) << bad.report.message();
+  const int stopped_port = replicated[static_cast<std::size_t>(stopped_master)].port();
+  EXPECT_TRUE(eventually([&] { return get_on(stopped_port, tagged(stopped_r)) == "<nil>"; }, 5000ms))
+      << "the unconfirmed grant was left on the shard master";
+  ASSERT_FALSE(ok.lock.release().error);
+  EXPECT_EQ(get_on(running_master, tagged(running_r)), "<nil>");
 }
 
 }  // namespace

@@ -167,12 +167,21 @@ TEST(ReplicationConfirm, in_a_quorum_the_unconfirmed_node_is_not_counted) {
 TEST(ReplicationConfirm, a_replica_given_as_the_node_is_never_a_vote) {
   confirm_replication on;
   replicated_master rm;
-  client_options o = options_for({rm.replica->uri()});
-  client c(o);
+  client c(options_for({rm.replica->uri()}));
   auto r = c.acquire("on-a-replica", once(10000ms));
   ASSERT_FALSE(r);
-  EXPECT_NE(r.report.message().find("is a replica"), std::string::npos) << r.report.message();
+  EXPECT_NE(r.report.message().find("READONLY"), std::string::npos) << r.report.message();
   EXPECT_FALSE(rm.master.get("on-a-replica").has_value());
+  // A writable replica (replica-read-only no) grants, but that grant is never a vote
+  // (no failover keeps it), and the failed acquire's rollback deletes it there.
+  rm.replica->command({"CONFIG", "SET", "replica-read-only", "no"});
+  auto w = c.acquire("on-a-writable-replica", once(10000ms));
+  ASSERT_FALSE(w) << "a writable replica's grant counted";
+  EXPECT_NE(w.report.message().find("the server is a replica (of 127.0.0.1:" + std::to_string(rm.master.port())),
+            std::string::npos)
+      << w.report.message();
+  EXPECT_TRUE(eventually([&] { return !rm.replica->get("on-a-writable-replica").has_value(); }, 5000ms))
+      << "the writable replica's grant was left there";
 }
 
 }  // namespace
