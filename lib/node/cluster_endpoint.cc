@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "protocol/info.h"
+#include "protocol/scripts.h"
 #include "pure/retry.h"
 #include "pure/slot.h"
 
@@ -70,13 +71,24 @@ class cluster_endpoint::request_sink final : public sink, public std::enable_sha
     }
     std::shared_ptr<sink> target = std::move(target_);
     if (!target) return;
-    if (redirects_ == 0 || ev.status != node_status::pending) {
+    if (ev.status == node_status::connection_error || ev.status == node_status::timeout) {
+      ep_.refresh_after_failure(via_host_, via_port_);
+    }
+    // A grant from a node whose shard's master changed (this request was sent there
+    // by a MOVED to a node no map named a master, or it arrives within a master
+    // change's quarantine) does not count (plan item 5).
+    const bool exclude = ev.status == node_status::pending && ev.excluded_by.empty() && acquires(w_->script()) &&
+                         (moved_to_new_master_ || ep_.master_change_quarantined());
+    if (redirects_ == 0 && !exclude) {
       target->on_reply(ep_.index_, tag_, ev);
       return;
     }
-    // Redirected: the latency counts from the first submission.
     reply_event e = ev;
-    e.latency = std::chrono::duration_cast<std::chrono::microseconds>(ep_.host_.now() - submitted_);
+    // Redirected: the latency counts from the first submission.
+    if (redirects_ > 0 && ev.status == node_status::pending) {
+      e.latency = std::chrono::duration_cast<std::chrono::microseconds>(ep_.host_.now() - submitted_);
+    }
+    if (exclude) e.excluded_by = ep_.master_change_;
     target->on_reply(ep_.index_, tag_, e);
   }
 
@@ -89,9 +101,11 @@ class cluster_endpoint::request_sink final : public sink, public std::enable_sha
   std::shared_ptr<sink> target_;
   std::uint32_t tag_;
   std::string via_host_;  // the host the request was last sent to (a redirect without a host means it)
+  int via_port_ = 0;      // and its port
   std::chrono::steady_clock::time_point submitted_;
   int redirects_ = 0;
   bool asked_ = false;
+  bool moved_to_new_master_ = false;  // a MOVED sent it to a node no map named a master
 };
 
 // A map request's reply (CLUSTER SHARDS, then CLUSTER SLOTS when refused).
@@ -273,9 +287,42 @@ bool cluster_endpoint::install(const slot_map& map, std::string& error) {
       for (int s = lo; s <= hi; ++s) owner[static_cast<std::size_t>(s)] = &c;
     }
   }
+  std::vector<std::string> ids;
+  for (const master& m : found) {
+    const cluster_node& n = m.shard->nodes[static_cast<std::size_t>(m.shard->master)];
+    if (n.id.empty()) continue;
+    ids.push_back(n.id);
+    if (mapped_ && std::find(master_ids_.begin(), master_ids_.end(), n.id) == master_ids_.end()) {
+      note_master_change("shard master " + host_port_text(m.host, m.port) + " (node " + n.id.substr(0, 8) +
+                         ") was no master in the slot map before (a failover?)");
+    }
+  }
   masters_ = std::move(masters);
   owner_ = std::move(owner);
+  master_ids_ = std::move(ids);
+  mapped_ = true;
   return true;
+}
+
+void cluster_endpoint::note_master_change(std::string why) {
+  master_changed_at_ = host_.now();
+  master_change_ = "a shard's master changed: " + why + "; no acquire vote for " +
+                   std::to_string(host_.restart_quarantine().count()) + " ms from when this client saw it";
+}
+
+bool cluster_endpoint::master_change_quarantined() const noexcept {
+  const auto q = host_.restart_quarantine();
+  return master_changed_at_ && q.count() > 0 && host_.now() - *master_changed_at_ < q;
+}
+
+void cluster_endpoint::refresh_after_failure(const std::string& failed_host, int failed_port) {
+  if (state_ != state::ready) return;
+  // Another master that is up, else the first seed.
+  for (connection* m : masters_) {
+    const shard_link& l = link_of(m);
+    if ((l.host != failed_host || l.port != failed_port) && m->ready()) return refresh_soon(*m, l.host);
+  }
+  refresh_soon(connection_to(seeds_.front().host, seeds_.front().port), seeds_.front().host);
 }
 
 void cluster_endpoint::refresh_soon(connection& via, const std::string& via_host) {
@@ -339,6 +386,7 @@ void cluster_endpoint::route(std::shared_ptr<const wire> w, bool force_eval, std
   if (c == nullptr) c = first_master();
   auto r =
       std::make_shared<request_sink>(*this, std::move(w), force_eval, std::move(s), tag, link_of(c).host);
+  r->via_port_ = link_of(c).port;
   c->submit(r->form(), force_eval, r, tag);
 }
 
@@ -352,6 +400,7 @@ bool cluster_endpoint::follow(request_sink& r, const redirect& to) {
   connection& c = connection_to(host, to.port);
   ++r.redirects_;
   r.via_host_ = host;
+  r.via_port_ = to.port;
   const std::shared_ptr<request_sink> self = r.shared_from_this();
   if (to.type == redirect::kind::ask) {
     // This once, on the importing node: ASKING, and the request right behind it on
@@ -363,7 +412,15 @@ bool cluster_endpoint::follow(request_sink& r, const redirect& to) {
   }
   // MOVED: the slot lives there now.
   if (!owner_.empty()) owner_[static_cast<std::size_t>(to.slot)] = &c;
-  if (std::find(masters_.begin(), masters_.end(), &c) == masters_.end()) masters_.push_back(&c);
+  if (std::find(masters_.begin(), masters_.end(), &c) == masters_.end()) {
+    // No master of the current map: a promoted replica (a failover) or a node
+    // added since. Until the map shows which, the node's acquires wait out the
+    // quarantine, this request's grant included.
+    masters_.push_back(&c);
+    r.moved_to_new_master_ = true;
+    note_master_change("MOVED to " + host_port_text(host, to.port) +
+                       ", which the last slot map named no master (a failover?)");
+  }
   c.submit(r.form(), r.force_eval_, self, r.tag_);
   refresh_soon(c, host);
   return true;
@@ -441,6 +498,9 @@ void cluster_endpoint::shutdown() {
 
 std::string cluster_endpoint::acquire_exclusion(std::chrono::steady_clock::time_point now,
                                                 std::chrono::milliseconds quarantine) const {
+  if (master_changed_at_ && quarantine.count() > 0 && now - *master_changed_at_ < quarantine) {
+    return master_change_;
+  }
   for (const connection* m : masters_) {
     if (std::string why = m->acquire_exclusion(now, quarantine); !why.empty()) {
       return "shard master " + host_port_text(link_of(m).host, link_of(m).port) + ": " + why;

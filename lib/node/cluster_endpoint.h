@@ -42,10 +42,19 @@
 //     checks its own run_id against the nodes before it).
 //   - Key-less requests (PING, probe's INFO and TIME) reach the first master
 //     only: what probe reports of the node is that shard's.
-//   - A map refresh happens after a MOVED only; a failover that moves no slot
-//     (a replica promoted at the same address) is not noticed here (plan item 5),
-//     and no shard connection waits for its replicas yet (plan item 4 is built in
-//     connection, set_confirm_replication, but not turned on here).
+//   - A map refresh happens after a MOVED, and after a request failed on its
+//     connection (at most once a second either way).
+//
+// Failover safety (plan items 4 and 5): every shard connection confirms its
+// writes (connection::set_confirm_replication: a grant counts once the shard's
+// replicas have it; a replica's write never votes). A master change this client
+// sees — a refreshed map whose master for some slots was no master in the map
+// before it (a promoted replica, or a node added since), or a MOVED to a node
+// that is no master of the current map — gives the node no acquire vote for the
+// restart quarantine (max_ttl by default) from when it was seen: the check at an
+// attempt's start (acquire_exclusion), and every acquire's reply that arrives in
+// that time (its excluded_by), including the request that was redirected there.
+// A client that never saw the map before the change (a fresh process) cannot tell.
 //   - Connections, once made (seeds, old masters), live as long as the endpoint;
 //     only the current map's masters count for the guard queries.
 //
@@ -157,6 +166,14 @@ class cluster_endpoint final : public endpoint {
   const connection* memory_master() const noexcept;
   // The link of a connection this endpoint made.
   const shard_link& link_of(const connection* c) const;
+  // A shard's master changed (plan item 5): noted now, with why.
+  void note_master_change(std::string why);
+  // True while a master change noted by this client quarantines the node's acquire
+  // votes (node_host::restart_quarantine() from the change; 0 = never).
+  bool master_change_quarantined() const noexcept;
+  // A request failed on its connection (down, timed out): the map is asked again,
+  // of another master (else the first seed), in the background.
+  void refresh_after_failure(const std::string& failed_host, int failed_port);
 
   node_host& host_;
   std::size_t index_;
@@ -174,6 +191,13 @@ class cluster_endpoint final : public endpoint {
   int failures_ = 0;  // discoveries failed in a row (the retry's backoff)
   std::uint64_t retry_timer_ = 0;
   std::uint64_t started_ms_ = 0;  // on now_ms(): when start() ran (the first discovery's deadlines)
+  // Plan item 5: the node ids of the current map's masters ("" entries skipped), and
+  // the last master change this client saw (a node that was no master in the map
+  // before it, or a MOVED to one): the node's acquire votes wait out the quarantine.
+  std::vector<std::string> master_ids_;
+  bool mapped_ = false;  // a map was installed before
+  std::optional<std::chrono::steady_clock::time_point> master_changed_at_;
+  std::string master_change_;  // why, for excluded_by and acquire_exclusion
   bool refreshing_ = false;
   std::uint64_t last_refresh_ms_ = 0;
   bool refreshed_once_ = false;

@@ -465,5 +465,55 @@ TEST_F(ClusterEndpoint, a_grant_counts_once_the_shards_replica_has_it) {
   EXPECT_EQ(get_on(running_master, tagged(running_r)), "<nil>");
 }
 
+// Plan item 5: a long-lived client that sees a shard's master change (the master of
+// R's slot killed, its replica promoted by the cluster) gives the cluster node no
+// acquire vote for the quarantine (max_ttl here), from when it saw the change: the
+// promoted replica may lack a grant it never confirmed. The negative control, a
+// client with the guard off (restart_quarantine 0), is granted at once.
+TEST_F(ClusterEndpoint, a_master_change_the_client_saw_quarantines_the_nodes_acquires) {
+  redis_cluster_deployment cl(3, 1, {}, 1000ms);
+  const auto master_of_r = [&](const std::string& r) { return cl.master_of(key_slot(tagged(r))); };
+  const std::string r = "failover-r";
+  const int m = master_of_r(r);
+  ASSERT_GE(m, 0);
+  const std::vector<std::size_t> replicas = cl.replicas_of(static_cast<std::size_t>(m));
+  ASSERT_EQ(replicas.size(), 1u);
+  client_options guarded = cluster_options({cl.uri()});
+  guarded.max_ttl = 4000ms;  // the quarantine (restart_quarantine: auto = max_ttl)
+  client_options unguarded = guarded;
+  unguarded.restart_quarantine = 0ms;
+  client b(guarded), d(unguarded);
+  ASSERT_TRUE(wait_connected(b));
+  ASSERT_TRUE(wait_connected(d));
+  {  // both know the map, R's master included
+    auto warm = b.acquire(r, once(2000ms));
+    ASSERT_TRUE(warm) << warm.report.message();
+    ASSERT_FALSE(warm.lock.release().error);
+  }
+  cl[static_cast<std::size_t>(m)].kill();
+  const int promoted = cl[replicas[0]].port();
+  ASSERT_TRUE(eventually(
+      [&] { return raw_command(promoted, {"ROLE"})->element[0]->str == std::string("master"); }, 30000ms))
+      << "the replica was not promoted";
+  acquire_options retrying;
+  retrying.ttl = 2000ms;
+  retrying.retry.max_attempts = 20;
+  retrying.retry.base_delay = 100ms;
+  retrying.retry.max_delay = 200ms;
+  retrying.retry.deadline = 2500ms;  // well inside the 4 s quarantine from when b sees the change
+  auto refused = b.acquire(r, retrying);
+  ASSERT_FALSE(refused) << "a node whose shard master just changed voted";
+  EXPECT_NE(refused.report.message().find("a shard's master changed"), std::string::npos)
+      << refused.report.message();
+  // The negative control: without the quarantine, the promoted master grants as
+  // soon as d's map shows it.
+  auto granted = d.acquire(r, retrying);
+  ASSERT_TRUE(granted) << granted.report.message();
+  ASSERT_FALSE(granted.lock.release().error);
+  // The quarantine ends: b is granted again (bounded).
+  EXPECT_TRUE(eventually([&] { return static_cast<bool>(b.acquire(r, once(2000ms))); }, 10000ms))
+      << "the quarantine did not end";
+}
+
 }  // namespace
 }  // namespace redlock::test
