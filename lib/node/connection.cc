@@ -20,16 +20,6 @@ namespace {
 
 constexpr std::uint64_t kNoDeadline = ~std::uint64_t{0};
 
-// An internal request's sink (the replicas' count, INFO replication): a callback.
-class callback_sink final : public sink {
- public:
-  explicit callback_sink(std::function<void(const reply_event&)> fn) : fn_(std::move(fn)) {}
-  void on_reply(std::size_t, std::uint32_t, const reply_event& ev) override { fn_(ev); }
-
- private:
-  std::function<void(const reply_event&)> fn_;
-};
-
 // The writes whose grants must reach the replicas before they count.
 bool confirmed_write(script_id id) noexcept {
   return acquires(id) || extends(id) || id == script_id::fence_commit;
@@ -408,31 +398,25 @@ void connection::complete(request& r, const reply_event& ev) {
 
 void connection::append_wait(request& r) {
   r.wait_for = 0;
-  if (!confirm_ || replicas_ <= 0 || !no_vote_.empty() || !confirmed_write(r.cmd->script())) return;
-  // Half the time left, so that WAIT answers before the request's own deadline
-  // (WAIT 0 would block for ever: at least 1 ms).
-  const std::uint64_t now = host_.now_ms();
-  const std::uint64_t cmd_ms = static_cast<std::uint64_t>(host_.options().command_timeout.count());
-  const std::uint64_t left = r.deadline_ms == kNoDeadline ? cmd_ms : (r.deadline_ms > now ? r.deadline_ms - now : 0);
-  const std::string n = std::to_string(replicas_);
-  const std::string t = std::to_string(std::max<std::uint64_t>(left / 2, 1));
-  append_resp(out_, {"WAIT", n, t});
-  r.wait_for = replicas_;
-}
-
-void connection::refresh_replicas() {
-  if (replicas_asked_ || state_ != state::ready) return;
-  replicas_asked_ = true;
-  replicas_asked_ms_ = host_.now_ms();
-  std::string ask;
-  append_resp(ask, {"INFO", "replication"});
-  submit(std::make_shared<const wire>(wire::plain_tag{}, std::move(ask)), false,
-         std::make_shared<callback_sink>([this](const reply_event& ev) {
-           replicas_asked_ = false;
-           if (ev.status != node_status::pending || ev.reply == nullptr || ev.reply->type != REDIS_REPLY_STRING) return;
-           replicas_ = handshake::replicas_of(std::string_view(ev.reply->str, ev.reply->len), no_vote_);
-         }),
-         0);
+  r.counted = false;
+  if (!confirm_ || !confirmed_write(r.cmd->script())) return;
+  if (replicas_ > 0 && no_vote_.empty()) {
+    // Half the time left, so that WAIT answers before the request's own deadline
+    // (WAIT 0 would block for ever: at least 1 ms).
+    const std::uint64_t now = host_.now_ms();
+    const std::uint64_t cmd_ms = static_cast<std::uint64_t>(host_.options().command_timeout.count());
+    const std::uint64_t left =
+        r.deadline_ms == kNoDeadline ? cmd_ms : (r.deadline_ms > now ? r.deadline_ms - now : 0);
+    const std::string n = std::to_string(replicas_);
+    const std::string t = std::to_string(std::max<std::uint64_t>(left / 2, 1));
+    append_resp(out_, {"WAIT", n, t});
+    r.wait_for = replicas_;
+  }
+  // The replicas attached now, after the write (and its WAIT): the count the WAIT
+  // used may be stale (a replica attached since), and one attached later gets the
+  // write by its sync. Also whether the server is still a master.
+  append_resp(out_, {"INFO", "replication"});
+  r.counted = true;
 }
 
 void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> owned) {
@@ -450,7 +434,9 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
   // A request's replies: its own, then its pipelined TIME and WAIT (if any), all
   // held until the last is in.
   std::unique_ptr<redisReply, reply_deleter> wait_reply;
-  const std::size_t extra = (queue_.front().with_time ? 1u : 0u) + (queue_.front().wait_for > 0 ? 1u : 0u);
+  std::unique_ptr<redisReply, reply_deleter> count_reply;
+  const std::size_t extra = (queue_.front().with_time ? 1u : 0u) + (queue_.front().wait_for > 0 ? 1u : 0u) +
+                            (queue_.front().counted ? 1u : 0u);
   if (extra > 0) {
     held_.push_back(std::move(owned));
     if (held_.size() <= extra) return;
@@ -467,7 +453,8 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
         time_sampled = true;
       }
     }
-    if (queue_.front().wait_for > 0) wait_reply = std::move(held_[next]);
+    if (queue_.front().wait_for > 0) wait_reply = std::move(held_[next++]);
+    if (queue_.front().counted) count_reply = std::move(held_[next]);
     held_.clear();
   }
   redisReply* reply = owned.get();
@@ -534,32 +521,35 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
           quarantine, same);
     }
   }
-  if (wait_reply) {
-    // How many replicas have this write (and every earlier one of this connection).
-    const long long k = wait_reply->type == REDIS_REPLY_INTEGER ? wait_reply->integer : -1;
-    if (k > replicas_) replicas_ = static_cast<int>(std::min<long long>(k, 1 << 20));
-    if (k < r.wait_for) {
+  if (r.counted) {
+    // How many replicas have this write (and every earlier one of this connection):
+    // WAIT's answer (0 when none was sent), against the replicas attached after it.
+    const long long k = !wait_reply ? 0 : wait_reply->type == REDIS_REPLY_INTEGER ? wait_reply->integer : -1;
+    std::string not_master;
+    int attached = 0;
+    if (count_reply && count_reply->type == REDIS_REPLY_STRING) {
+      attached = handshake::replicas_of(std::string_view(count_reply->str, count_reply->len), not_master);
+    } else {
+      not_master = "INFO replication refused after the write: its replicas cannot be counted";
+    }
+    no_vote_ = not_master;
+    if (not_master.empty()) replicas_ = attached;  // what the next write waits for
+    const long long needed = std::max<long long>(attached, r.wait_for);
+    if (!not_master.empty()) {
       ev.unreplicated = true;
-      replicas_asked_ms_ = 0;  // a replica may be gone for good: count them again now
+      if (excluded.empty()) excluded = not_master;
+    } else if (k < needed) {
+      ev.unreplicated = true;
       if (excluded.empty()) {
         excluded = k < 0 ? "written, but WAIT was refused (" +
                                (wait_reply->type == REDIS_REPLY_ERROR ? first_line(wait_reply->str, wait_reply->len)
                                                                       : std::string("not an integer")) +
                                "): not confirmed by its replicas"
-                         : "written, but confirmed by " + std::to_string(k) + " of its " +
-                               std::to_string(r.wait_for) + " replicas in the time left";
+                         : "written, but confirmed by " + std::to_string(k) + " of its " + std::to_string(needed) +
+                               " replicas in the time left";
       }
     }
   }
-  // A server that is not a master (or whose replicas cannot be counted): no write of
-  // it counts.
-  if (confirm_ && confirmed_write(id) && !no_vote_.empty() && excluded.empty()) {
-    excluded = no_vote_;
-    ev.unreplicated = true;
-  }
-  // The replicas are counted again at least once a second while writes go (one may
-  // have attached since; with none counted, no WAIT would ever tell).
-  if (confirm_ && confirmed_write(id) && host_.now_ms() - replicas_asked_ms_ >= 1000) refresh_replicas();
   ev.excluded_by = excluded;
   complete(r, ev);
   host_.note_quiet();

@@ -59,18 +59,19 @@ class connection final : public endpoint, private link_events {
   // before start().
   void set_push_listener(push_listener* l) noexcept { push_ = l; }
   // Writes (acquires, extensions, the fence commit) count only once the server's
-  // replicas have them: INFO replication in every handshake (no write of a server
-  // that is not role:master counts, though the connection stays up for what else
-  // it answers; connected_slaves is the count to confirm, asked again once a
-  // second while writes go), and `WAIT n t` pipelined behind each write, n that
-  // count (raised when a WAIT answers more), t half the request's time left. A
-  // WAIT that answers fewer than n delivers the write's reply with unreplicated
-  // set and excluded_by naming the shortfall, and the count is asked again at once
-  // (a replica may be gone for good). No replica: nothing to wait for.
+  // replicas have them. Every handshake reads INFO replication (no write of a
+  // server that is not role:master counts, though the connection stays up for
+  // what else it answers; connected_slaves is the count to wait for). Behind each
+  // write go `WAIT n t` (n that count, t half the request's time left; none when
+  // n is 0) and INFO replication again: the write counts only when WAIT's answer
+  // covers every replica attached after it (one attached since the count was
+  // taken may lack it; one attached later gets it by its sync), else its reply
+  // is delivered with unreplicated set and excluded_by naming the shortfall, and
+  // the new count is what the next write waits for.
   // For the masters of a cluster's shards and of a Sentinel group (issue 23). Set
   // before start().
   void set_confirm_replication(bool on) noexcept { confirm_ = on; }
-  // The replicas that writes wait for (INFO replication's count, or more seen since).
+  // The replicas the next write waits for (INFO replication's count after the last one).
   int replicas() const noexcept { return replicas_; }
 
   // The owner's flush list (node_host::want_flush): whether this connection is on
@@ -122,6 +123,7 @@ class connection final : public endpoint, private link_events {
     bool used_sha = false;
     bool with_time = false;  // an acquire with a TIME pipelined after it: one more reply
     int wait_for = 0;        // > 0: a WAIT for that many replicas pipelined after it (and the TIME): one more
+    bool counted = false;    // an INFO replication pipelined after that (the replicas attached then): one more
     bool expired = false;    // the sink was told "timeout"; a late reply is dropped
   };
   struct reply_deleter {
@@ -156,11 +158,9 @@ class connection final : public endpoint, private link_events {
   void note_quarantine(const quarantine_note& note, std::chrono::steady_clock::time_point at);
   void arm_quarantine_timer();
   void resend_with_body(request& r);
-  // Pipelines WAIT behind a write being encoded, when its replicas must confirm it.
+  // Pipelines WAIT (when there are replicas to wait for) and INFO replication behind a
+  // write being encoded, when its replicas must confirm it.
   void append_wait(request& r);
-  // INFO replication again, for the replicas there are now (after a WAIT fell short,
-  // and once a second while writes go).
-  void refresh_replicas();
 
   node_host& host_;
   push_listener* push_ = nullptr;
@@ -195,8 +195,6 @@ class connection final : public endpoint, private link_events {
   bool confirm_ = false;    // set_confirm_replication
   int replicas_ = 0;        // what writes wait for (INFO replication's connected_slaves)
   std::string no_vote_;                  // why no write of this server counts (not a master); "" = it may
-  bool replicas_asked_ = false;          // an INFO replication is on its way
-  std::uint64_t replicas_asked_ms_ = 0;  // on now_ms(): when it was last asked (0: ask at the next write)
   std::chrono::steady_clock::time_point time_sent_;  // the handshake's TIME, for its sample's date
   // Observer events only: a node_down was sent and no node_up since; the cleared timer.
   bool reported_down_ = false;
