@@ -151,8 +151,9 @@ TEST_F(ClusterEndpoint, a_quorum_of_a_cluster_and_two_plain_nodes_keeps_tagged_k
   uris.insert(uris.begin() + 1, cluster().uri());
   client c(cluster_options(uris));
   const auto by_master = spread("quorum", 2);
-  for (const auto& [port, resources] : by_master) {
-    for (const std::string& r : resources) {
+  for (const auto& entry : by_master) {
+    const int port = entry.first;  // a plain variable: C++17 lambdas cannot capture a structured binding
+    for (const std::string& r : entry.second) {
       auto a = c.acquire(r, once(20000ms));
       ASSERT_TRUE(a) << r << ": " << a.report.message();
       // The round may be decided at the quorum of 2: the third grant lands after it.
