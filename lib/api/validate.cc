@@ -17,6 +17,7 @@
 #include "pure/decision.h"
 #include "pure/keys.h"
 #include "pure/retry.h"
+#include "pure/slot.h"
 #include "redlock/client.h"
 
 namespace redlock::detail {
@@ -41,6 +42,29 @@ bool preview_cluster() {
     return v != nullptr && std::string_view(v) == "1";
   }();
   return on;
+}
+
+// REDLOCK_PREVIEW_SENTINEL=1 (read once, at the first client): redis+sentinel://
+// nodes are accepted, for the tests of node/sentinel_endpoint, until the failover
+// scenarios of issue 23 are built and tested over Sentinel groups.
+bool preview_sentinel() {
+  static const bool on = [] {
+    const char* v = std::getenv("REDLOCK_PREVIEW_SENTINEL");
+    return v != nullptr && std::string_view(v) == "1";
+  }();
+  return on;
+}
+
+bool admitted(const detail::node_address& a) {
+  switch (a.topology) {
+    case detail::node_address::deployment::standalone:
+      return true;
+    case detail::node_address::deployment::cluster:
+      return preview_cluster();
+    case detail::node_address::deployment::sentinel:
+      return preview_sentinel();
+  }
+  return false;
 }
 
 std::set<std::string> server_identities(const detail::node_address& a) {
@@ -78,6 +102,25 @@ std::set<std::string> server_identities(const detail::node_address& a) {
   return {"tcp:" + host + ":" + port};
 }
 
+// A Sentinel node is the master its sentinel names for a name: two names asked of
+// one sentinel are two masters (whether they are two servers, the same-server check
+// tells once connected).
+std::set<std::string> node_identities(const detail::node_address& a) {
+  std::set<std::string> ids = server_identities(a);
+  if (a.topology != detail::node_address::deployment::sentinel) return ids;
+  std::set<std::string> named;
+  for (const std::string& id : ids) named.insert(id + "/" + a.master_name);
+  return named;
+}
+
+// The first node of `c` that is a whole Redis Cluster, or nullptr.
+const node_address* first_cluster_node(const detail::core& c) {
+  for (const node_address& a : c.nodes()) {
+    if (a.topology == node_address::deployment::cluster) return &a;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 std::vector<detail::node_address> validate_options(const client_options& o) {
@@ -92,15 +135,14 @@ std::vector<detail::node_address> validate_options(const client_options& o) {
     // standalone masters only: refusing is honest, treating the seed or the
     // sentinel as a master would not be. A Redis Cluster node (node/cluster_endpoint)
     // is a development preview behind REDLOCK_PREVIEW_CLUSTER=1 (preview_cluster()).
-    if (a.topology != detail::node_address::deployment::standalone &&
-        !(a.topology == detail::node_address::deployment::cluster && preview_cluster())) {
+    if (!admitted(a)) {
       throw config_error("node URI '" + a.display + "': " +
                          (a.topology == detail::node_address::deployment::cluster ? "a Redis Cluster"
                                                                                   : "a Sentinel-managed master") +
                          " as one node is not supported by this version yet (standalone masters only: "
                          "redis://, rediss://, unix://)");
     }
-    std::set<std::string> id = server_identities(a);
+    std::set<std::string> id = node_identities(a);
     for (std::size_t i = 0; i < out.size(); ++i) {
       for (const std::string& s : id) {
         if (ids[i].count(s) == 0) continue;
@@ -112,6 +154,12 @@ std::vector<detail::node_address> validate_options(const client_options& o) {
     }
     ids.push_back(std::move(id));
     out.push_back(std::move(a));
+  }
+  for (const detail::node_address& a : out) {
+    if (a.topology != detail::node_address::deployment::cluster || o.key_prefix.empty() || o.key_prefix[0] != '}')
+      continue;
+    throw config_error("key_prefix '" + o.key_prefix + "' must not start with '}' with a Redis Cluster node ('" +
+                       a.display + "'): every key would have an empty hash tag (see docs/protocol.md)");
   }
   if (o.max_ttl.count() <= 0) throw config_error("max_ttl must be positive");
   if (*detail::check_ttl(o.max_ttl, o.clock_drift_factor) != '\0') {
@@ -159,6 +207,15 @@ std::string check_acquire(const detail::core& c, std::string_view resource, cons
            "' and resource '" + std::string(resource) + "' make the key '" + key +
            "', the fence counter of the key '" + key.substr(0, key.size() - suffix.size()) + "' (see docs/fencing.md)";
   }
+  if (const node_address* cl = first_cluster_node(c)) {
+    // On a cluster node the lock key L is sent as "{L}" (docs/protocol.md): an L that
+    // starts with '}' has an empty tag, so its fence counter and record would hash to
+    // other slots than the key.
+    if (const std::string key = c.key_for(std::string(resource)); key.front() == '}') {
+      return "key prefix + resource name must not start with '}' on a Redis Cluster node ('" + cl->display +
+             "'): the key '" + key + "' would have an empty hash tag (see docs/protocol.md)";
+    }
+  }
   if (std::string bad = c.ttl_problem(o.ttl); !bad.empty()) return bad;
   if (const char* bad = detail::check_retry(o.retry); *bad) return bad;
   if (o.extend_interval.count() < 0) return "extend_interval must not be negative";
@@ -191,6 +248,19 @@ std::string check_acquire_many(const detail::core& c, const std::vector<std::str
     return "fencing is not supported for a set of resources: acquire them one by one with fencing";
   for (const std::string& r : resources) {
     if (std::string bad = check_acquire(c, r, o); !bad.empty()) return bad;
+  }
+  if (const node_address* cl = first_cluster_node(c)) {
+    // One script runs on the set's keys, and a cluster runs a script on the keys of
+    // one slot only: refused here, before any node is asked, not half-acquired.
+    const std::string first = c.key_for(resources.front());
+    const int slot = key_slot(cluster_key(first, first));
+    for (const std::string& r : resources) {
+      const std::string key = c.key_for(r);
+      if (key_slot(cluster_key(key, key)) == slot) continue;
+      return "resources '" + resources.front() + "' and '" + r + "' hash to different slots on the Redis Cluster node '" +
+             cl->display + "': a set on a cluster node needs one hash tag, e.g. every resource starting with "
+             "the same {tag} (see docs/protocol.md)";
+    }
   }
   return "";
 }

@@ -43,13 +43,17 @@ core::core(client_options options, std::vector<node_address> nodes, std::unique_
       owns_loop_(own_thread),
       rng_(io_->seed()) {
   observing_ = !options_.observers.empty();
-  // Development only (issue 23), until the cluster and Sentinel endpoints that set it
-  // land: REDLOCK_PREVIEW_CONFIRM_REPLICATION=1 makes every standalone node's writes
-  // wait for its replicas (connection::set_confirm_replication), for the tests.
+  // Development only (issue 23), while cluster and Sentinel nodes are previews:
+  // REDLOCK_PREVIEW_CONFIRM_REPLICATION=1 makes every standalone node's writes wait
+  // for its replicas too (how tests reach a plain master and replica), =0 no node's,
+  // cluster and Sentinel nodes included (the failover tests' negative controls).
   const char* confirm = std::getenv("REDLOCK_PREVIEW_CONFIRM_REPLICATION");
-  const bool preview_confirm = confirm != nullptr && std::string_view(confirm) == "1";
+  const std::string_view c = confirm == nullptr ? "" : confirm;
+  const replication_confirmation mode = c == "1"   ? replication_confirmation::everywhere
+                                        : c == "0" ? replication_confirmation::nowhere
+                                                   : replication_confirmation::by_deployment;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    endpoints_.push_back(make_endpoint(*this, i, nodes_[i], preview_confirm));
+    endpoints_.push_back(make_endpoint(*this, i, nodes_[i], mode));
   }
   // Blocking-call tuning (see begin_sync_wait); the environment overrides the
   // defaults for measurements (docs/benchmarks.md), in microseconds, 0 = off.

@@ -17,7 +17,6 @@
 namespace redlock::detail {
 namespace {
 
-constexpr std::uint64_t kNoDeadline = ~std::uint64_t{0};
 // A map refresh after a MOVED: at most this often.
 constexpr std::uint64_t kRefreshIntervalMs = 1000;
 
@@ -26,25 +25,11 @@ std::string host_port_text(const std::string& host, int port) {
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
-std::shared_ptr<const wire> plain(std::initializer_list<std::string_view> argv) {
-  std::string encoded;
-  append_resp(encoded, argv);
-  return std::make_shared<const wire>(wire::plain_tag{}, std::move(encoded));
-}
-
 // ASKING's reply: nothing to do (the request pipelined behind it carries the vote).
 class discard_sink final : public sink {
  public:
   void on_reply(std::size_t, std::uint32_t, const reply_event&) override {}
 };
-
-void fail_now(sink& s, std::size_t node, std::uint32_t tag, node_status status, std::string_view detail) {
-  reply_event ev;
-  ev.status = status;
-  ev.detail = detail;
-  ev.unsent = true;
-  s.on_reply(node, tag, ev);
-}
 
 }  // namespace
 
@@ -127,13 +112,15 @@ class cluster_endpoint::map_sink final : public sink {
   std::size_t seed_;
 };
 
-cluster_endpoint::cluster_endpoint(node_host& host, std::size_t index, node_address address)
+cluster_endpoint::cluster_endpoint(node_host& host, std::size_t index, node_address address, bool confirm)
     : host_(host),
       index_(index),
       address_(std::move(address)),
-      shards_wire_(plain({"CLUSTER", "SHARDS"})),
-      slots_wire_(plain({"CLUSTER", "SLOTS"})),
-      asking_wire_(plain({"ASKING"})) {
+      confirm_(confirm),
+      waiting_(host, index, "cluster slot map", [this] { return discovery_errors_; }),
+      shards_wire_(plain_wire({"CLUSTER", "SHARDS"})),
+      slots_wire_(plain_wire({"CLUSTER", "SLOTS"})),
+      asking_wire_(plain_wire({"ASKING"})) {
   seeds_.push_back(host_port{address_.host, address_.port});
   seeds_.insert(seeds_.end(), address_.seeds.begin(), address_.seeds.end());
 }
@@ -159,7 +146,7 @@ connection& cluster_endpoint::connection_to(const std::string& host, int port) {
   // A failover inside the cluster must not lose a counted grant: a shard master's
   // writes count once its replicas have them (WAIT), and a replica's never do
   // (connection::set_confirm_replication; docs/design.md, plan item 4).
-  c.set_confirm_replication(true);
+  c.set_confirm_replication(confirm_);
   if (state_ != state::closed) c.start();
   return c;
 }
@@ -216,11 +203,7 @@ void cluster_endpoint::on_map_reply(bool refresh, std::size_t seed, const std::s
       failures_ = 0;
       discovery_errors_.clear();
       // The requests that waited for the map, in submission order.
-      if (waiting_timer_ != 0) host_.cancel_timer(waiting_timer_);
-      waiting_timer_ = 0;
-      std::deque<waiting> ready;
-      ready.swap(waiting_);
-      for (waiting& r : ready) route(std::move(r.w), r.force_eval, std::move(r.target), r.tag);
+      for (waiting_requests::entry& r : waiting_.take_all()) route(std::move(r.w), r.force_eval, std::move(r.target), r.tag);
       host_.note_quiet();
       return;
     }
@@ -241,7 +224,7 @@ void cluster_endpoint::discovery_failed(std::size_t seed, std::string why) {
   down_detail_ = "cluster slot map unknown, no seed answered (" + discovery_errors_ + ")";
   discovery_errors_.clear();
   ++failures_;
-  fail_waiting(node_status::connection_error, down_detail_);
+  waiting_.fail_all(node_status::connection_error, down_detail_);
   if (!host_.closing()) {
     // The connection's backoff (capped exponential, jitter in [d/2, d]); requests
     // submitted until the retry fail at once.
@@ -341,42 +324,21 @@ void cluster_endpoint::submit(std::shared_ptr<const wire> w, bool force_eval, st
     case state::ready:
       return route(std::move(w), force_eval, std::move(s), tag);
     case state::closed:
-      return fail_now(*s, index_, tag, node_status::cancelled, "client shut down");
+      return fail_unsent(*s, index_, tag, node_status::cancelled, "client shut down");
     case state::down:
-      return fail_now(*s, index_, tag, node_status::connection_error, down_detail_);
+      return fail_unsent(*s, index_, tag, node_status::connection_error, down_detail_);
     case state::idle:
     case state::discovering:
       break;
   }
-  if (waiting_.size() >= kMaxWaiting) {
-    return fail_now(*s, index_, tag, node_status::connection_error,
-                    "cluster slot map not known yet, and " + std::to_string(kMaxWaiting) +
-                        " requests wait for it already");
-  }
-  // Its command timeout, counted (as a connection counts a request submitted
-  // during its first connect) from the end of the first connect timeout at the
-  // earliest: the first discovery connects to a seed first.
-  const std::uint64_t now = host_.now_ms();
-  const auto cmd_ms = static_cast<std::uint64_t>(host_.options().command_timeout.count());
-  std::uint64_t deadline = now + cmd_ms;
-  if (failures_ == 0) {
-    const auto connect_ms = static_cast<std::uint64_t>(host_.options().connect_timeout.count());
-    deadline = std::max(deadline, started_ms_ + connect_ms + cmd_ms);
-  }
-  waiting_.push_back(waiting{std::move(w), force_eval, std::move(s), tag, now, kNoDeadline});
-  if (!waiting_.back().w->untimed()) waiting_.back().deadline_ms = deadline;
-  if (waiting_timer_ != 0 && waiting_.back().deadline_ms < waiting_armed_at_) {
-    host_.cancel_timer(waiting_timer_);
-    waiting_timer_ = 0;
-  }
-  if (waiting_timer_ == 0) arm_waiting_timer();
+  waiting_.add(std::move(w), force_eval, std::move(s), tag, failures_ == 0, started_ms_);
 }
 
 void cluster_endpoint::route(std::shared_ptr<const wire> w, bool force_eval, std::shared_ptr<sink> s,
                              std::uint32_t tag) {
   const int slot = w->slot();
   if (slot == wire::kCrossSlot) {
-    return fail_now(
+    return fail_unsent(
         *s, index_, tag, node_status::server_error,
         "keys in different hash slots: a Redis Cluster node runs a command on the keys of one slot only");
   }
@@ -426,54 +388,6 @@ bool cluster_endpoint::follow(request_sink& r, const redirect& to) {
   return true;
 }
 
-void cluster_endpoint::arm_waiting_timer() {
-  // Deadlines grow along the queue (untimed requests, rare, are stepped over).
-  std::uint64_t next = kNoDeadline;
-  for (const waiting& r : waiting_) {
-    if (r.deadline_ms != kNoDeadline) {
-      next = r.deadline_ms;
-      break;
-    }
-  }
-  if (next == kNoDeadline) return;
-  const std::uint64_t now = host_.now_ms();
-  waiting_armed_at_ = next;
-  waiting_timer_ = host_.schedule(std::chrono::milliseconds(next > now ? next - now : 0), [this] {
-    waiting_timer_ = 0;
-    on_waiting_timer();
-  });
-}
-
-void cluster_endpoint::on_waiting_timer() {
-  const std::uint64_t now = host_.now_ms();
-  std::vector<waiting> expired;
-  for (auto it = waiting_.begin(); it != waiting_.end();) {
-    if (it->deadline_ms <= now) {
-      expired.push_back(std::move(*it));
-      it = waiting_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  for (waiting& r : expired) {
-    const std::string detail = "cluster slot map not known " + std::to_string(now - r.submitted_ms) +
-                               " ms after the request (command_timeout " +
-                               std::to_string(host_.options().command_timeout.count()) + " ms)" +
-                               (discovery_errors_.empty() ? "" : "; so far " + discovery_errors_);
-    fail_now(*r.target, index_, r.tag, node_status::timeout, detail);
-  }
-  if (waiting_timer_ == 0) arm_waiting_timer();
-  host_.note_quiet();
-}
-
-void cluster_endpoint::fail_waiting(node_status status, const std::string& detail) {
-  if (waiting_timer_ != 0) host_.cancel_timer(waiting_timer_);
-  waiting_timer_ = 0;
-  std::deque<waiting> failed;
-  failed.swap(waiting_);
-  for (waiting& r : failed) fail_now(*r.target, index_, r.tag, status, detail);
-}
-
 void cluster_endpoint::flush() {
   for (std::size_t i = 0; i < links_.size(); ++i) links_[i].conn->flush();
 }
@@ -490,7 +404,7 @@ void cluster_endpoint::shutdown() {
   state_ = state::closed;
   if (retry_timer_ != 0) host_.cancel_timer(retry_timer_);
   retry_timer_ = 0;
-  fail_waiting(node_status::cancelled, "client shut down");
+  waiting_.fail_all(node_status::cancelled, "client shut down");
   // By index: a sink called from a shutdown may not add a connection (closed), but
   // stays safe if one did.
   for (std::size_t i = 0; i < links_.size(); ++i) links_[i].conn->shutdown();

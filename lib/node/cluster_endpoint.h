@@ -73,6 +73,7 @@
 #include "node/connection.h"
 #include "node/endpoint.h"
 #include "node/host.h"
+#include "node/waiting_requests.h"
 #include "protocol/cluster.h"
 #include "pure/uri.h"
 
@@ -81,7 +82,9 @@ namespace redlock::detail {
 class cluster_endpoint final : public endpoint {
  public:
   // `address` is a deployment::cluster node (its host:port is the first seed).
-  cluster_endpoint(node_host& host, std::size_t index, node_address address);
+  // `confirm`: the shard connections confirm their writes (off only for the
+  // failover tests' negative controls: endpoint.h, replication_confirmation).
+  cluster_endpoint(node_host& host, std::size_t index, node_address address, bool confirm = true);
   ~cluster_endpoint() override;
   cluster_endpoint(const cluster_endpoint&) = delete;
   cluster_endpoint& operator=(const cluster_endpoint&) = delete;
@@ -111,7 +114,7 @@ class cluster_endpoint final : public endpoint {
   const std::optional<std::chrono::steady_clock::time_point>& jumped_at() const noexcept override;
 
   // At most this many requests wait for the first map; more fail at once.
-  static constexpr std::size_t kMaxWaiting = 4096;
+  static constexpr std::size_t kMaxWaiting = waiting_requests::kMax;
   // Redirects followed per request (MOVED and ASK together), then the error is delivered.
   static constexpr int kMaxRedirects = 3;
   // Connections made at most (a redirect to a further address is delivered as the error it is).
@@ -124,14 +127,6 @@ class cluster_endpoint final : public endpoint {
   friend class map_sink;
 
   enum class state { idle, discovering, ready, down, closed };
-  struct waiting {
-    std::shared_ptr<const wire> w;
-    bool force_eval = false;
-    std::shared_ptr<sink> target;
-    std::uint32_t tag = 0;
-    std::uint64_t submitted_ms = 0;  // on now_ms()
-    std::uint64_t deadline_ms = 0;   // on now_ms(); kNoDeadline for untimed wires
-  };
   struct shard_link {
     std::string host;
     int port = 0;
@@ -157,10 +152,6 @@ class cluster_endpoint final : public endpoint {
   void route(std::shared_ptr<const wire> w, bool force_eval, std::shared_ptr<sink> s, std::uint32_t tag);
   // A redirect for a request in flight: true when it was resent.
   bool follow(request_sink& r, const redirect& to);
-  void arm_waiting_timer();
-  void on_waiting_timer();
-  // Fails every waiting request (collected first: sinks may submit again).
-  void fail_waiting(node_status status, const std::string& detail);
   connection* first_master() const noexcept { return masters_.empty() ? nullptr : masters_.front(); }
   // The master whose memory settings answer for the node (see the header comment).
   const connection* memory_master() const noexcept;
@@ -178,15 +169,14 @@ class cluster_endpoint final : public endpoint {
   node_host& host_;
   std::size_t index_;
   node_address address_;
+  bool confirm_;
   std::vector<host_port> seeds_;  // the URI's host:port, then its ?seed= entries
   state state_ = state::idle;
   std::vector<shard_link> links_;     // every connection made, in the order made
   std::vector<connection*> masters_;  // the current map's shard masters, in map order
   std::vector<connection*> owner_;    // per slot, once a map is known (nullptr: no master)
-  std::deque<waiting> waiting_;       // submitted before the map was known
-  std::uint64_t waiting_timer_ = 0;
-  std::uint64_t waiting_armed_at_ = 0;
   std::string discovery_errors_;  // this discovery's failures, one "seed: why" each
+  waiting_requests waiting_;      // submitted before the map was known
   std::string down_detail_;
   int failures_ = 0;  // discoveries failed in a row (the retry's backoff)
   std::uint64_t retry_timer_ = 0;

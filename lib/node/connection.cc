@@ -90,8 +90,8 @@ void connection::on_link_up() {
   // is retried with backoff. Its exception text is not shown (it may hold secrets).
   std::string username = address_.username;
   std::string password = address_.password;
-  bool auth = address_.has_password;
-  if (const auto& provider = host_.options().credentials_provider) {
+  bool auth = address_.has_password && !no_auth_;
+  if (const auto& provider = host_.options().credentials_provider; provider && !no_auth_) {
     try {
       credentials c = provider(address_.display);
       username = std::move(c.username);

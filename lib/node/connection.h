@@ -71,6 +71,10 @@ class connection final : public endpoint, private link_events {
   // For the masters of a cluster's shards and of a Sentinel group (issue 23). Set
   // before start().
   void set_confirm_replication(bool on) noexcept { confirm_ = on; }
+  // No AUTH on this connection: neither the URI's credentials nor the
+  // credentials_provider's (a Sentinel endpoint's links to its sentinels: the node
+  // URI's credentials are the master's). Set before start().
+  void set_no_auth() noexcept { no_auth_ = true; }
   // The replicas the next write waits for (INFO replication's count after the last one).
   int replicas() const noexcept { return replicas_; }
 
@@ -193,6 +197,7 @@ class connection final : public endpoint, private link_events {
   unsigned scripts_loaded_ = 0;  // bit per script_id: body sent on this connection
   bool set_get_unsupported_ = false;  // the server refused SET ... NX ... GET
   bool confirm_ = false;    // set_confirm_replication
+  bool no_auth_ = false;    // set_no_auth
   int replicas_ = 0;        // what writes wait for (INFO replication's connected_slaves)
   std::string no_vote_;                  // why no write of this server counts (not a master); "" = it may
   std::chrono::steady_clock::time_point time_sent_;  // the handshake's TIME, for its sample's date

@@ -121,14 +121,15 @@ class endpoint {
 
 // The endpoint for node `index` at `address`, reaching its owner through `host`: a
 // connection (node/connection.h) for a standalone master, a cluster_endpoint
-// (node/cluster_endpoint.h) for a Redis Cluster. A Sentinel address is refused by
-// validate_options before a client is made; here it is one connection to the
-// first sentinel, a placeholder until plan item 6 (node/sentinel_endpoint) lands.
-// `confirm_replication`: a standalone connection's writes wait for its replicas
-// (connection::set_confirm_replication; the REDLOCK_PREVIEW_CONFIRM_REPLICATION
-// preview). A cluster endpoint's shard connections do not confirm yet: turning it on
-// for them is the cluster's half of plan item 4, still to land.
+// (node/cluster_endpoint.h) for a Redis Cluster, a sentinel_endpoint
+// (node/sentinel_endpoint.h) for the master a Sentinel group names.
+// Whose writes wait for their replicas (connection::set_confirm_replication):
+// by default a cluster's shard masters and a Sentinel group's master; `everywhere`
+// standalone nodes too (the REDLOCK_PREVIEW_CONFIRM_REPLICATION=1 preview);
+// `nowhere` none (=0: the negative controls of the failover tests, which must then
+// find two holders).
+enum class replication_confirmation { by_deployment, everywhere, nowhere };
 std::unique_ptr<endpoint> make_endpoint(node_host& host, std::size_t index, const node_address& address,
-                                        bool confirm_replication);
+                                        replication_confirmation confirm);
 
 }  // namespace redlock::detail

@@ -120,4 +120,10 @@ std::string wire::encode(bool with_body) const {
   return out;
 }
 
+std::shared_ptr<const wire> plain_wire(std::initializer_list<std::string_view> argv) {
+  std::string encoded;
+  append_resp(encoded, argv);
+  return std::make_shared<const wire>(wire::plain_tag{}, std::move(encoded));
+}
+
 }  // namespace redlock::detail

@@ -71,4 +71,7 @@ class wire {
 void append_resp(std::string& out, std::initializer_list<std::string_view> argv);
 void append_resp(std::string& out, const std::vector<std::string_view>& argv);
 
+// A plain command (wire::plain_tag) of bulk strings, encoded once.
+std::shared_ptr<const wire> plain_wire(std::initializer_list<std::string_view> argv);
+
 }  // namespace redlock::detail

@@ -516,5 +516,81 @@ TEST_F(ClusterEndpoint, a_master_change_the_client_saw_quarantines_the_nodes_acq
       << "the quarantine did not end";
 }
 
+// A set on a cluster node runs one script on its keys, which a cluster allows on one
+// slot only: a set whose keys hash to different slots is refused before any node is
+// asked (nothing on the plain nodes either), and one whose resources share a {tag}
+// is acquired and released as one. A key that would have an empty hash tag (it starts
+// with '}') is refused, and so is a key_prefix that starts with it.
+TEST_F(ClusterEndpoint, a_set_on_a_cluster_node_shares_a_hash_tag_or_is_refused_before_any_request) {
+  redis_cluster plain(2);
+  std::vector<std::string> uris = plain.uris();
+  uris.push_back(cluster().uri());
+  client c(cluster_options(uris));
+  // Two names on different slots (and so, with 3 masters, usually different shards).
+  std::string a = "set-a", b;
+  for (int i = 0; i < 100 && b.empty(); ++i) {
+    const std::string r = "set-b" + std::to_string(i);
+    if (key_slot(tagged(r)) != key_slot(tagged(a))) b = r;
+  }
+  ASSERT_FALSE(b.empty());
+  const auto refused = c.acquire_many({a, b}, once(20000ms));
+  EXPECT_FALSE(refused);
+  EXPECT_EQ(refused.report.error, errc::invalid_argument);
+  EXPECT_NE(refused.report.message().find("different slots"), std::string::npos) << refused.report.message();
+  EXPECT_NE(refused.report.message().find(a), std::string::npos) << refused.report.message();
+  EXPECT_NE(refused.report.message().find(b), std::string::npos) << refused.report.message();
+  // Nothing was sent: no key anywhere (the plain nodes would have granted at once).
+  for (std::size_t i = 0; i < plain.size(); ++i) EXPECT_EQ(plain[i].dbsize(), 0) << "plain node " << i;
+  for (std::size_t i = 0; i < cluster().size(); ++i) {
+    for (const std::string& k : keys_on(cluster()[i].port())) {
+      EXPECT_TRUE(k.find("set-") == std::string::npos) << "cluster node " << i << " holds " << k;
+    }
+  }
+
+  // One tag: one slot, whatever follows it.
+  const std::vector<std::string> tagged_set = {"{orders}:1", "{orders}:2", "{orders}:3"};
+  auto held = c.acquire_many(tagged_set, once(20000ms));
+  ASSERT_TRUE(held) << held.report.message();
+  EXPECT_EQ(held.report.count(node_status::ok) >= 2, true) << held.report.message();
+  const int port = port_of_master(tagged_set[0]);
+  const std::string token = held.lock.info().token;
+  for (const std::string& r : tagged_set) {
+    EXPECT_EQ(key_slot(tagged(r)), key_slot(tagged(tagged_set[0]))) << r;
+    EXPECT_TRUE(eventually([&] { return get_on(port, tagged(r)) == token && plain[0].get(kPrefix + r) == token; }))
+        << r << ": not granted on the cluster's shard and a plain node";
+  }
+  const report rel = held.lock.release();
+  EXPECT_TRUE(rel) << rel.message();
+  for (const std::string& r : tagged_set) {
+    EXPECT_TRUE(eventually([&] { return get_on(port, tagged(r)) == "<nil>" && !plain[0].exists(kPrefix + r); }))
+        << r << ": a key outlived the release";
+  }
+
+  // An empty hash tag: "{}..." hashes whole, so the counter would be on another slot.
+  client_options no_prefix = cluster_options(uris);
+  no_prefix.key_prefix.clear();
+  client bare(no_prefix);
+  const auto empty_tag = bare.acquire("}x", once(20000ms));
+  EXPECT_EQ(empty_tag.report.error, errc::invalid_argument);
+  EXPECT_NE(empty_tag.report.message().find("must not start with '}'"), std::string::npos)
+      << empty_tag.report.message();
+  EXPECT_FALSE(plain[0].exists("}x"));
+  client_options bad_prefix = cluster_options(uris);
+  bad_prefix.key_prefix = "}app:";
+  try {
+    client never(bad_prefix);
+    ADD_FAILURE() << "a key_prefix starting with '}' was accepted with a cluster node";
+  } catch (const config_error& e) {
+    EXPECT_NE(std::string(e.what()).find("key_prefix '}app:'"), std::string::npos) << e.what();
+  }
+  // Without a cluster node the same names are fine: plain nodes have no slots.
+  client_options plain_only = options_for(plain.uris());
+  plain_only.key_prefix = "}app:";
+  client fine(plain_only);
+  auto both = fine.acquire_many({a, b}, once(20000ms));
+  ASSERT_TRUE(both) << both.report.message();
+  EXPECT_TRUE(both.lock.release());
+}
+
 }  // namespace
 }  // namespace redlock::test

@@ -23,6 +23,9 @@ extern char** environ;
 namespace redlock::test {
 namespace {
 
+// The key a group's readiness check writes (and deletes) on its master.
+constexpr const char* kProbeKey = "redlock-harness-replication-probe";
+
 using steady = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
@@ -472,6 +475,15 @@ redis_sentinel_deployment::redis_sentinel_deployment(std::string master_name, in
       if (peers != others)
         return who + " knows sentinels " + ports_text(peers) + ", not " + ports_text(others);
     }
+    // Online is not yet streaming: after a diskless sync the master sends a replica
+    // commands only once its first ACK came (up to a second later), and until then
+    // no write is confirmed (WAIT). Ready when one is; the probe key goes after.
+    if (servers_.size() > 1) {
+      const std::string n = std::to_string(servers_.size() - 1);
+      servers_[0]->command({"SET", kProbeKey, "1"});
+      const std::string acked = servers_[0]->command({"WAIT", n, "200"});
+      if (acked != n) return "a write on the master reaches " + acked + " of its " + n + " replicas (WAIT)";
+    }
     return "";
   };
   while (true) {
@@ -481,7 +493,10 @@ redis_sentinel_deployment::redis_sentinel_deployment(std::string master_name, in
     } catch (const std::runtime_error& e) {
       why = e.what();
     }
-    if (why.empty()) return;
+    if (why.empty()) {
+      if (servers_.size() > 1) servers_[0]->command({"DEL", kProbeKey});
+      return;
+    }
     if (steady::now() >= deadline) {
       throw std::runtime_error("the Sentinel group did not become ready within 30 s: " + why + "\n" +
                                sentinel_logs());

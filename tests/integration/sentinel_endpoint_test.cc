@@ -1,0 +1,390 @@
+// The master a real Sentinel group names, as one Redlock node (issue 23, plan item 6:
+// node/sentinel_endpoint): acquire, extend and release on the named master beside
+// plain nodes, a grant counted only once the master's replica has it, a failover
+// (SENTINEL FAILOVER) followed by a long-lived client whose acquires then wait out
+// the quarantine (and the negative control without it), sentinels that are down or
+// do not know the name, and a password that reaches the master only. The client
+// accepts Sentinel URIs only behind the development switch
+// REDLOCK_PREVIEW_SENTINEL=1 (lib/api/validate.cc), set before any client is made.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include "redis_deployment.h"
+#include "test_util.h"
+
+namespace redlock::test {
+namespace {
+
+const std::string kPrefix = "se:";
+
+// None of these tests wants a failover Sentinel decides by itself: a long
+// down-after keeps a loaded machine's stall from starting one.
+constexpr std::chrono::milliseconds kDownAfter = 5000ms;
+
+client_options sentinel_options(const std::vector<std::string>& uris) {
+  client_options o = options_for(uris);
+  o.key_prefix = kPrefix;
+  // Generous for a loaded machine; far below the TTLs used here.
+  o.command_timeout = 1000ms;
+  o.connect_timeout = 2000ms;
+  return o;
+}
+
+// The value of `key` on server `n` ("<nil>" when absent), read as a replica allows.
+std::string value_on(redis_node& n, const std::string& key) {
+  const owned_reply r = raw_command(n.port(), {"GET", key}, n.config().password);
+  if (r->type == REDIS_REPLY_STRING) return std::string(r->str, r->len);
+  if (r->type == REDIS_REPLY_NIL) return "<nil>";
+  return "<" + std::string(r->str != nullptr ? r->str : "not a string") + ">";
+}
+
+class SentinelEndpoint : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { ::setenv("REDLOCK_PREVIEW_SENTINEL", "1", 1); }
+};
+
+TEST_F(SentinelEndpoint, a_quorum_of_a_sentinel_node_and_two_plain_nodes_locks_on_the_named_master) {
+  redis_sentinel_deployment group("se-basic", 1, 3, {}, kDownAfter);
+  redis_cluster plain(2);
+  std::vector<std::string> uris = plain.uris();
+  uris.insert(uris.begin() + 1, group.uri());
+  client c(sentinel_options(uris));
+  const std::string r = "basic";
+  auto a = c.acquire(r, once(20000ms));
+  ASSERT_TRUE(a) << a.report.message();
+  const std::string token = a.lock.info().token;
+  // Plain key names on the master (a standalone server), and on its replica: the
+  // grant counted once the replica had it.
+  EXPECT_TRUE(eventually([&] {
+    return value_on(group.server(0), kPrefix + r) == token && plain[0].get(kPrefix + r) == token &&
+           plain[1].get(kPrefix + r) == token;
+  })) << "not granted on all three nodes";
+  EXPECT_EQ(value_on(group.server(1), kPrefix + r), token);
+  const report e = a.lock.extend(30000ms);
+  EXPECT_TRUE(e) << e.message();
+  EXPECT_GT(raw_command(group.server(0).port(), {"PTTL", kPrefix + r})->integer, 20000);
+  const report rel = a.lock.release();
+  EXPECT_TRUE(rel) << rel.message();
+  EXPECT_TRUE(eventually([&] { return value_on(group.server(0), kPrefix + r) == "<nil>"; }))
+      << "the key outlived the release";
+  // Nothing is written to a sentinel, and the node's name in reports is its URI.
+  EXPECT_EQ(c.acquire(r, once(20000ms)).report.nodes.at(1).node, group.uri());
+}
+
+// A grant counts only once the master's replica has it: the replica SIGSTOPped, the
+// only node's grant is excluded and rolled back; resumed, the same acquire counts.
+TEST_F(SentinelEndpoint, a_grant_counts_once_the_masters_replica_has_it) {
+  redis_sentinel_deployment group("se-confirm", 1, 1, {}, kDownAfter);
+  client c(sentinel_options({group.uri()}));
+  ASSERT_TRUE(wait_connected(c));
+  group.server(1).pause();
+  auto refused = c.acquire("confirm", once(20000ms));
+  group.server(1).resume();
+  ASSERT_FALSE(refused) << "a grant its replica never confirmed counted";
+  EXPECT_NE(refused.report.message().find("of its 1 replicas"), std::string::npos) << refused.report.message();
+  EXPECT_TRUE(eventually([&] { return value_on(group.server(0), kPrefix + "confirm") == "<nil>"; }))
+      << "the unconfirmed grant was not rolled back";
+  EXPECT_TRUE(eventually([&] {
+    auto a = c.acquire("confirm", once(20000ms));
+    return a && !a.lock.release().error;
+  }, 20000ms))
+      << "a confirmed grant did not count after the replica came back";
+}
+
+// A failover the client sees (Sentinel names another master) gives the node no
+// acquire vote for the quarantine (max_ttl here) from when it saw the change: the
+// promoted replica may lack a grant it never confirmed. The negative control, a
+// client with the guard off (restart_quarantine 0), is granted by the new master.
+TEST_F(SentinelEndpoint, a_failover_is_followed_and_the_clients_acquires_wait_out_the_quarantine) {
+  redis_sentinel_deployment group("se-failover", 1, 3, {}, kDownAfter);
+  client_options guarded = sentinel_options({group.uri()});
+  guarded.max_ttl = 4000ms;  // the quarantine (restart_quarantine: auto = max_ttl)
+  client_options unguarded = guarded;
+  unguarded.restart_quarantine = 0ms;
+  client b(guarded), d(unguarded);
+  for (client* x : {&b, &d}) {  // both know the master
+    auto warm = x->acquire("warm", once(2000ms));
+    ASSERT_TRUE(warm) << warm.report.message();
+    ASSERT_FALSE(warm.lock.release().error);
+  }
+  group.failover(0);
+  const std::size_t promoted = group.wait_master_change(0, 20000ms);
+  ASSERT_EQ(promoted, 1u);
+  // b learns it within a poll (1 s) or from +switch-master; until then its acquires
+  // go to the old master (which Sentinel turns into a replica: no vote either).
+  std::string seen;
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto a = b.acquire("after", once(2000ms));
+        if (a) {
+          (void)a.lock.release();
+          return false;
+        }
+        seen = a.report.message();
+        return seen.find("the master of 'se-failover' changed") != std::string::npos;
+      },
+      3000ms))
+      << "no quarantine seen within 3 s of the failover; last: " << seen;
+  EXPECT_NE(seen.find(std::to_string(group.server(promoted).port())), std::string::npos) << seen;
+  // The negative control: without the quarantine the new master grants at once.
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto a = d.acquire("after", once(2000ms));
+        if (!a) return false;
+        const bool there = value_on(group.server(promoted), kPrefix + "after") == a.lock.info().token;
+        (void)a.lock.release();
+        return there;
+      },
+      5000ms))
+      << "the unguarded client was not granted by the new master";
+  // The quarantine ends: b is granted by the new master (bounded).
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto a = b.acquire("after", once(2000ms));
+        if (!a) return false;
+        const bool there = value_on(group.server(promoted), kPrefix + "after") == a.lock.info().token;
+        (void)a.lock.release();
+        return there;
+      },
+      10000ms))
+      << "the quarantine did not end";
+}
+
+TEST_F(SentinelEndpoint, an_unknown_master_name_fails_naming_each_sentinel_and_a_dead_sentinel_is_skipped) {
+  redis_sentinel_deployment group("se-names", 1, 1, {}, kDownAfter);
+  const std::string sentinel = "127.0.0.1:" + std::to_string(group.sentinel_port(0));
+  client unknown(sentinel_options({"redis+sentinel://" + sentinel + "/no-such-master"}));
+  auto a = unknown.acquire("x", once(2000ms));
+  ASSERT_FALSE(a);
+  EXPECT_EQ(a.report.error, errc::unavailable) << a.report.message();
+  EXPECT_NE(a.report.message().find("monitors no master named 'no-such-master'"), std::string::npos)
+      << a.report.message();
+  EXPECT_NE(a.report.message().find("sentinel " + sentinel), std::string::npos) << a.report.message();
+  // The first sentinel is down (a port nothing listens on): the seed answers.
+  const int dead = free_port();
+  client skipped(sentinel_options(
+      {"redis+sentinel://127.0.0.1:" + std::to_string(dead) + "/se-names?seed=" + sentinel}));
+  auto b = skipped.acquire("x", once(20000ms));
+  ASSERT_TRUE(b) << b.report.message();
+  EXPECT_EQ(value_on(group.server(0), kPrefix + "x"), b.lock.info().token);
+  EXPECT_FALSE(b.lock.release().error);
+}
+
+TEST_F(SentinelEndpoint, the_password_reaches_the_master_only_and_no_message_shows_it) {
+  node_config cfg;
+  cfg.password = "s3cret-sentinel-pw";
+  redis_sentinel_deployment group("se-auth", 1, 1, cfg, kDownAfter);
+  ASSERT_NE(group.uri().find(cfg.password), std::string::npos);
+  client c(sentinel_options({group.uri()}));
+  auto a = c.acquire("auth", once(20000ms));
+  ASSERT_TRUE(a) << a.report.message();
+  EXPECT_EQ(value_on(group.server(0), kPrefix + "auth"), a.lock.info().token);
+  EXPECT_EQ(a.report.message().find(cfg.password), std::string::npos);
+  EXPECT_NE(a.report.nodes.at(0).node.find("***"), std::string::npos) << a.report.nodes.at(0).node;
+  EXPECT_FALSE(a.lock.release().error);
+  // A wrong password: the master refuses it, named as such, and the password is not shown.
+  std::string wrong = group.uri();
+  wrong.replace(wrong.find(cfg.password), cfg.password.size(), "not-the-password");
+  client w(sentinel_options({wrong}));
+  auto b = w.acquire("auth", once(2000ms));
+  ASSERT_FALSE(b);
+  EXPECT_NE(b.report.message().find("auth"), std::string::npos) << b.report.message();
+  EXPECT_EQ(b.report.message().find("not-the-password"), std::string::npos) << b.report.message();
+}
+
+// The issue's failover scenario over three Sentinel groups (one master, one replica,
+// one sentinel each) as the three nodes of a quorum. `confirm` off is the negative
+// control (REDLOCK_PREVIEW_CONFIRM_REPLICATION=0: no node's writes wait for their
+// replicas). The replicas of groups 1 and 2 are SIGSTOPped while A takes R with a
+// long TTL; then those two masters are killed, the replicas resumed and promoted
+// (SENTINEL FAILOVER) without A's key, and a fresh client B tries R while A still
+// believes it holds it. Returns what happened, for the two tests below.
+struct scenario_outcome {
+  bool a_granted = false;
+  std::string a_report;
+  bool two_holders = false;  // B was granted R while A's lock was still valid
+  std::string b_report;
+};
+
+// SIGSTOP alone does not keep a write from a replica: the kernel still takes what
+// the master sends into the stopped process's socket buffer, and the resumed replica
+// applies it before it sees the master gone. Filling that link first (32 MB the
+// stopped replica cannot read: more than both sockets' buffers) leaves later writes
+// in the master's own output buffer, lost with the master.
+void clog_replication(redis_node& master) {
+  const std::string filler(std::size_t{4} << 20, 'x');
+  for (int i = 0; i < 8; ++i) raw_command(master.port(), {"SET", "clog-" + std::to_string(i), filler});
+}
+
+scenario_outcome failover_with_stale_replicas(bool confirm, const std::string& tag) {
+  if (confirm) {
+    ::unsetenv("REDLOCK_PREVIEW_CONFIRM_REPLICATION");
+  } else {
+    ::setenv("REDLOCK_PREVIEW_CONFIRM_REPLICATION", "0", 1);
+  }
+  std::vector<std::unique_ptr<redis_sentinel_deployment>> groups;
+  std::vector<std::string> uris;
+  for (int g = 0; g < 3; ++g) {
+    groups.push_back(
+        std::make_unique<redis_sentinel_deployment>(tag + "-" + std::to_string(g), 1, 1, node_config{}, kDownAfter));
+    uris.push_back(groups.back()->uri());
+  }
+  client_options o = sentinel_options(uris);
+  client a(o);  // made while the switch is as `confirm` says (read per client)
+  ::unsetenv("REDLOCK_PREVIEW_CONFIRM_REPLICATION");
+  scenario_outcome out;
+  const std::string r = "scenario";
+  for (int g = 0; g < 2; ++g) {
+    groups[g]->server(1).pause();
+    clog_replication(groups[g]->server(0));
+  }
+  auto held = a.acquire(r, once(60000ms));
+  out.a_granted = static_cast<bool>(held);
+  out.a_report = held.report.message();
+  // The two masters die before their replicas could have the key; the replicas,
+  // resumed, are promoted without it.
+  for (int g = 0; g < 2; ++g) {
+    groups[g]->server(0).kill();
+    groups[g]->server(1).resume();
+  }
+  for (int g = 0; g < 2; ++g) {
+    groups[g]->failover(0);
+    if (groups[g]->wait_master_change(0, 20000ms) != 1u) throw std::runtime_error("no promotion in group " + tag);
+  }
+  // B is a fresh client (a new `redlock acquire`): it never saw the old masters, so
+  // no quarantine of its own stands in the way, and it confirms either way (the two
+  // holders are A's doing). Retried for a while (its first tries may still find the
+  // promotion in progress).
+  client b(o);
+  for (int i = 0; i < 50; ++i) {
+    auto taken = b.acquire(r, once(10000ms));
+    out.b_report = taken.report.message();
+    if (taken) {
+      out.two_holders = held && held.lock.owns_lock();
+      (void)taken.lock.release();
+      break;
+    }
+    if (taken.report.error == errc::contended) break;  // R is held where B asked
+    std::this_thread::sleep_for(100ms);
+  }
+  if (held) (void)held.lock.release();
+  return out;
+}
+
+// With confirmation (the default for Sentinel nodes) A's grants on the two groups
+// whose replicas are stopped do not count: A fails (1 of 3), so no failover can
+// lose a lock A holds; B then takes R from the promoted replicas.
+TEST_F(SentinelEndpoint, a_grant_its_groups_replicas_lack_never_counts_so_a_failover_cannot_lose_it) {
+  const scenario_outcome o = failover_with_stale_replicas(true, "se-safe");
+  EXPECT_FALSE(o.a_granted) << "A counted grants its groups' replicas never had: " << o.a_report;
+  EXPECT_NE(o.a_report.find("of its 1 replicas"), std::string::npos) << o.a_report;
+  EXPECT_FALSE(o.two_holders) << "A: " << o.a_report << "\nB: " << o.b_report;
+}
+
+// The negative control: without confirmation A's grants count, the promoted replicas
+// lack A's key, and B is granted R while A still believes it holds it.
+TEST_F(SentinelEndpoint, negative_control_without_confirmation_a_failover_gives_r_a_second_holder) {
+  const scenario_outcome o = failover_with_stale_replicas(false, "se-unsafe");
+  ASSERT_TRUE(o.a_granted) << o.a_report;
+  EXPECT_TRUE(o.two_holders) << "the checker found no second holder; B: " << o.b_report;
+}
+
+// With the replicas running A's grant counts on every group; the same two masters
+// killed, Sentinel promotes replicas that have A's key: B is refused while A holds,
+// A's extension reaches the new masters, and once A releases B takes R.
+TEST_F(SentinelEndpoint, a_lock_held_across_failovers_in_two_of_three_groups_stays_exclusive) {
+  std::vector<std::unique_ptr<redis_sentinel_deployment>> groups;
+  std::vector<std::string> uris;
+  for (int g = 0; g < 3; ++g) {
+    groups.push_back(std::make_unique<redis_sentinel_deployment>("se-held-" + std::to_string(g), 1, 1,
+                                                                 node_config{}, kDownAfter));
+    uris.push_back(groups.back()->uri());
+  }
+  client a(sentinel_options(uris));
+  const std::string r = "held";
+  auto held = a.acquire(r, once(40000ms));
+  ASSERT_TRUE(held) << held.report.message();
+  // A counted grant is on its group's replica already (confirmed before it counted).
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    if (held.report.nodes.at(g).status != node_status::ok) continue;
+    EXPECT_EQ(value_on(groups[g]->server(1), kPrefix + r), held.lock.info().token) << "group " << g;
+  }
+  // The round may end at its quorum of 2: the third grant (and its replication) lands
+  // after it. Every group's master and replica hold A's key before the masters die.
+  ASSERT_TRUE(eventually([&] {
+    for (const auto& g : groups) {
+      if (value_on(g->server(0), kPrefix + r) != held.lock.info().token ||
+          value_on(g->server(1), kPrefix + r) != held.lock.info().token)
+        return false;
+    }
+    return true;
+  })) << "A's key did not reach every server";
+  for (int g = 0; g < 2; ++g) groups[g]->server(0).kill();
+  for (int g = 0; g < 2; ++g) {
+    groups[g]->failover(0);
+    ASSERT_EQ(groups[g]->wait_master_change(0, 20000ms), 1u);
+    EXPECT_EQ(value_on(groups[g]->server(1), kPrefix + r), held.lock.info().token) << "group " << g;
+  }
+  client b(sentinel_options(uris));  // a fresh client: it never saw the old masters
+  auto refused = b.acquire(r, once(10000ms));
+  EXPECT_FALSE(refused) << "B was granted R while A holds it";
+  EXPECT_EQ(refused.report.error, errc::contended) << refused.report.message();
+  // A's client follows the new masters (a poll or +switch-master): its extension
+  // reaches the promoted masters (acquired for 40 s, extended to 60 s: a PTTL above
+  // 45 s on both shows it; the round may end at its quorum, so each is asked).
+  std::string extension;
+  EXPECT_TRUE(eventually(
+      [&] {
+        const report e = held.lock.extend(60000ms);
+        extension = e.message();
+        if (!e) return false;
+        for (int g = 0; g < 2; ++g) {
+          if (raw_command(groups[g]->server(1).port(), {"PTTL", kPrefix + r})->integer <= 45000) return false;
+        }
+        return true;
+      },
+      10000ms))
+      << "A's extension never reached the promoted masters; last: " << extension;
+  const report rel = held.lock.release();
+  EXPECT_TRUE(rel) << rel.message();
+  EXPECT_TRUE(eventually([&] {
+    auto taken = b.acquire(r, once(10000ms));
+    return taken && !taken.lock.release().error;
+  }, 10000ms))
+      << "R could not be taken again after A released it";
+}
+
+// What docs/operations.md asks of a failed-over master: min-replicas-to-write 1. A
+// master whose only replica is gone — the old master of a failover, once its replica
+// was promoted — then refuses the grant (NOREPLICAS, an error vote) instead of
+// counting it as a standalone master's (nothing to wait for).
+TEST_F(SentinelEndpoint, min_replicas_to_write_makes_a_master_without_its_replica_refuse_the_grant) {
+  node_config cfg;
+  cfg.extra_args = {"--min-replicas-to-write", "1", "--min-replicas-max-lag", "10"};
+  redis_sentinel_deployment group("se-minrep", 1, 1, cfg, kDownAfter);
+  client c(sentinel_options({group.uri()}));
+  auto a = c.acquire("minrep", once(20000ms));
+  ASSERT_TRUE(a) << a.report.message();
+  ASSERT_FALSE(a.lock.release().error);
+  group.server(1).kill();
+  std::string last;
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto b = c.acquire("minrep", once(20000ms));
+        last = b.report.message();
+        if (b) (void)b.lock.release();
+        return !b && last.find("NOREPLICAS") != std::string::npos;
+      },
+      10000ms))
+      << "a master without its replica still granted; last: " << last;
+  EXPECT_EQ(value_on(group.server(0), kPrefix + "minrep"), "<nil>");
+}
+
+}  // namespace
+}  // namespace redlock::test
