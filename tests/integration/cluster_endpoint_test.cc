@@ -8,6 +8,9 @@
 
 #include <cstdlib>
 #include <map>
+#include <memory>
+#include <stdexcept>
+#include <thread>
 #include <set>
 #include <string>
 #include <vector>
@@ -590,6 +593,210 @@ TEST_F(ClusterEndpoint, a_set_on_a_cluster_node_shares_a_hash_tag_or_is_refused_
   auto both = fine.acquire_many({a, b}, once(20000ms));
   ASSERT_TRUE(both) << both.report.message();
   EXPECT_TRUE(both.lock.release());
+}
+
+// The failover scenario over three clusters (3 masters + 1 replica each) as
+// the three nodes of a quorum, for the masters that own R's slot.
+struct cluster_trio {
+  std::vector<std::unique_ptr<redis_cluster_deployment>> clusters;
+  std::vector<std::string> uris;     // every node of a cluster as a seed: any may die
+  std::vector<std::size_t> masters;  // per cluster: the master of R's slot
+  std::vector<std::size_t> replicas;  // per cluster: its replica
+};
+
+cluster_trio make_trio(const std::string& r) {
+  cluster_trio t;
+  for (int c = 0; c < 3; ++c) {
+    t.clusters.push_back(std::make_unique<redis_cluster_deployment>(3, 1, node_config{}, 1000ms));
+    redis_cluster_deployment& cl = *t.clusters.back();
+    std::string uri = cl.uri();
+    for (std::size_t i = 1; i < cl.size(); ++i) {
+      uri += (i == 1 ? "?seed=127.0.0.1:" : "&seed=127.0.0.1:") + std::to_string(cl[i].port());
+    }
+    t.uris.push_back(uri);
+    const int m = cl.master_of(key_slot(tagged(r)));
+    if (m < 0) throw std::runtime_error("no master for R's slot");
+    const std::vector<std::size_t> reps = cl.replicas_of(static_cast<std::size_t>(m));
+    if (reps.size() != 1) throw std::runtime_error("R's master has " + std::to_string(reps.size()) + " replicas");
+    t.masters.push_back(static_cast<std::size_t>(m));
+    t.replicas.push_back(reps[0]);
+    // Online is not yet streaming (the first ACK after a diskless sync): ready when a
+    // write in R's slot is confirmed by WAIT.
+    const int port = cl[static_cast<std::size_t>(m)].port();
+    const std::string probe = tagged(r) + ":probe";
+    const bool streaming = eventually(
+        [&] {
+          raw_command(port, {"SET", probe, "1"});
+          return raw_command(port, {"WAIT", "1", "200"})->integer == 1;
+        },
+        20000ms);
+    if (!streaming) throw std::runtime_error("R's replica never confirmed a write");
+    raw_command(port, {"DEL", probe});
+  }
+  return t;
+}
+
+bool is_master(int port) {
+  try {
+    const owned_reply role = raw_command(port, {"ROLE"});
+    return role->type == REDIS_REPLY_ARRAY && role->elements > 0 && std::string(role->element[0]->str) == "master";
+  } catch (const std::runtime_error&) {
+    return false;
+  }
+}
+
+// See tests/integration/sentinel_endpoint_test.cc: SIGSTOP alone leaves a write
+// in the stopped replica's socket buffer; 32 MB in R's slot first keep later writes
+// in the master's own output buffer, lost with it.
+void clog_replication(int master_port, const std::string& r) {
+  const std::string filler(std::size_t{4} << 20, 'x');
+  for (int i = 0; i < 8; ++i) raw_command(master_port, {"SET", tagged(r) + ":clog-" + std::to_string(i), filler});
+}
+
+struct failover_outcome {
+  bool a_granted = false;
+  std::string a_report;
+  bool two_holders = false;  // B was granted R while A's lock was still valid
+  std::string b_report;
+};
+
+// The replicas of R's masters in clusters 1 and 2 stopped while A takes R; those
+// masters killed, the replicas resumed and made masters (CLUSTER FAILOVER TAKEOVER)
+// without A's key; a fresh client B tries R. `confirm` off is the negative control
+// (REDLOCK_PREVIEW_CONFIRM_REPLICATION=0 for A).
+failover_outcome failover_with_stale_replicas(bool confirm) {
+  const std::string r = "scenario";
+  cluster_trio t = make_trio(r);
+  if (confirm) {
+    ::unsetenv("REDLOCK_PREVIEW_CONFIRM_REPLICATION");
+  } else {
+    ::setenv("REDLOCK_PREVIEW_CONFIRM_REPLICATION", "0", 1);
+  }
+  client a(cluster_options(t.uris));
+  ::unsetenv("REDLOCK_PREVIEW_CONFIRM_REPLICATION");
+  if (!wait_connected(a)) throw std::runtime_error("A did not connect");
+  failover_outcome out;
+  for (int c = 0; c < 2; ++c) {
+    redis_cluster_deployment& cl = *t.clusters[c];
+    cl[t.replicas[c]].pause();
+    clog_replication(cl[t.masters[c]].port(), r);
+  }
+  auto held = a.acquire(r, once(60000ms));
+  out.a_granted = static_cast<bool>(held);
+  out.a_report = held.report.message();
+  for (int c = 0; c < 2; ++c) {
+    redis_cluster_deployment& cl = *t.clusters[c];
+    cl[t.masters[c]].kill();
+    cl[t.replicas[c]].resume();
+  }
+  for (int c = 0; c < 2; ++c) {
+    redis_cluster_deployment& cl = *t.clusters[c];
+    const int port = cl[t.replicas[c]].port();
+    const bool promoted = eventually(
+        [&] {
+          if (is_master(port)) return true;
+          raw_command(port, {"CLUSTER", "FAILOVER", "TAKEOVER"});
+          return false;
+        },
+        30000ms);
+    if (!promoted) throw std::runtime_error("the replica of cluster " + std::to_string(c) + " was not promoted");
+  }
+  // A fresh client (a new `redlock acquire`): it never saw the old masters. Retried
+  // for a while (the clusters may still be settling).
+  client b(cluster_options(t.uris));
+  for (int i = 0; i < 50; ++i) {
+    auto taken = b.acquire(r, once(10000ms));
+    out.b_report = taken.report.message();
+    if (taken) {
+      out.two_holders = held && held.lock.owns_lock();
+      (void)taken.lock.release();
+      break;
+    }
+    if (taken.report.error == errc::contended) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  if (held) (void)held.lock.release();
+  return out;
+}
+
+TEST_F(ClusterEndpoint, a_grant_its_shards_replicas_lack_never_counts_so_a_failover_cannot_lose_it) {
+  const failover_outcome o = failover_with_stale_replicas(true);
+  EXPECT_FALSE(o.a_granted) << "A counted grants its shards' replicas never had: " << o.a_report;
+  EXPECT_NE(o.a_report.find("of its 1 replicas"), std::string::npos) << o.a_report;
+  EXPECT_FALSE(o.two_holders) << "A: " << o.a_report << "\nB: " << o.b_report;
+}
+
+TEST_F(ClusterEndpoint, negative_control_without_confirmation_a_takeover_gives_r_a_second_holder) {
+  const failover_outcome o = failover_with_stale_replicas(false);
+  ASSERT_TRUE(o.a_granted) << o.a_report;
+  EXPECT_TRUE(o.two_holders) << "the checker found no second holder; B: " << o.b_report;
+}
+
+// With the replicas running A's grant counts on every cluster; R's masters in
+// clusters 1 and 2 killed, the clusters promote the replicas by themselves (they
+// have A's key): a fresh B is refused while A holds, A's extension reaches the
+// promoted masters, and once A releases B takes R.
+TEST_F(ClusterEndpoint, a_lock_held_across_failovers_in_two_of_three_clusters_stays_exclusive) {
+  const std::string r = "held";
+  cluster_trio t = make_trio(r);
+  client a(cluster_options(t.uris));
+  auto held = a.acquire(r, once(40000ms));
+  ASSERT_TRUE(held) << held.report.message();
+  const std::string token = held.lock.info().token;
+  for (std::size_t c = 0; c < 3; ++c) {  // a counted grant is on the replica already
+    if (held.report.nodes.at(c).status != node_status::ok) continue;
+    EXPECT_EQ(get_on_replica(t.clusters[c]->operator[](t.replicas[c]).port(), tagged(r)), token) << "cluster " << c;
+  }
+  ASSERT_TRUE(eventually([&] {
+    for (std::size_t c = 0; c < 3; ++c) {
+      redis_cluster_deployment& cl = *t.clusters[c];
+      if (get_on(cl[t.masters[c]].port(), tagged(r)) != token ||
+          get_on_replica(cl[t.replicas[c]].port(), tagged(r)) != token)
+        return false;
+    }
+    return true;
+  })) << "A's key did not reach every master and replica";
+  for (int c = 0; c < 2; ++c) t.clusters[c]->operator[](t.masters[c]).kill();
+  for (int c = 0; c < 2; ++c) {
+    const int port = t.clusters[c]->operator[](t.replicas[c]).port();
+    ASSERT_TRUE(eventually([&] { return is_master(port); }, 30000ms)) << "cluster " << c << " did not fail over";
+    EXPECT_EQ(get_on(port, tagged(r)), token) << "cluster " << c;
+  }
+  client b(cluster_options(t.uris));  // a fresh client
+  std::string last;
+  // The clusters may still be settling (CLUSTERDOWN, the map): B is never granted,
+  // and within a while it is refused as contended.
+  const bool contended = eventually(
+      [&] {
+        auto refused = b.acquire(r, once(10000ms));
+        last = refused.report.message();
+        EXPECT_FALSE(refused) << "B was granted R while A holds it";
+        if (refused) (void)refused.lock.release();
+        return refused.report.error == errc::contended;
+      },
+      10000ms);
+  EXPECT_TRUE(contended) << last;
+  std::string extension;
+  EXPECT_TRUE(eventually(
+      [&] {
+        const report e = held.lock.extend(60000ms);
+        extension = e.message();
+        if (!e) return false;
+        for (int c = 0; c < 2; ++c) {
+          const int port = t.clusters[c]->operator[](t.replicas[c]).port();
+          if (raw_command(port, {"PTTL", tagged(r)})->integer <= 45000) return false;
+        }
+        return true;
+      },
+      10000ms))
+      << "A's extension never reached the promoted masters; last: " << extension;
+  const report rel = held.lock.release();
+  EXPECT_TRUE(rel) << rel.message();
+  EXPECT_TRUE(eventually([&] {
+    auto taken = b.acquire(r, once(10000ms));
+    return taken && !taken.lock.release().error;
+  }, 10000ms))
+      << "R could not be taken again after A released it";
 }
 
 }  // namespace
