@@ -6,6 +6,7 @@
 // (lib/api/validate.cc), set here before any client is made.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -797,6 +798,123 @@ TEST_F(ClusterEndpoint, a_lock_held_across_failovers_in_two_of_three_clusters_st
     return taken && !taken.lock.release().error;
   }, 10000ms))
       << "R could not be taken again after A released it";
+}
+
+// Moves `slot` from master `from` to master `to` the way redis-cli --cluster reshard
+// does: IMPORTING on the target, MIGRATING on the source, every key MIGRATEd (atomic
+// per key), then the new owner announced to every master. Between the steps the
+// source answers ASK for keys it no longer has.
+void migrate_slot(redis_cluster_deployment& cl, int slot, std::size_t from, std::size_t to) {
+  const std::string s = std::to_string(slot);
+  const std::string from_id = raw_command(cl[from].port(), {"CLUSTER", "MYID"})->str;
+  const std::string to_id = raw_command(cl[to].port(), {"CLUSTER", "MYID"})->str;
+  if (cl[to].command({"CLUSTER", "SETSLOT", s, "IMPORTING", from_id}) != "OK") throw std::runtime_error("IMPORTING");
+  if (cl[from].command({"CLUSTER", "SETSLOT", s, "MIGRATING", to_id}) != "OK") throw std::runtime_error("MIGRATING");
+  // Under load, the source answers ASK for a key it lacks (an unheld one) meanwhile:
+  // a moment for that to happen (bounded; the test counts the ASKs).
+  const long long asks = errors_on(cl[from].port(), "ASK");
+  eventually([&] { return errors_on(cl[from].port(), "ASK") > asks; }, 2000ms);
+  for (int round = 0; round < 100; ++round) {
+    const owned_reply keys = raw_command(cl[from].port(), {"CLUSTER", "GETKEYSINSLOT", s, "100"});
+    if (keys->type != REDIS_REPLY_ARRAY || keys->elements == 0) break;
+    for (std::size_t k = 0; k < keys->elements; ++k) {
+      raw_command(cl[from].port(), {"MIGRATE", "127.0.0.1", std::to_string(cl[to].port()),
+                                    std::string(keys->element[k]->str, keys->element[k]->len), "0", "5000"});
+    }
+    std::this_thread::sleep_for(5ms);  // requests run between the keys' moves
+  }
+  // The new owner first, then the source, then the other masters.
+  for (std::size_t i : {to, from}) {
+    if (cl[i].command({"CLUSTER", "SETSLOT", s, "NODE", to_id}) != "OK") throw std::runtime_error("SETSLOT NODE");
+  }
+  for (std::size_t i = 0; i < cl.size(); ++i) {
+    if (i != to && i != from) cl[i].command({"CLUSTER", "SETSLOT", s, "NODE", to_id});
+  }
+  // Until gossip settles a master may still name an earlier owner; the next move
+  // starts once they all agree (as redis-cli --cluster reshard waits).
+  const bool agreed = eventually(
+      [&] {
+        for (std::size_t i = 0; i < cl.size(); ++i) {
+          if (cl.master_of(slot, i) != static_cast<int>(to)) return false;
+        }
+        return true;
+      },
+      10000ms);
+  if (!agreed) throw std::runtime_error("the masters never agreed on slot " + s + "'s new owner");
+}
+
+// Resharding under load: the slot of R and of R2 moves between masters six times
+// while a long-held lock on R stays held and four threads contend for R2 (short
+// locks). R is never granted to anyone else; R2 never has two holders at once; the
+// holder of R extends and releases it on its slot's last owner; and the contenders
+// kept getting R2 while the slot moved.
+TEST_F(ClusterEndpoint, a_slot_migrating_under_load_keeps_its_locks_held_and_exclusive) {
+  redis_cluster_deployment cl(3, 0);
+  client holder(cluster_options({cl.uri()}));
+  const std::string r = "reshard";
+  const int slot = key_slot(tagged(r));
+  const std::string r2 = resource_in_slot(slot, "reshard-b");
+  ASSERT_FALSE(r2.empty());
+  auto held = holder.acquire(r, once(60000ms));
+  ASSERT_TRUE(held) << held.report.message();
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> inside{0}, overlaps{0}, r_granted{0}, r2_granted{0};
+  std::vector<std::thread> workers;
+  std::vector<std::unique_ptr<client>> clients;
+  for (int w = 0; w < 4; ++w) clients.push_back(std::make_unique<client>(cluster_options({cl.uri()})));
+  for (int w = 0; w < 4; ++w) {
+    workers.emplace_back([&, w] {
+      client& c = *clients[static_cast<std::size_t>(w)];
+      for (int i = 0; i < 5000 && !stop.load(); ++i) {
+        if (auto stolen = c.acquire(r, once(2000ms))) {
+          r_granted.fetch_add(1);
+          (void)stolen.lock.release();
+        }
+        auto a = c.acquire(r2, once(2000ms));
+        if (!a) continue;
+        if (inside.fetch_add(1) != 0) overlaps.fetch_add(1);
+        r2_granted.fetch_add(1);
+        std::this_thread::sleep_for(2ms);
+        inside.fetch_sub(1);
+        (void)a.lock.release();
+      }
+    });
+  }
+  const int first = cl.master_of(slot);
+  ASSERT_GE(first, 0);
+  std::size_t at = static_cast<std::size_t>(first);
+  int grants_before = 0;
+  const auto redirects = [&](const std::string& kind) {
+    long long n = 0;
+    for (std::size_t i = 0; i < cl.size(); ++i) n += errors_on(cl[i].port(), kind);
+    return n;
+  };
+  const long long moved_before = redirects("MOVED"), ask_before = redirects("ASK");
+  for (int move = 0; move < 6; ++move) {
+    const std::size_t to = (at + 1) % cl.size();
+    grants_before = r2_granted.load();
+    migrate_slot(cl, slot, at, to);
+    at = to;
+    // Each owner serves R2 for a while (bounded) before the next move.
+    EXPECT_TRUE(eventually([&] { return r2_granted.load() >= grants_before + 5; }, 10000ms))
+        << "no progress on R2 after move " << move;
+  }
+  stop.store(true);
+  for (std::thread& t : workers) t.join();
+  EXPECT_EQ(r_granted.load(), 0) << "R was granted while its holder held it";
+  EXPECT_EQ(overlaps.load(), 0) << "R2 had two holders at once";
+  EXPECT_GE(r2_granted.load(), 30);  // 5 after each of the 6 moves
+  // The load went through the moves: redirects of both kinds were followed.
+  EXPECT_GT(redirects("MOVED"), moved_before);
+  EXPECT_GT(redirects("ASK"), ask_before);
+  // The holder's lock followed its key: it extends and releases on the last owner.
+  EXPECT_EQ(get_on(cl[at].port(), tagged(r)), held.lock.info().token);
+  const report e = held.lock.extend(60000ms);
+  EXPECT_TRUE(e) << e.message();
+  const report rel = held.lock.release();
+  EXPECT_TRUE(rel) << rel.message();
+  EXPECT_EQ(get_on(cl[at].port(), tagged(r)), "<nil>");
 }
 
 }  // namespace

@@ -1311,10 +1311,13 @@ TEST(WaitSetChannels, set_waiters_blocked_elsewhere_cost_bounded_attempts) {
   ASSERT_TRUE(settles([&] { return attempt_calls(nodes()[0]); }, before + kWaiters, 400ms, 10000ms));
   // Each waiter's woken attempt and, y's channel being new, a fresh attempt for
   // those that joined it while its subscriptions were pending; the release of x
-  // itself (a script) counts one. Seen: 11 to 13; bounded per waiter, not a loop.
+  // itself (a script) counts one. Seen: 11 to 13 on a quiet machine; 17 in 5 of 90
+  // runs with three runs at once on a loaded one (load 8: a late attempt of the
+  // first phase, or one retried for a release seen since it started, lands after
+  // the settle window). Bounded per waiter, not a loop.
   const long long spent = attempt_calls(nodes()[0]) - before;
   // (A loop of attempts would not even have settled above.)
-  EXPECT_LE(spent, 3 * kWaiters + 1) << "attempts on node 1 for one release of x; reconnects "
+  EXPECT_LE(spent, 4 * kWaiters + 1) << "attempts on node 1 for one release of x; reconnects "
                                      << b.stats().reconnects;
   for (auto& w : ws) EXPECT_EQ(w->calls.load(), 0);
   // Each winner releases at once (kReleaseMany publishes on x and y), in whatever
