@@ -168,6 +168,18 @@ struct inspect_result {
 
 // What `probe` saw on one node: is it reachable, how fast, which server is it,
 // and do the safety guards keep it out of acquire votes.
+// One server of a node that is a whole deployment (a Redis Cluster, a Sentinel
+// group: issue 23), as the client knows it at the probe.
+struct deployment_member {
+  std::string role;        // "shard master" (a cluster), "master" or "sentinel" (a Sentinel group)
+  std::string address;     // host:port
+  bool connected = false;  // its connection is up (handshake done)
+  // Masters: the replicas its writes wait for (INFO replication's connected_slaves at
+  // its last count); -1 for a sentinel.
+  int replicas = -1;
+  int slots = 0;  // shard masters: the hash slots it serves in the client's slot map
+};
+
 struct node_health {
   std::string node;  // the URI, password redacted
   // ok when the node answered the probe's PING; else why not (timeout,
@@ -191,6 +203,14 @@ struct node_health {
   std::optional<std::chrono::steady_clock::time_point> quarantined_until;
   // The warnings that hold for the node now (warning_code::eviction_policy).
   std::vector<warning> warnings;
+  // A node that is a whole deployment (redis+cluster://, redis+sentinel://): the
+  // servers the client uses for it now — a cluster's shard masters in map order; a
+  // Sentinel group's current master, then its sentinels. Empty for a plain node.
+  // The probe's PING and INFO (above) reach the first master only.
+  std::vector<deployment_member> members;
+  // When this client last saw the deployment's master change (a failover), on the
+  // client's clock; unset if never.
+  std::optional<std::chrono::steady_clock::time_point> master_changed_at;
 };
 
 struct probe_result {

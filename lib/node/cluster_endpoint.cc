@@ -20,11 +20,6 @@ namespace {
 // A map refresh after a MOVED: at most this often.
 constexpr std::uint64_t kRefreshIntervalMs = 1000;
 
-std::string host_port_text(const std::string& host, int port) {
-  const bool v6 = host.find(':') != std::string::npos;
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
-
 // ASKING's reply: nothing to do (the request pipelined behind it carries the vote).
 class discard_sink final : public sink {
  public:
@@ -56,7 +51,9 @@ class cluster_endpoint::request_sink final : public sink, public std::enable_sha
     }
     std::shared_ptr<sink> target = std::move(target_);
     if (!target) return;
-    if (ev.status == node_status::connection_error || ev.status == node_status::timeout) {
+    // A dead or stalled master, or one whose replicas dropped (a failover?): the map
+    // is asked again.
+    if (ev.status == node_status::connection_error || ev.status == node_status::timeout || ev.unreplicated) {
       ep_.refresh_after_failure(via_host_, via_port_);
     }
     // A grant from a node whose shard's master changed (this request was sent there
@@ -98,9 +95,15 @@ class cluster_endpoint::map_sink final : public sink {
  public:
   map_sink(cluster_endpoint& ep, connection& via, std::string via_host, bool shards, bool refresh,
            std::size_t seed)
-      : ep_(ep), via_(via), via_host_(std::move(via_host)), shards_(shards), refresh_(refresh), seed_(seed) {}
+      : ep_(ep),
+        via_(via),
+        via_host_(std::move(via_host)),
+        shards_(shards),
+        refresh_(refresh),
+        seed_(seed),
+        asked_ms_(ep.host_.now_ms()) {}
   void on_reply(std::size_t, std::uint32_t, const reply_event& ev) override {
-    ep_.on_map_reply(refresh_, seed_, via_host_, ev, shards_, via_);
+    ep_.on_map_reply(refresh_, seed_, via_host_, ev, shards_, via_, asked_ms_);
   }
 
  private:
@@ -110,6 +113,7 @@ class cluster_endpoint::map_sink final : public sink {
   bool shards_;
   bool refresh_;
   std::size_t seed_;
+  std::uint64_t asked_ms_;  // when the map was asked (now_ms)
 };
 
 cluster_endpoint::cluster_endpoint(node_host& host, std::size_t index, node_address address, bool confirm)
@@ -177,7 +181,7 @@ void cluster_endpoint::ask_map(connection& via, const std::string& via_host, boo
 }
 
 void cluster_endpoint::on_map_reply(bool refresh, std::size_t seed, const std::string& via_host,
-                                    const reply_event& ev, bool shards, connection& via) {
+                                    const reply_event& ev, bool shards, connection& via, std::uint64_t asked_ms) {
   if (state_ == state::closed) return;
   std::string why;
   if (ev.status != node_status::pending) {
@@ -194,7 +198,7 @@ void cluster_endpoint::on_map_reply(bool refresh, std::size_t seed, const std::s
     std::string error;
     const bool parsed = shards ? parse_cluster_shards(ev.reply, via_host, map, error)
                                : parse_cluster_slots(ev.reply, via_host, map, error);
-    if (parsed && install(map, error)) {
+    if (parsed && install(map, error, asked_ms)) {
       if (refresh) {
         refreshing_ = false;
         return;
@@ -239,7 +243,7 @@ void cluster_endpoint::discovery_failed(std::size_t seed, std::string why) {
   host_.note_quiet();
 }
 
-bool cluster_endpoint::install(const slot_map& map, std::string& error) {
+bool cluster_endpoint::install(const slot_map& map, std::string& error, std::uint64_t asked_ms) {
   if (map.covered() == 0) {
     error = "the cluster's map assigns no slot to a master";
     return false;
@@ -266,6 +270,9 @@ bool cluster_endpoint::install(const slot_map& map, std::string& error) {
   for (const master& m : found) {
     connection& c = connection_to(m.host, m.port);
     if (std::find(masters.begin(), masters.end(), &c) == masters.end()) masters.push_back(&c);
+    // The map, asked at asked_ms, names it master: a drop of its replicas seen before
+    // no longer holds its writes back (connection::confirm_master).
+    c.confirm_master(asked_ms);
     for (const auto& [lo, hi] : m.shard->ranges) {
       for (int s = lo; s <= hi; ++s) owner[static_cast<std::size_t>(s)] = &c;
     }
@@ -473,6 +480,20 @@ const std::optional<std::chrono::steady_clock::time_point>& cluster_endpoint::ju
     if (m->jumped_at() && (!*latest || **latest < *m->jumped_at())) latest = &m->jumped_at();
   }
   return *latest;
+}
+
+std::vector<deployment_member> cluster_endpoint::members() const {
+  std::vector<deployment_member> out;
+  for (const connection* m : masters_) {
+    deployment_member d;
+    d.role = "shard master";
+    d.address = host_port_text(link_of(m).host, link_of(m).port);
+    d.connected = m->ready();
+    d.replicas = m->replicas();
+    d.slots = static_cast<int>(std::count(owner_.begin(), owner_.end(), m));
+    out.push_back(std::move(d));
+  }
+  return out;
 }
 
 }  // namespace redlock::detail

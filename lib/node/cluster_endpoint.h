@@ -112,6 +112,9 @@ class cluster_endpoint final : public endpoint {
   const std::string& maxmemory() const noexcept override;
   const std::optional<std::chrono::steady_clock::time_point>& restarted_at() const noexcept override;
   const std::optional<std::chrono::steady_clock::time_point>& jumped_at() const noexcept override;
+  // The current map's shard masters, in map order.
+  std::vector<deployment_member> members() const override;
+  std::optional<std::chrono::steady_clock::time_point> master_changed_at() const override { return master_changed_at_; }
 
   // At most this many requests wait for the first map; more fail at once.
   static constexpr std::size_t kMaxWaiting = waiting_requests::kMax;
@@ -142,11 +145,11 @@ class cluster_endpoint final : public endpoint {
   void ask_map(connection& via, const std::string& via_host, bool shards, bool refresh, std::size_t seed);
   // A map reply (or a failure).
   void on_map_reply(bool refresh, std::size_t seed, const std::string& via_host, const reply_event& ev,
-                    bool shards, connection& via);
+                    bool shards, connection& via, std::uint64_t asked_ms);
   void discovery_failed(std::size_t seed, std::string why);
   // Takes a parsed map: the masters and each slot's owner. False (and `error`) when
   // it serves no slot or names a master without a usable port.
-  bool install(const slot_map& map, std::string& error);
+  bool install(const slot_map& map, std::string& error, std::uint64_t asked_ms);
   void refresh_soon(connection& via, const std::string& via_host);
   // Sends a request (the map known) to its slot's master.
   void route(std::shared_ptr<const wire> w, bool force_eval, std::shared_ptr<sink> s, std::uint32_t tag);

@@ -167,6 +167,9 @@ void connection::on_handshake_reply(redisReply* r) {
   } else if (a.carries == handshake::answer::content::replicas) {
     replicas_ = a.replicas;
     no_vote_ = a.no_vote;
+    // A new connection's count is the mark (a demoted master says so by its role).
+    replicas_mark_ = a.replicas;
+    replicas_dropped_ = false;
   } else if (a.carries == handshake::answer::content::server_time) {
     // Compared with the sample from before the reconnect (if any): a jump while
     // the connection was down is a jump too.
@@ -535,9 +538,30 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
     no_vote_ = not_master;
     if (not_master.empty()) replicas_ = attached;  // what the next write waits for
     const long long needed = std::max<long long>(attached, r.wait_for);
+    // Fewer replicas than this master had: one may have left it to follow a promoted
+    // one (a failover, whose other replicas Sentinel or the cluster moves one by one
+    // and which then drop what only this master gave them). No write counts until
+    // as many are attached again or the endpoint confirms this server is still the
+    // master (confirm_master).
+    if (not_master.empty()) {
+      if (attached >= replicas_mark_) {
+        replicas_mark_ = attached;
+        replicas_dropped_ = false;
+      } else if (!replicas_dropped_) {
+        replicas_dropped_ = true;
+        dropped_at_ms_ = host_.now_ms();
+      }
+    }
     if (!not_master.empty()) {
       ev.unreplicated = true;
       if (excluded.empty()) excluded = not_master;
+    } else if (replicas_dropped_) {
+      ev.unreplicated = true;
+      if (excluded.empty()) {
+        excluded = "written, but its replicas dropped from " + std::to_string(replicas_mark_) + " to " +
+                   std::to_string(attached) +
+                   " (a failover?): no write counts until its master is confirmed again";
+      }
     } else if (k < needed) {
       ev.unreplicated = true;
       if (excluded.empty()) {
@@ -722,6 +746,12 @@ void connection::shutdown() {
     ev.unsent = !r.sent;
     complete(r, ev);
   }
+}
+
+void connection::confirm_master(std::uint64_t asked_ms) noexcept {
+  if (!replicas_dropped_ || asked_ms < dropped_at_ms_) return;
+  replicas_dropped_ = false;
+  replicas_mark_ = replicas_;
 }
 
 }  // namespace redlock::detail

@@ -77,6 +77,14 @@ class connection final : public endpoint, private link_events {
   void set_no_auth() noexcept { no_auth_ = true; }
   // The replicas the next write waits for (INFO replication's count after the last one).
   int replicas() const noexcept { return replicas_; }
+  // Confirmation also keeps a mark: the most replicas this connection's server had
+  // since its handshake. A count below it (a replica gone: maybe to follow a
+  // promoted master) makes every write unreplicated ("its replicas dropped from m
+  // to n") until as many are attached again, or until the endpoint learns, from a
+  // query it sent at `asked_ms` (now_ms) or later than the drop was seen, that this
+  // server is still the master (a sentinel naming it, a slot map listing it): then
+  // the mark is the current count. A drop seen after the query is not cleared.
+  void confirm_master(std::uint64_t asked_ms) noexcept;
 
   // The owner's flush list (node_host::want_flush): whether this connection is on
   // it. flush() takes it off.
@@ -199,6 +207,9 @@ class connection final : public endpoint, private link_events {
   bool confirm_ = false;    // set_confirm_replication
   bool no_auth_ = false;    // set_no_auth
   int replicas_ = 0;        // what writes wait for (INFO replication's connected_slaves)
+  int replicas_mark_ = 0;   // the most replicas seen since the handshake (confirm_master)
+  bool replicas_dropped_ = false;  // a count below the mark was seen, not confirmed since
+  std::uint64_t dropped_at_ms_ = 0;  // when (now_ms)
   std::string no_vote_;                  // why no write of this server counts (not a master); "" = it may
   std::chrono::steady_clock::time_point time_sent_;  // the handshake's TIME, for its sample's date
   // Observer events only: a node_down was sent and no node_up since; the cleared timer.

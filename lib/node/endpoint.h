@@ -18,8 +18,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "protocol/resp.h"
+#include "redlock/client.h"
 #include "redlock/report.h"
 
 namespace redlock::detail {
@@ -112,6 +114,10 @@ class endpoint {
   // when a clock jump was seen (unset: none).
   virtual const std::optional<std::chrono::steady_clock::time_point>& restarted_at() const noexcept = 0;
   virtual const std::optional<std::chrono::steady_clock::time_point>& jumped_at() const noexcept = 0;
+  // A deployment's servers as this endpoint knows them now (node_health::members),
+  // and when it last saw a master change; empty and unset for a standalone master.
+  virtual std::vector<deployment_member> members() const { return {}; }
+  virtual std::optional<std::chrono::steady_clock::time_point> master_changed_at() const { return std::nullopt; }
 
  protected:
   endpoint() = default;

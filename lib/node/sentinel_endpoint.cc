@@ -17,11 +17,6 @@
 namespace redlock::detail {
 namespace {
 
-std::string host_port_text(const std::string& host, int port) {
-  const bool v6 = host.find(':') != std::string::npos;
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
-
 class discard_sink final : public sink {
  public:
   void on_reply(std::size_t, std::uint32_t, const reply_event&) override {}
@@ -63,17 +58,20 @@ class sentinel_endpoint::listener final : public push_listener {
 // Between the master's connection and the request's sink.
 class sentinel_endpoint::request_sink final : public sink {
  public:
-  request_sink(sentinel_endpoint& ep, std::shared_ptr<sink> target, const connection* via, bool acquire)
-      : ep_(ep), target_(std::move(target)), via_(via), acquire_(acquire) {}
+  request_sink(sentinel_endpoint& ep, std::shared_ptr<sink> target, const connection* via, script_id script)
+      : ep_(ep), target_(std::move(target)), via_(via), acquire_(acquires(script)), extend_(extends(script)) {}
 
   void on_reply(std::size_t, std::uint32_t tag, const reply_event& ev) override {
-    // A dead, stalled or demoted master: ask a sentinel now, not at the next poll.
+    // A dead, stalled or demoted master, or one whose replicas dropped (a failover?):
+    // ask a sentinel now, not at the next poll.
     if (ev.status == node_status::connection_error || ev.status == node_status::timeout ||
-        is_error_with(ev, "READONLY")) {
+        is_error_with(ev, "READONLY") || ev.unreplicated) {
       ep_.ask_soon();
     }
-    if (acquire_ && ev.status == node_status::pending && ev.excluded_by.empty()) {
-      if (const std::string why = ep_.grant_exclusion(via_); !why.empty()) {
+    if ((acquire_ || extend_) && ev.status == node_status::pending && ev.excluded_by.empty()) {
+      // An extension on a master Sentinel no longer names would move an expiry the
+      // promoted master does not share; an acquire also waits out a master change.
+      if (const std::string why = ep_.grant_exclusion(via_, acquire_); !why.empty()) {
         reply_event e = ev;
         e.excluded_by = why;
         return target_->on_reply(ep_.index_, tag, e);
@@ -87,17 +85,22 @@ class sentinel_endpoint::request_sink final : public sink {
   std::shared_ptr<sink> target_;
   const connection* via_;
   bool acquire_;
+  bool extend_;
 };
 
 // SENTINEL GET-MASTER-ADDR-BY-NAME's answer.
 class sentinel_endpoint::answer_sink final : public sink {
  public:
-  answer_sink(sentinel_endpoint& ep, std::size_t sentinel) : ep_(ep), sentinel_(sentinel) {}
-  void on_reply(std::size_t, std::uint32_t, const reply_event& ev) override { ep_.on_answer(sentinel_, ev); }
+  answer_sink(sentinel_endpoint& ep, std::size_t sentinel, std::uint64_t asked_ms)
+      : ep_(ep), sentinel_(sentinel), asked_ms_(asked_ms) {}
+  void on_reply(std::size_t, std::uint32_t, const reply_event& ev) override {
+    ep_.on_answer(sentinel_, asked_ms_, ev);
+  }
 
  private:
   sentinel_endpoint& ep_;
   std::size_t sentinel_;
+  std::uint64_t asked_ms_;
 };
 
 sentinel_endpoint::sentinel_links::sentinel_links() = default;
@@ -195,10 +198,10 @@ void sentinel_endpoint::ask(std::size_t sentinel) {
   current_ = sentinel;
   last_ask_ms_ = host_.now_ms();
   // A link in backoff answers at once (through on_answer), which may ask the next.
-  query_link(sentinel).submit(ask_wire_, false, std::make_shared<answer_sink>(*this, sentinel), 0);
+  query_link(sentinel).submit(ask_wire_, false, std::make_shared<answer_sink>(*this, sentinel, last_ask_ms_), 0);
 }
 
-void sentinel_endpoint::on_answer(std::size_t sentinel, const reply_event& ev) {
+void sentinel_endpoint::on_answer(std::size_t sentinel, std::uint64_t asked_ms, const reply_event& ev) {
   asking_ = false;
   if (state_ == state::closed) return;
   std::string why;
@@ -216,7 +219,7 @@ void sentinel_endpoint::on_answer(std::size_t sentinel, const reply_event& ev) {
     errors_.clear();
     tried_ = 0;
     subscribe_at(sentinel);
-    return use_master(m->address, sentinel_text(sentinel));
+    return use_master(m->address, sentinel_text(sentinel), asked_ms);
   }
   if (!errors_.empty()) errors_ += "; ";
   errors_ += sentinel_text(sentinel) + ": " + why;
@@ -228,7 +231,7 @@ void sentinel_endpoint::on_answer(std::size_t sentinel, const reply_event& ev) {
   errors_.clear();
 }
 
-void sentinel_endpoint::use_master(const host_port& at, const std::string& how) {
+void sentinel_endpoint::use_master(const host_port& at, const std::string& how, std::uint64_t asked_ms) {
   if (state_ == state::closed) return;
   const bool known = [&] {
     for (const link& l : masters_) {
@@ -240,6 +243,9 @@ void sentinel_endpoint::use_master(const host_port& at, const std::string& how) 
   connection* before = master_;
   connection& c = master_link(at);
   master_ = &c;
+  // Named master by a sentinel asked at asked_ms: a drop of its replicas seen before
+  // that no longer holds its writes back (connection::confirm_master).
+  c.confirm_master(asked_ms);
   if (before != nullptr && before != &c) {
     master_changed_at_ = host_.now();
     master_change_ = "the master of '" + address_.master_name + "' changed: " + how + " names " +
@@ -260,7 +266,7 @@ void sentinel_endpoint::on_switch_message(const redisReply& message) {
   if (channel != "+switch-master") return;
   const auto sw = parse_switch_master(std::string_view(message.element[2]->str, message.element[2]->len));
   if (!sw || sw->name != address_.master_name) return;
-  use_master(sw->to, "+switch-master");
+  use_master(sw->to, "+switch-master", host_.now_ms());
 }
 
 void sentinel_endpoint::discovery_failed() {
@@ -303,7 +309,7 @@ void sentinel_endpoint::ask_soon() {
   ask(current_);
 }
 
-std::string sentinel_endpoint::grant_exclusion(const connection* c) const {
+std::string sentinel_endpoint::grant_exclusion(const connection* c, bool acquire) const {
   if (c != master_) {
     for (const link& l : masters_) {
       if (l.conn.get() != c) continue;
@@ -311,7 +317,7 @@ std::string sentinel_endpoint::grant_exclusion(const connection* c) const {
              address_.master_name + "'";
     }
   }
-  return master_change_quarantined() ? master_change_ : std::string();
+  return acquire && master_change_quarantined() ? master_change_ : std::string();
 }
 
 bool sentinel_endpoint::master_change_quarantined() const noexcept {
@@ -323,9 +329,9 @@ void sentinel_endpoint::submit(std::shared_ptr<const wire> w, bool force_eval, s
                                std::uint32_t tag) {
   switch (state_) {
     case state::ready: {
-      const bool acquire = acquires(w->script());
+      const script_id script = w->script();
       return master_->submit(std::move(w), force_eval,
-                             std::make_shared<request_sink>(*this, std::move(s), master_, acquire), tag);
+                             std::make_shared<request_sink>(*this, std::move(s), master_, script), tag);
     }
     case state::closed:
       return fail_unsent(*s, index_, tag, node_status::cancelled, "client shut down");
@@ -400,6 +406,27 @@ const std::optional<std::chrono::steady_clock::time_point>& sentinel_endpoint::r
 
 const std::optional<std::chrono::steady_clock::time_point>& sentinel_endpoint::jumped_at() const noexcept {
   return master_ == nullptr ? none_ : master_->jumped_at();
+}
+
+std::vector<deployment_member> sentinel_endpoint::members() const {
+  std::vector<deployment_member> out;
+  for (const link& l : masters_) {
+    if (l.conn.get() != master_) continue;
+    deployment_member d;
+    d.role = "master";
+    d.address = host_port_text(l.host, l.port);
+    d.connected = master_->ready();
+    d.replicas = master_->replicas();
+    out.push_back(std::move(d));
+  }
+  for (std::size_t i = 0; i < sentinels_.size(); ++i) {
+    deployment_member d;
+    d.role = "sentinel";
+    d.address = host_port_text(sentinels_[i].host, sentinels_[i].port);
+    d.connected = sentinel_links_[i].query && sentinel_links_[i].query->ready();
+    out.push_back(std::move(d));
+  }
+  return out;
 }
 
 }  // namespace redlock::detail

@@ -30,8 +30,11 @@
 // counts, whatever a sentinel said). A master change this client sees (Sentinel
 // names another address than before) gives the node no acquire vote for the
 // restart quarantine (max_ttl by default) from when it was seen: at an attempt's
-// start (acquire_exclusion) and for every acquire reply in that time, and a grant
-// from a master Sentinel no longer names never counts. A client that never saw the
+// start (acquire_exclusion) and for every acquire reply in that time, and neither a
+// grant nor an extension from a master Sentinel no longer names counts. A master
+// whose replicas dropped below the most it had counts no write until a sentinel,
+// asked after the drop, names it again (connection::confirm_master): its other
+// replicas may be about to follow a promoted one and drop what they confirmed. A client that never saw the
 // master before the change (a fresh process) cannot tell; a replica that was not
 // attached at the grant and is promoted later can lose a lock (docs/safety.md).
 //
@@ -83,6 +86,9 @@ class sentinel_endpoint final : public endpoint {
   const std::string& maxmemory() const noexcept override;
   const std::optional<std::chrono::steady_clock::time_point>& restarted_at() const noexcept override;
   const std::optional<std::chrono::steady_clock::time_point>& jumped_at() const noexcept override;
+  // The master Sentinel named last, then the sentinels (connected: its query link is up).
+  std::vector<deployment_member> members() const override;
+  std::optional<std::chrono::steady_clock::time_point> master_changed_at() const override { return master_changed_at_; }
 
   // How often the last sentinel that answered is asked again.
   static constexpr std::chrono::milliseconds kPollInterval{1000};
@@ -121,16 +127,19 @@ class sentinel_endpoint final : public endpoint {
   connection& master_link(const host_port& at);
   // Asks sentinels_[sentinel] for the master.
   void ask(std::size_t sentinel);
-  void on_answer(std::size_t sentinel, const reply_event& ev);
-  // Sentinel named `at` (how: "SENTINEL GET-MASTER-ADDR-BY-NAME", "+switch-master").
-  void use_master(const host_port& at, const std::string& how);
+  // The answer to a query sent at asked_ms (now_ms).
+  void on_answer(std::size_t sentinel, std::uint64_t asked_ms, const reply_event& ev);
+  // Sentinel named `at` (how: "SENTINEL GET-MASTER-ADDR-BY-NAME", "+switch-master"),
+  // as of asked_ms (now_ms).
+  void use_master(const host_port& at, const std::string& how, std::uint64_t asked_ms);
   void discovery_failed();
   void arm_poll();
   // A request failed on the master's connection, or the master answered READONLY:
   // a sentinel is asked again now (at most every 100 ms).
   void ask_soon();
-  // A grant from `c` does not count: why, or "" (see the header comment).
-  std::string grant_exclusion(const connection* c) const;
+  // A grant (`acquire`) or an extension from `c` does not count: why, or "" (see the
+  // header comment; the master-change quarantine holds acquires only).
+  std::string grant_exclusion(const connection* c, bool acquire) const;
   bool master_change_quarantined() const noexcept;
   std::string sentinel_text(std::size_t sentinel) const;
 

@@ -91,6 +91,8 @@ class probe_op final : public fan_out<probe_result> {
         }
         h.quarantined_until = until;
       }
+      h.members = conn.members();
+      h.master_changed_at = conn.master_changed_at();
       // The handshake's policy when this probe could not read one.
       if (h.maxmemory_policy.empty()) h.maxmemory_policy = conn.maxmemory_policy();
       if (eviction_risk_of(h.maxmemory_policy) != eviction_risk::none) {

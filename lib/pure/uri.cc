@@ -316,4 +316,9 @@ bool parse_node_uri(std::string_view uri, node_address& out, std::string& error)
   return true;
 }
 
+std::string host_port_text(const std::string& host, int port) {
+  const bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
 }  // namespace redlock::detail

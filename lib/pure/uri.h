@@ -34,6 +34,9 @@ struct node_address {
   std::string display;  // the URI with the password replaced by "***"
 };
 
+// "host:port", an IPv6 address in brackets ("[::1]:6379").
+std::string host_port_text(const std::string& host, int port);
+
 // Parses redis://[user[:password]@]host[:port][/db], the same with rediss:// (TLS),
 // unix:///path[?db=N] (never TLS), a Redis Cluster as one node:
 // redis+cluster://[user[:password]@]host[:port][?seed=HOST:PORT&...] (rediss+cluster://

@@ -1363,6 +1363,30 @@ TEST(MonitorView, json_line_has_the_documented_fields) {
             "\"warnings\":[\"a \\\"warning\\\"\"]}\n");
 }
 
+// A cluster or Sentinel node's line gains its members and when its master changed;
+// a plain node's line is as before.
+TEST(MonitorView, a_deployment_node_lists_its_members_in_json_and_on_the_screen) {
+  monitor_sample s = sample();
+  monitor_node& n = s.nodes[0];
+  n.node = "redis+sentinel://127.0.0.1:26379/main";
+  n.members = {monitor_member{"master", "127.0.0.1:7003", true, 1, 0},
+               monitor_member{"sentinel", "127.0.0.1:26379", false, -1, 0}};
+  n.master_changed_ms_ago = 1500;
+  const std::string line = monitor_json_line(s);
+  EXPECT_NE(line.find("\"aof_enabled\":false,\"members\":[{\"role\":\"master\",\"address\":\"127.0.0.1:7003\","
+                      "\"connected\":true,\"replicas\":1,\"slots\":0},{\"role\":\"sentinel\",\"address\":"
+                      "\"127.0.0.1:26379\",\"connected\":false,\"replicas\":null,\"slots\":0}],"
+                      "\"master_changed_ms_ago\":1500}"),
+            std::string::npos)
+      << line;
+  EXPECT_NE(line.find("\"aof_enabled\":null}]"), std::string::npos) << "the plain node has no members field: " << line;
+  const std::string screen = monitor_screen(s, std::chrono::seconds(1));
+  EXPECT_NE(screen.find("  master 127.0.0.1:7003"), std::string::npos) << screen;
+  EXPECT_NE(screen.find("1 replica"), std::string::npos) << screen;
+  EXPECT_NE(screen.find("  sentinel 127.0.0.1:26379"), std::string::npos) << screen;
+  EXPECT_NE(screen.find("master changed 1.50s ago"), std::string::npos) << screen;
+}
+
 TEST(MonitorView, text_line_screen_and_prometheus) {
   const monitor_sample s = sample();
   EXPECT_EQ(monitor_text_line(s),

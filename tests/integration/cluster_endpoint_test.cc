@@ -183,6 +183,31 @@ TEST_F(ClusterEndpoint, a_quorum_of_a_cluster_and_two_plain_nodes_keeps_tagged_k
   }
 }
 
+// probe: a cluster node's members are its shard masters in map order, each with
+// its slots (16384 in all) and the replicas its writes wait for.
+TEST_F(ClusterEndpoint, probe_lists_the_shard_masters_with_their_slots) {
+  client c(cluster_options({cluster().uri()}));
+  ASSERT_TRUE(wait_connected(c));
+  const probe_result p = c.probe();
+  const node_health& h = p.nodes.at(0);
+  EXPECT_EQ(h.status, node_status::ok) << h.detail;
+  ASSERT_EQ(h.members.size(), 3u);
+  int slots = 0;
+  std::set<std::string> addresses;
+  for (const deployment_member& m : h.members) {
+    EXPECT_EQ(m.role, "shard master");
+    EXPECT_EQ(m.replicas, 0);
+    EXPECT_GT(m.slots, 0);
+    slots += m.slots;
+    addresses.insert(m.address);
+  }
+  EXPECT_EQ(slots, detail::kClusterSlots);
+  std::set<std::string> expected;
+  for (std::size_t i = 0; i < cluster().size(); ++i) expected.insert("127.0.0.1:" + std::to_string(cluster()[i].port()));
+  EXPECT_EQ(addresses, expected);
+  EXPECT_FALSE(h.master_changed_at.has_value());
+}
+
 TEST_F(ClusterEndpoint, a_fenced_acquire_keeps_its_counter_in_the_lock_keys_slot) {
   client c(cluster_options({cluster().uri()}));
   const std::string r = "fenced";

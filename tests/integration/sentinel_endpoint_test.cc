@@ -75,6 +75,23 @@ TEST_F(SentinelEndpoint, a_quorum_of_a_sentinel_node_and_two_plain_nodes_locks_o
       << "the key outlived the release";
   // Nothing is written to a sentinel, and the node's name in reports is its URI.
   EXPECT_EQ(c.acquire(r, once(20000ms)).report.nodes.at(1).node, group.uri());
+  // probe: the master (its replica counted), then every sentinel; nothing for plain nodes.
+  const probe_result p = c.probe();
+  ASSERT_EQ(p.nodes.size(), 3u);
+  EXPECT_TRUE(p.nodes[0].members.empty());
+  const node_health& h = p.nodes[1];
+  EXPECT_EQ(h.status, node_status::ok) << h.detail;
+  ASSERT_EQ(h.members.size(), 4u);
+  EXPECT_EQ(h.members[0].role, "master");
+  EXPECT_EQ(h.members[0].address, "127.0.0.1:" + std::to_string(group.server(0).port()));
+  EXPECT_TRUE(h.members[0].connected);
+  EXPECT_EQ(h.members[0].replicas, 1);
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(h.members[1 + i].role, "sentinel");
+    EXPECT_EQ(h.members[1 + i].replicas, -1);
+  }
+  EXPECT_TRUE(h.members[1].connected) << "the sentinel that answered";
+  EXPECT_FALSE(h.master_changed_at.has_value());
 }
 
 // A grant counts only once the master's replica has it: the replica SIGSTOPped, the
@@ -132,6 +149,20 @@ TEST_F(SentinelEndpoint, a_failover_is_followed_and_the_clients_acquires_wait_ou
       3000ms))
       << "no quarantine seen within 3 s of the failover; last: " << seen;
   EXPECT_NE(seen.find(std::to_string(group.server(promoted).port())), std::string::npos) << seen;
+  {  // probe shows the new master first, then the sentinels, and when the change was seen
+    const probe_result p = b.probe();
+    const node_health& h = p.nodes.at(0);
+    ASSERT_EQ(h.members.size(), 1u + group.sentinel_count());
+    EXPECT_EQ(h.members[0].role, "master");
+    EXPECT_EQ(h.members[0].address, "127.0.0.1:" + std::to_string(group.server(promoted).port()));
+    for (std::size_t i = 0; i < group.sentinel_count(); ++i) {
+      EXPECT_EQ(h.members[1 + i].role, "sentinel");
+      EXPECT_EQ(h.members[1 + i].address, "127.0.0.1:" + std::to_string(group.sentinel_port(i)));
+    }
+    ASSERT_TRUE(h.master_changed_at.has_value());
+    EXPECT_LE(*h.master_changed_at, std::chrono::steady_clock::now());
+    EXPECT_TRUE(h.quarantined) << "the master change quarantines acquires";
+  }
   // The negative control: without the quarantine the new master grants at once.
   EXPECT_TRUE(eventually(
       [&] {

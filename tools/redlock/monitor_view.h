@@ -32,6 +32,15 @@ class rtt_window {
   std::uint64_t total_us_ = 0;
 };
 
+// One server of a cluster or Sentinel node (redlock::deployment_member).
+struct monitor_member {
+  std::string role;     // "shard master", "master", "sentinel"
+  std::string address;  // host:port
+  bool connected = false;
+  int replicas = -1;  // -1: not a master
+  int slots = 0;      // shard masters
+};
+
 struct monitor_node {
   std::string node;    // redacted URI
   std::string status;  // "ok" when it answered, else why not ("timeout", "auth_error", ...)
@@ -52,6 +61,10 @@ struct monitor_node {
   std::optional<bool> aof_enabled;
   // The probe's warning_code::eviction_policy holds: its maxmemory-policy may evict lock keys.
   bool eviction_risk = false;
+  // A cluster or Sentinel node: its servers as the client knows them
+  // (node_health::members), and how long ago the client saw its master change.
+  std::vector<monitor_member> members;
+  std::optional<std::int64_t> master_changed_ms_ago;
 };
 
 struct monitor_sample {
