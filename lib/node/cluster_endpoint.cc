@@ -11,7 +11,6 @@
 
 #include "protocol/info.h"
 #include "protocol/scripts.h"
-#include "pure/retry.h"
 #include "pure/slot.h"
 
 namespace redlock::detail {
@@ -229,17 +228,11 @@ void cluster_endpoint::discovery_failed(std::size_t seed, std::string why) {
   discovery_errors_.clear();
   ++failures_;
   waiting_.fail_all(node_status::connection_error, down_detail_);
-  if (!host_.closing()) {
-    // The connection's backoff (capped exponential, jitter in [d/2, d]); requests
-    // submitted until the retry fail at once.
-    const auto& o = host_.options();
-    const auto delay =
-        reconnect_delay(o.reconnect_min_backoff, o.reconnect_max_backoff, failures_, false, host_.jitter());
-    retry_timer_ = host_.schedule(delay, [this] {
-      retry_timer_ = 0;
-      if (state_ == state::down) ask_seed(0);
-    });
-  }
+  // Requests submitted until the retry fail at once.
+  retry_timer_ = schedule_rediscovery(host_, failures_, [this] {
+    retry_timer_ = 0;
+    if (state_ == state::down) ask_seed(0);
+  });
   host_.note_quiet();
 }
 

@@ -12,7 +12,6 @@
 #include "protocol/info.h"
 #include "protocol/scripts.h"
 #include "protocol/sentinel.h"
-#include "pure/retry.h"
 
 namespace redlock::detail {
 namespace {
@@ -130,35 +129,31 @@ std::string sentinel_endpoint::sentinel_text(std::size_t sentinel) const {
   return "sentinel " + host_port_text(sentinels_[sentinel].host, sentinels_[sentinel].port);
 }
 
+std::unique_ptr<connection> sentinel_endpoint::sentinel_link(std::size_t sentinel, bool subscriber) {
+  // Plain TCP, no AUTH, database 0: the URI's TLS and credentials are the master's.
+  node_address a;
+  a.host = sentinels_[sentinel].host;
+  a.port = sentinels_[sentinel].port;
+  a.display = address_.display + " (" + sentinel_text(sentinel) + (subscriber ? ", +switch-master)" : ")");
+  sentinel_links& l = sentinel_links_[sentinel];
+  std::unique_ptr<listener>& heard = subscriber ? l.subscriber_listener : l.query_listener;
+  heard = std::make_unique<listener>(*this, sentinel, subscriber);
+  auto c = std::make_unique<connection>(host_, index_, a);
+  c->set_push_listener(heard.get());
+  c->set_no_auth();
+  c->start();
+  return c;
+}
+
 connection& sentinel_endpoint::query_link(std::size_t sentinel) {
   sentinel_links& l = sentinel_links_[sentinel];
-  if (!l.query) {
-    // Plain TCP, no AUTH, database 0: the URI's TLS and credentials are the master's.
-    node_address a;
-    a.host = sentinels_[sentinel].host;
-    a.port = sentinels_[sentinel].port;
-    a.display = address_.display + " (" + sentinel_text(sentinel) + ")";
-    l.query_listener = std::make_unique<listener>(*this, sentinel, false);
-    l.query = std::make_unique<connection>(host_, index_, a);
-    l.query->set_push_listener(l.query_listener.get());
-    l.query->set_no_auth();
-    l.query->start();
-  }
+  if (!l.query) l.query = sentinel_link(sentinel, false);
   return *l.query;
 }
 
 void sentinel_endpoint::subscribe_at(std::size_t sentinel) {
   sentinel_links& l = sentinel_links_[sentinel];
-  if (l.subscriber || host_.closing()) return;
-  node_address a;
-  a.host = sentinels_[sentinel].host;
-  a.port = sentinels_[sentinel].port;
-  a.display = address_.display + " (" + sentinel_text(sentinel) + ", +switch-master)";
-  l.subscriber_listener = std::make_unique<listener>(*this, sentinel, true);
-  l.subscriber = std::make_unique<connection>(host_, index_, a);
-  l.subscriber->set_push_listener(l.subscriber_listener.get());
-  l.subscriber->set_no_auth();
-  l.subscriber->start();
+  if (!l.subscriber && !host_.closing()) l.subscriber = sentinel_link(sentinel, true);
 }
 
 connection& sentinel_endpoint::master_link(const host_port& at) {
@@ -275,18 +270,13 @@ void sentinel_endpoint::discovery_failed() {
   errors_.clear();
   ++failures_;
   waiting_.fail_all(node_status::connection_error, down_detail_);
-  if (!host_.closing()) {
-    const auto& o = host_.options();
-    const auto delay =
-        reconnect_delay(o.reconnect_min_backoff, o.reconnect_max_backoff, failures_, false, host_.jitter());
-    retry_timer_ = host_.schedule(delay, [this] {
-      retry_timer_ = 0;
-      if (state_ != state::down) return;
-      state_ = state::discovering;
-      tried_ = 0;
-      ask(0);
-    });
-  }
+  retry_timer_ = schedule_rediscovery(host_, failures_, [this] {
+    retry_timer_ = 0;
+    if (state_ != state::down) return;
+    state_ = state::discovering;
+    tried_ = 0;
+    ask(0);
+  });
   host_.note_quiet();
 }
 

@@ -122,6 +122,8 @@ class sentinel_endpoint final : public endpoint {
     std::unique_ptr<connection> subscriber;
   };
 
+  // A non-voting link to sentinels_[sentinel], started.
+  std::unique_ptr<connection> sentinel_link(std::size_t sentinel, bool subscriber);
   connection& query_link(std::size_t sentinel);
   void subscribe_at(std::size_t sentinel);
   connection& master_link(const host_port& at);

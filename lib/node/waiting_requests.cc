@@ -4,7 +4,17 @@
 #include <utility>
 #include <vector>
 
+#include "pure/retry.h"
+
 namespace redlock::detail {
+
+std::uint64_t schedule_rediscovery(node_host& host, int failures, std::function<void()> fn) {
+  if (host.closing()) return 0;
+  const auto& o = host.options();
+  return host.schedule(
+      reconnect_delay(o.reconnect_min_backoff, o.reconnect_max_backoff, failures, false, host.jitter()),
+      std::move(fn));
+}
 
 void fail_unsent(sink& s, std::size_t node, std::uint32_t tag, node_status status, std::string_view detail) {
   reply_event ev;

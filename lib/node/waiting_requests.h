@@ -23,6 +23,11 @@
 
 namespace redlock::detail {
 
+// Schedules `fn`, the next discovery of an endpoint whose `failures`-th discovery in
+// a row just failed, after the connection's backoff (capped exponential, jitter in
+// [d/2, d]); returns the timer, or 0 (nothing scheduled) while the client shuts down.
+std::uint64_t schedule_rediscovery(node_host& host, int failures, std::function<void()> fn);
+
 // Fails `s`'s request at once: never sent, so the server cannot have run it.
 void fail_unsent(sink& s, std::size_t node, std::uint32_t tag, node_status status, std::string_view detail);
 

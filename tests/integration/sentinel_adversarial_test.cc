@@ -45,16 +45,6 @@ client_options adv_options(const std::vector<std::string>& uris) {
   return o;
 }
 
-std::string value_on(redis_node& n, const std::string& key) {
-  try {
-    const owned_reply r = raw_command(n.port(), {"GET", key}, n.config().password);
-    if (r->type == REDIS_REPLY_STRING) return std::string(r->str, r->len);
-    if (r->type == REDIS_REPLY_NIL) return "<nil>";
-    return "<" + std::string(r->str != nullptr ? r->str : "not a string") + ">";
-  } catch (const std::exception& e) {
-    return std::string("<unreachable: ") + e.what() + ">";
-  }
-}
 
 std::string info_replication(int port) {
   try {

@@ -36,13 +36,6 @@ client_options sentinel_options(const std::vector<std::string>& uris) {
   return o;
 }
 
-// The value of `key` on server `n` ("<nil>" when absent), read as a replica allows.
-std::string value_on(redis_node& n, const std::string& key) {
-  const owned_reply r = raw_command(n.port(), {"GET", key}, n.config().password);
-  if (r->type == REDIS_REPLY_STRING) return std::string(r->str, r->len);
-  if (r->type == REDIS_REPLY_NIL) return "<nil>";
-  return "<" + std::string(r->str != nullptr ? r->str : "not a string") + ">";
-}
 
 class SentinelEndpoint : public ::testing::Test {
  protected:

@@ -155,6 +155,17 @@ bool says_master(redis_node& n) {
 
 }  // namespace
 
+std::string value_on(redis_node& n, const std::string& key) {
+  try {
+    const owned_reply r = raw_command(n.port(), {"GET", key}, n.config().password);
+    if (r->type == REDIS_REPLY_STRING) return std::string(r->str, r->len);
+    if (r->type == REDIS_REPLY_NIL) return "<nil>";
+    return "<" + std::string(r->str != nullptr ? r->str : "not a string") + ">";
+  } catch (const std::exception& e) {
+    return std::string("<unreachable: ") + e.what() + ">";
+  }
+}
+
 owned_reply raw_command(int port, const std::vector<std::string>& argv, const std::string& password) {
   const timeval tv{2, 0};
   redisContext* c = redisConnectWithTimeout("127.0.0.1", port, tv);

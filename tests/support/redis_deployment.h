@@ -31,6 +31,9 @@ using owned_reply = std::unique_ptr<redisReply, reply_free>;
 // `password` is set); the raw reply, never null. Throws std::runtime_error when the
 // node cannot be reached. For tests that parse replies the way the library does.
 owned_reply raw_command(int port, const std::vector<std::string>& argv, const std::string& password = "");
+// GET `key` on server `n` (a replica answers too: not a cluster node): its value,
+// "<nil>" when absent, "<ERROR TEXT>" for an error reply, "<unreachable: ...>".
+std::string value_on(redis_node& n, const std::string& key);
 
 // Runs argv (PATH lookup) with stdout and stderr to `log`, waiting at most
 // `timeout` (then SIGKILL). Returns the exit status (128 + N if killed by N).
