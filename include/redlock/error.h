@@ -50,7 +50,9 @@ enum class errc {
   // patterns) — enough of them that no quorum is possible without them (else:
   // unavailable, retried). The node's detail names what the server refused. Never
   // retried. Next: grant the user what the detail names (the commands the lock
-  // uses, and a key pattern covering the lock and fence keys).
+  // uses, and a key pattern covering the lock and fence keys). Also a server that
+  // does not know EVAL or EVALSHA (scripts renamed or disabled: rename-command, a
+  // managed service's policy): the detail says so.
   permission_denied,
   // TLS could not be established with verification: the node's certificate is
   // signed by an unknown CA, does not match the host (or tls_options::server_name),

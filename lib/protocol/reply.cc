@@ -57,6 +57,15 @@ classified classify_error(std::string_view text) {
   } else if (starts("WRONGTYPE")) {
     c.v.status = node_status::server_error;
     c.v.permanent = errc::wrong_type;
+  } else if (starts("ERR unknown command 'EVAL'") || starts("ERR unknown command 'EVALSHA'") ||
+             starts("ERR unknown command `EVAL`") || starts("ERR unknown command `EVALSHA`")) {
+    // Scripts renamed or disabled (rename-command, a managed service's policy): every
+    // release, extension and fenced acquire needs them. Named, and as permanent as
+    // an ACL refusal: a retry cannot help.
+    c.v.status = node_status::server_error;
+    c.v.permanent = errc::permission_denied;
+    c.detail = "the server does not run scripts (" + printable_line(text, 40) +
+               "...: EVAL renamed or disabled); this library needs EVAL and EVALSHA";
   } else {
     c.v.status = node_status::server_error;
   }

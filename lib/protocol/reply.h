@@ -28,7 +28,8 @@ classified classify_reply(script_id script, const redisReply* r);
 
 // Classifies an error text: auth_error (NOAUTH, WRONGPASS: permanent auth_failed),
 // server_error with permanent permission_denied (NOPERM, or a script refused a
-// command by the ACL), server_error with permanent wrong_type (WRONGTYPE), or a
+// command by the ACL; or EVAL/EVALSHA unknown to the server: scripts renamed or
+// disabled, named so in the detail), server_error with permanent wrong_type (WRONGTYPE), or a
 // plain server_error. The detail is the text's first line, at most 200 bytes,
 // without control characters.
 classified classify_error(std::string_view text);

@@ -23,7 +23,8 @@ class category_impl final : public std::error_category {
       case errc::cancelled: return "operation cancelled";
       case errc::would_deadlock: return "synchronous call on the client's loop thread";
       case errc::extension_limit: return "extension cap reached (max_extensions or max_hold)";
-      case errc::permission_denied: return "the nodes' ACL denies the lock a command or its key (NOPERM)";
+      case errc::permission_denied:
+        return "the nodes deny the lock a command or its key (an ACL's NOPERM, or scripts renamed or disabled)";
       case errc::tls_failed: return "TLS verification failed";
     }
     return ev == 0 ? "success" : "unknown redlock error";

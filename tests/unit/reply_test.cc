@@ -359,6 +359,24 @@ void expect_transient_server_error(std::string_view text) {
   EXPECT_EQ(c.detail, text);
 }
 
+// A server whose scripts are renamed or disabled (rename-command EVAL "", a managed
+// service's policy) answers "unknown command": named as such, and permanent.
+TEST(ClassifyError, ScriptsUnknownToTheServerAreNamedAndPermanent) {
+  for (std::string_view text :
+       {std::string_view("ERR unknown command 'EVAL', with args beginning with: 'if redis.call('GET'"),
+        std::string_view("ERR unknown command 'EVALSHA', with args beginning with: '5a5e'"),
+        std::string_view("ERR unknown command `EVALSHA`, with args beginning with: `5a5e`")}) {
+    SCOPED_TRACE(text);
+    const classified c = classify_error(text);
+    EXPECT_EQ(c.v.status, node_status::server_error);
+    EXPECT_EQ(c.v.permanent, errc::permission_denied);
+    EXPECT_NE(c.detail.find("the server does not run scripts"), std::string::npos) << c.detail;
+    EXPECT_NE(c.detail.find("EVAL and EVALSHA"), std::string::npos) << c.detail;
+  }
+  // Another unknown command stays a plain server error.
+  expect_transient_server_error("ERR unknown command 'FOO', with args beginning with: ");
+}
+
 TEST(ClassifyError, AuthenticationRefusalsAreAuthFailed) {
   expect_auth_error("NOAUTH Authentication required.");
   expect_auth_error("WRONGPASS invalid username-password pair or user is disabled.");
