@@ -263,9 +263,13 @@ bool cluster_endpoint::install(const slot_map& map, std::string& error, std::uin
   for (const master& m : found) {
     connection& c = connection_to(m.host, m.port);
     if (std::find(masters.begin(), masters.end(), &c) == masters.end()) masters.push_back(&c);
-    // The map, asked at asked_ms, names it master: a drop of its replicas seen before
-    // no longer holds its writes back (connection::confirm_master).
-    c.confirm_master(asked_ms);
+    // The map, asked at asked_ms, names it master of some slots and online: a drop of
+    // its replicas seen before no longer holds its writes back (connection::confirm_master).
+    // A master listed without slots, or not online (a failed old master others still
+    // list), confirms nothing.
+    if (!m.shard->ranges.empty() && m.shard->nodes[static_cast<std::size_t>(m.shard->master)].online) {
+      c.confirm_master(asked_ms);
+    }
     for (const auto& [lo, hi] : m.shard->ranges) {
       for (int s = lo; s <= hi; ++s) owner[static_cast<std::size_t>(s)] = &c;
     }
@@ -487,6 +491,14 @@ std::vector<deployment_member> cluster_endpoint::members() const {
     out.push_back(std::move(d));
   }
   return out;
+}
+
+std::optional<node_address> cluster_endpoint::subscriber_address(const node_address& configured) const {
+  node_address a = configured;
+  a.topology = node_address::deployment::standalone;
+  a.seeds.clear();
+  a.db = 0;
+  return a;
 }
 
 }  // namespace redlock::detail

@@ -112,6 +112,8 @@ class cluster_endpoint final : public endpoint {
   const std::string& maxmemory() const noexcept override;
   const std::optional<std::chrono::steady_clock::time_point>& restarted_at() const noexcept override;
   const std::optional<std::chrono::steady_clock::time_point>& jumped_at() const noexcept override;
+  // The first seed, as a standalone server.
+  std::optional<node_address> subscriber_address(const node_address& configured) const override;
   // The current map's shard masters, in map order.
   std::vector<deployment_member> members() const override;
   std::optional<std::chrono::steady_clock::time_point> master_changed_at() const override { return master_changed_at_; }

@@ -167,9 +167,20 @@ void connection::on_handshake_reply(redisReply* r) {
   } else if (a.carries == handshake::answer::content::replicas) {
     replicas_ = a.replicas;
     no_vote_ = a.no_vote;
-    // A new connection's count is the mark (a demoted master says so by its role).
-    replicas_mark_ = a.replicas;
-    replicas_dropped_ = false;
+    // The mark survives a reconnect to the same server (its run_id): a drop while the
+    // link was down is a drop too. Another server (or the first handshake) starts
+    // from its own count; a restart is the restart guard's.
+    if (guards_.run_id() != mark_run_id_) {
+      mark_run_id_ = guards_.run_id();
+      replicas_mark_ = a.replicas;
+      replicas_dropped_ = false;
+    } else if (a.replicas >= replicas_mark_) {
+      replicas_mark_ = a.replicas;
+      replicas_dropped_ = false;
+    } else if (!replicas_dropped_) {
+      replicas_dropped_ = true;
+      dropped_at_ms_ = host_.now_ms();
+    }
   } else if (a.carries == handshake::answer::content::server_time) {
     // Compared with the sample from before the reconnect (if any): a jump while
     // the connection was down is a jump too.

@@ -210,6 +210,7 @@ class connection final : public endpoint, private link_events {
   int replicas_mark_ = 0;   // the most replicas seen since the handshake (confirm_master)
   bool replicas_dropped_ = false;  // a count below the mark was seen, not confirmed since
   std::uint64_t dropped_at_ms_ = 0;  // when (now_ms)
+  std::string mark_run_id_;          // the server the mark is of
   std::string no_vote_;                  // why no write of this server counts (not a master); "" = it may
   std::chrono::steady_clock::time_point time_sent_;  // the handshake's TIME, for its sample's date
   // Observer events only: a node_down was sent and no node_up since; the cleared timer.

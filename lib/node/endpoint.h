@@ -21,13 +21,13 @@
 #include <vector>
 
 #include "protocol/resp.h"
+#include "pure/uri.h"
 #include "redlock/client.h"
 #include "redlock/report.h"
 
 namespace redlock::detail {
 
 class node_host;
-struct node_address;
 
 // What a sink gets for one request.
 struct reply_event {
@@ -114,6 +114,14 @@ class endpoint {
   // when a clock jump was seen (unset: none).
   virtual const std::optional<std::chrono::steady_clock::time_point>& restarted_at() const noexcept = 0;
   virtual const std::optional<std::chrono::steady_clock::time_point>& jumped_at() const noexcept = 0;
+  // Where release notifications of this node can be heard, for the waiters'
+  // subscriber connection (ops/notify): the node's own address (`configured`) for a
+  // standalone master; a cluster's first seed as a standalone server (a cluster
+  // delivers classic pub/sub to every node); a Sentinel group's current master;
+  // nothing while it is not known.
+  virtual std::optional<node_address> subscriber_address(const node_address& configured) const {
+    return configured;
+  }
   // A deployment's servers as this endpoint knows them now (node_health::members),
   // and when it last saw a master change; empty and unset for a standalone master.
   virtual std::vector<deployment_member> members() const { return {}; }

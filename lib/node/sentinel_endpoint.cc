@@ -419,4 +419,19 @@ std::vector<deployment_member> sentinel_endpoint::members() const {
   return out;
 }
 
+std::optional<node_address> sentinel_endpoint::subscriber_address(const node_address& configured) const {
+  for (const link& l : masters_) {
+    if (l.conn.get() != master_) continue;
+    node_address a = configured;
+    a.topology = node_address::deployment::standalone;
+    a.seeds.clear();
+    a.master_name.clear();
+    a.host = l.host;
+    a.port = l.port;
+    a.display = configured.display + " (master " + host_port_text(l.host, l.port) + ")";
+    return a;
+  }
+  return std::nullopt;
+}
+
 }  // namespace redlock::detail

@@ -22,7 +22,21 @@ namespace {
 constexpr std::size_t kRecent = 16;    // released tokens remembered per key
 constexpr std::size_t kHeldBack = 16;  // releases counted during a woken attempt
 
-std::string channel_of(const std::string& key) { return release_channel(key); }
+// The release channel of `key` as node `a` names it: on a Redis Cluster node the
+// release script publishes on "{L}:released" (its KEYS[1] is the tagged key).
+std::string channel_of(const std::string& key, const node_address& a) {
+  if (a.topology == node_address::deployment::cluster) return cluster_key(key, release_channel(key));
+  return release_channel(key);
+}
+
+// The lock key a message's channel name (its suffix removed) is about, on node `a`.
+std::string_view key_of(std::string_view name, const node_address& a) {
+  if (a.topology == node_address::deployment::cluster && name.size() >= 2 && name.front() == '{' &&
+      name.back() == '}') {
+    return name.substr(1, name.size() - 2);
+  }
+  return name;
+}
 
 // What the release scripts publish: a token (token.h, reactor::token), 32
 // lowercase hex characters. Anything else on the channel was not published by a
@@ -80,7 +94,12 @@ std::size_t notifier::open_subscribers() const noexcept {
 
 connection& notifier::sub_conn(std::size_t node) {
   if (!subs_[node]) {
-    subs_[node] = std::make_unique<connection>(c_, node, c_.nodes()[node]);
+    // Where the node's releases can be heard (endpoint::subscriber_address): the
+    // node itself, a cluster's first seed (classic pub/sub reaches every node of a
+    // cluster), a Sentinel group's current master.
+    // subscribe() made sure there is one.
+    const std::optional<node_address> at = c_.node(node).subscriber_address(c_.nodes()[node]);
+    subs_[node] = std::make_unique<connection>(c_, node, at ? *at : c_.nodes()[node]);
     subs_[node]->set_push_listener(this);
     refused_[node] = false;
     subs_[node]->start();
@@ -90,13 +109,15 @@ connection& notifier::sub_conn(std::size_t node) {
 }
 
 void notifier::subscribe(const std::string& key, channel& ch, std::size_t node, bool after_reconnect) {
-  if (refused_[node] || closed_) {
+  // Nowhere to listen yet (a Sentinel group whose master is not known): the channel
+  // is off there, and waiters fall back to their timers for that node.
+  if (refused_[node] || closed_ || (!subs_[node] && !c_.node(node).subscriber_address(c_.nodes()[node]))) {
     ch.nodes[node] = sub::off;
     return;
   }
   ch.nodes[node] = sub::pending;
   std::string enc;
-  append_resp(enc, {"SUBSCRIBE", channel_of(key)});
+  append_resp(enc, {"SUBSCRIBE", channel_of(key, c_.nodes()[node])});
   auto w = std::make_shared<const wire>(wire::plain_tag{}, std::move(enc));
   sub_conn(node).submit(w, false, std::make_shared<reply_sink>(*this, key, true, after_reconnect), 0);
 }
@@ -124,7 +145,7 @@ void notifier::on_push(std::size_t node, const redisReply& m) {
     c_.stats().notifications_dropped.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  auto it = channels_.find(std::string(name.substr(0, name.size() - kReleasedSuffix.size())));
+  auto it = channels_.find(std::string(key_of(name.substr(0, name.size() - kReleasedSuffix.size()), c_.nodes()[node])));
   if (it == channels_.end()) return;
   channel& ch = it->second;
   // Every node publishes the same release: the first message wakes a waiter, the
@@ -201,7 +222,7 @@ void notifier::sweep() {
     for (std::size_t i = 0; i < ch.nodes.size(); ++i) {
       if (ch.nodes[i] != sub::on || !subs_[i]) continue;
       std::string enc;
-      append_resp(enc, {"UNSUBSCRIBE", channel_of(k)});
+      append_resp(enc, {"UNSUBSCRIBE", channel_of(k, c_.nodes()[i])});
       subs_[i]->submit(std::make_shared<const wire>(wire::plain_tag{}, std::move(enc)), false,
                        std::make_shared<reply_sink>(*this, k, false, false), 0);
     }

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <future>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -20,6 +21,7 @@
 #include "pure/slot.h"
 #include "redis_deployment.h"
 #include "test_util.h"
+#include "tls_certs.h"
 
 namespace redlock::test {
 namespace {
@@ -206,6 +208,81 @@ TEST_F(ClusterEndpoint, probe_lists_the_shard_masters_with_their_slots) {
   for (std::size_t i = 0; i < cluster().size(); ++i) expected.insert("127.0.0.1:" + std::to_string(cluster()[i].port()));
   EXPECT_EQ(addresses, expected);
   EXPECT_FALSE(h.master_changed_at.has_value());
+}
+
+// rediss+cluster://: a TLS-only cluster (no plain port; bus and replication over TLS
+// too, as a managed service runs it). The slot map names each master's TLS port, and
+// every shard connection verifies the server's certificate against the client's CA.
+TEST_F(ClusterEndpoint, a_tls_cluster_node_locks_on_every_shard_over_tls) {
+  const tls_certs& certs = tls_certs::get();
+  node_config cfg;
+  cfg.tls = true;
+  cfg.tls_cert_file = certs.server_cert;
+  cfg.tls_key_file = certs.server_key;
+  cfg.tls_ca_file = certs.ca_file;
+  // The nodes connect to each other's bus as TLS clients: a certificate for that.
+  cfg.extra_args = {"--tls-client-cert-file", certs.client_cert, "--tls-client-key-file", certs.client_key};
+  redis_cluster_deployment cl(3, 0, cfg);
+  ASSERT_EQ(cl.uri().rfind("rediss+cluster://", 0), 0u) << cl.uri();
+  client_options o = cluster_options({cl.uri()});
+  o.tls.ca_file = certs.ca_file;
+  client c(o);
+  std::set<int> shards;
+  for (int i = 0; i < 200 && shards.size() < cl.size(); ++i) {
+    const std::string r = "tls-" + std::to_string(i);
+    const int m = cl.master_of(key_slot(tagged(r)));
+    ASSERT_GE(m, 0);
+    if (shards.count(m) != 0) continue;
+    shards.insert(m);
+    auto a = c.acquire(r, once(20000ms));
+    ASSERT_TRUE(a) << r << ": " << a.report.message();
+    EXPECT_EQ(cl[static_cast<std::size_t>(m)].command({"GET", tagged(r)}), a.lock.info().token) << r;
+    const report e = a.lock.extend(30000ms);
+    EXPECT_TRUE(e) << e.message();
+    const report rel = a.lock.release();
+    EXPECT_TRUE(rel) << rel.message();
+    EXPECT_EQ(cl[static_cast<std::size_t>(m)].command({"EXISTS", tagged(r)}), "0") << r;
+  }
+  EXPECT_EQ(shards.size(), cl.size()) << "a resource on every shard";
+  // Without the CA the shard connections refuse the servers' certificates.
+  client untrusting(cluster_options({cl.uri()}));
+  auto refused = untrusting.acquire("tls-refused", once(2000ms));
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.report.message().find("TLS"), std::string::npos) << refused.report.message();
+}
+
+long long subscribers_on(int port, const std::string& channel) {
+  const owned_reply r = raw_command(port, {"PUBSUB", "NUMSUB", channel});
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) return -1;
+  return r->element[1]->integer;
+}
+
+// A waiter on a cluster node is woken by the release, not its fallback timer: it
+// subscribes to the channel the release script publishes on there, "{L}:released"
+// (on the first seed: a cluster delivers classic pub/sub to every node).
+TEST_F(ClusterEndpoint, a_waiter_on_a_cluster_node_is_woken_by_the_release) {
+  client holder(cluster_options({cluster().uri()})), waiter(cluster_options({cluster().uri()}));
+  const std::string r = "woken";
+  auto held = holder.acquire(r, once(20000ms));
+  ASSERT_TRUE(held) << held.report.message();
+  acquire_options w;
+  w.ttl = 10000ms;
+  w.retry.max_attempts = 1000;
+  w.retry.base_delay = 5000ms;  // the fallback: far above the wake-up measured
+  w.retry.max_delay = 5000ms;
+  w.retry.deadline = 20000ms;
+  auto fut = std::async(std::launch::async, [&] { return waiter.acquire(r, w); });
+  const std::string channel = tagged(r) + ":released";
+  ASSERT_TRUE(eventually([&] { return subscribers_on(cluster()[0].port(), channel) == 1; }, 5000ms))
+      << "the waiter never subscribed to " << channel;
+  std::this_thread::sleep_for(50ms);  // its attempt right after subscribing has failed
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_FALSE(held.lock.release().error);
+  auto got = fut.get();
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  ASSERT_TRUE(got) << got.report.message();
+  EXPECT_LT(took.count(), 2500) << "woken by its fallback, not the release";
+  (void)got.lock.release();
 }
 
 TEST_F(ClusterEndpoint, a_fenced_acquire_keeps_its_counter_in_the_lock_keys_slot) {

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <future>
 #include <memory>
 #include <stdexcept>
 #include <thread>
@@ -408,6 +409,37 @@ TEST_F(SentinelEndpoint, min_replicas_to_write_makes_a_master_without_its_replic
       10000ms))
       << "a master without its replica still granted; last: " << last;
   EXPECT_EQ(value_on(group.server(0), kPrefix + "minrep"), "<nil>");
+}
+
+// A waiter on a Sentinel node subscribes on the master Sentinel names (not on a
+// sentinel), so the release wakes it, not its fallback timer.
+TEST_F(SentinelEndpoint, a_waiter_on_a_sentinel_node_is_woken_by_the_release) {
+  redis_sentinel_deployment group("se-wait", 1, 1, {}, kDownAfter);
+  client holder(sentinel_options({group.uri()})), waiter(sentinel_options({group.uri()}));
+  const std::string r = "woken";
+  auto held = holder.acquire(r, once(20000ms));
+  ASSERT_TRUE(held) << held.report.message();
+  acquire_options w;
+  w.ttl = 10000ms;
+  w.retry.max_attempts = 1000;
+  w.retry.base_delay = 5000ms;  // the fallback: far above the wake-up measured
+  w.retry.max_delay = 5000ms;
+  w.retry.deadline = 20000ms;
+  auto fut = std::async(std::launch::async, [&] { return waiter.acquire(r, w); });
+  const std::string channel = kPrefix + r + ":released";
+  const auto subscribed = [&] {
+    const owned_reply n = raw_command(group.server(0).port(), {"PUBSUB", "NUMSUB", channel});
+    return n->type == REDIS_REPLY_ARRAY && n->elements == 2 && n->element[1]->integer == 1;
+  };
+  ASSERT_TRUE(eventually(subscribed, 5000ms)) << "the waiter never subscribed on the master";
+  std::this_thread::sleep_for(50ms);  // its attempt right after subscribing has failed
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_FALSE(held.lock.release().error);
+  auto got = fut.get();
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  ASSERT_TRUE(got) << got.report.message();
+  EXPECT_LT(took.count(), 2500) << "woken by its fallback, not the release";
+  (void)got.lock.release();
 }
 
 }  // namespace

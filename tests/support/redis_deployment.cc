@@ -45,11 +45,12 @@ struct nodes_line {
   std::vector<std::pair<int, int>> slots;
 };
 
-std::vector<nodes_line> cluster_nodes(int port, const std::string& password) {
-  const owned_reply r = raw_command(port, {"CLUSTER", "NODES"}, password);
-  if (r->type != REDIS_REPLY_STRING) throw std::runtime_error("CLUSTER NODES: not a string");
+// Through the node's own connection (a TLS node's is its unix socket).
+std::vector<nodes_line> cluster_nodes(redis_node& node) {
+  const std::string text = node.command({"CLUSTER", "NODES"});
+  if (text.rfind("(error)", 0) == 0) throw std::runtime_error("CLUSTER NODES: " + text);
   std::vector<nodes_line> out;
-  std::istringstream lines(std::string(r->str, r->len));
+  std::istringstream lines(text);
   std::string line;
   while (std::getline(lines, line)) {
     std::istringstream f(line);
@@ -239,6 +240,8 @@ redis_cluster_deployment::redis_cluster_deployment(int masters, int replicas_per
                           {"--cluster-enabled", "yes", "--cluster-port", std::to_string(free_port()),
                            "--cluster-node-timeout", std::to_string(node_timeout.count()),
                            "--cluster-require-full-coverage", "no", "--cluster-allow-replica-migration", "no"});
+      // TLS only: the bus and replication too (a TLS node has no plain port).
+      if (c.tls) c.extra_args.insert(c.extra_args.end(), {"--tls-cluster", "yes", "--tls-replication", "yes"});
       try {
         nodes_.push_back(std::make_unique<redis_node>(c));
         break;
@@ -251,6 +254,7 @@ redis_cluster_deployment::redis_cluster_deployment(int masters, int replicas_per
   for (const auto& node : nodes_) argv.push_back("127.0.0.1:" + std::to_string(node->port()));
   argv.insert(argv.end(), {"--cluster-replicas", std::to_string(replicas_per_master), "--cluster-yes"});
   if (!cfg_.password.empty()) argv.insert(argv.end(), {"-a", cfg_.password, "--no-auth-warning"});
+  if (cfg_.tls) argv.insert(argv.end(), {"--tls", "--cacert", cfg_.tls_ca_file});
   const std::string log = nodes_[0]->dir() + "/cluster-create.log";
   const int rc = run_program(argv, log, 60s);
   if (rc != 0) throw std::runtime_error("redis-cli --cluster create exited " + std::to_string(rc) + ":\n" + read_all(log));
@@ -296,7 +300,7 @@ int redis_cluster_deployment::index_of_port(int port) const {
 }
 
 int redis_cluster_deployment::master_of(int slot, std::size_t via) {
-  for (const nodes_line& l : cluster_nodes(nodes_.at(via)->port(), cfg_.password)) {
+  for (const nodes_line& l : cluster_nodes(*nodes_.at(via))) {
     if (!l.master) continue;
     for (const auto& [lo, hi] : l.slots) {
       if (slot >= lo && slot <= hi) return index_of_port(l.port);
@@ -306,7 +310,7 @@ int redis_cluster_deployment::master_of(int slot, std::size_t via) {
 }
 
 std::vector<std::size_t> redis_cluster_deployment::replicas_of(std::size_t master, std::size_t via) {
-  const std::vector<nodes_line> lines = cluster_nodes(nodes_.at(via)->port(), cfg_.password);
+  const std::vector<nodes_line> lines = cluster_nodes(*nodes_.at(via));
   std::string id;
   for (const nodes_line& l : lines) {
     if (l.port == nodes_.at(master)->port()) id = l.id;
