@@ -311,7 +311,7 @@ main() {
     # ctest labels are single words here: gtest_discover_tests flattens "a;b".
     # ClusterTopology and SentinelTopology drive no client (the harness and the parsers
     # alone, one thread): nothing for TSan there. Nor do the failover scenarios of the
-    # cluster and Sentinel endpoints, nor the Sentinel endpoint's adversarial scenarios,
+    # cluster and Sentinel endpoints, nor the endpoints' adversarial scenarios,
     # add a thread the endpoints' other tests lack: mostly servers starting and failing
     # over, they ran in the first two stages.
     # Only the executables these labels run are built (tests/CMakeLists.txt: redlock_threaded_suite).
@@ -324,7 +324,7 @@ main() {
     # tests/tsan.supp: libuv closes descriptors where TSan cannot see it (the file says why).
     TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp ${TSAN_OPTIONS:-}" \
       CC=clang CXX=clang++ CTEST_JOBS=1 BUILD_TARGET=redlock_threaded_suite \
-      CTEST_ARGS="-L integration -E ^integration\.((ClusterTopology|SentinelTopology|SentinelAdversarial)\.|(ClusterEndpoint|SentinelEndpoint)\.(a_grant_its|negative_control|a_lock_held_across))" \
+      CTEST_ARGS="-L integration -E ^integration\.((ClusterTopology|SentinelTopology|SentinelAdversarial|ClusterAdversarial)\.|(ClusterEndpoint|SentinelEndpoint)\.(a_grant_its|negative_control|a_lock_held_across))" \
       FAULT_CTEST_ARGS="-R ^fault\.(Churn|Rollback|RollbackLateGrant|SlowReplies|LostReplies|ClientPause|Contention)\." \
       run_suite tsan build-tsan -DCMAKE_BUILD_TYPE=Debug \
       -DREDLOCK_SANITIZE=thread -DREDLOCK_BUILD_BENCH=OFF
