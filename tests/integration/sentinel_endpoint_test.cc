@@ -247,19 +247,29 @@ void clog_replication(redis_node& master) {
   for (int i = 0; i < 8; ++i) raw_command(master.port(), {"SET", "clog-" + std::to_string(i), filler});
 }
 
+// Three groups, started side by side (most of a start is waiting for the sentinels).
+std::vector<std::unique_ptr<redis_sentinel_deployment>> three_groups(const std::string& tag) {
+  std::vector<std::future<std::unique_ptr<redis_sentinel_deployment>>> starting;
+  for (int g = 0; g < 3; ++g) {
+    starting.push_back(std::async(std::launch::async, [tag, g] {
+      return std::make_unique<redis_sentinel_deployment>(tag + "-" + std::to_string(g), 1, 1, node_config{},
+                                                         kDownAfter);
+    }));
+  }
+  std::vector<std::unique_ptr<redis_sentinel_deployment>> groups;
+  for (auto& f : starting) groups.push_back(f.get());
+  return groups;
+}
+
 scenario_outcome failover_with_stale_replicas(bool confirm, const std::string& tag) {
   if (confirm) {
     ::unsetenv("REDLOCK_PREVIEW_CONFIRM_REPLICATION");
   } else {
     ::setenv("REDLOCK_PREVIEW_CONFIRM_REPLICATION", "0", 1);
   }
-  std::vector<std::unique_ptr<redis_sentinel_deployment>> groups;
+  std::vector<std::unique_ptr<redis_sentinel_deployment>> groups = three_groups(tag);
   std::vector<std::string> uris;
-  for (int g = 0; g < 3; ++g) {
-    groups.push_back(
-        std::make_unique<redis_sentinel_deployment>(tag + "-" + std::to_string(g), 1, 1, node_config{}, kDownAfter));
-    uris.push_back(groups.back()->uri());
-  }
+  for (const auto& g : groups) uris.push_back(g->uri());
   client_options o = sentinel_options(uris);
   client a(o);  // made while the switch is as `confirm` says (read per client)
   ::unsetenv("REDLOCK_PREVIEW_CONFIRM_REPLICATION");
@@ -324,13 +334,9 @@ TEST_F(SentinelEndpoint, negative_control_without_confirmation_a_failover_gives_
 // killed, Sentinel promotes replicas that have A's key: B is refused while A holds,
 // A's extension reaches the new masters, and once A releases B takes R.
 TEST_F(SentinelEndpoint, a_lock_held_across_failovers_in_two_of_three_groups_stays_exclusive) {
-  std::vector<std::unique_ptr<redis_sentinel_deployment>> groups;
+  std::vector<std::unique_ptr<redis_sentinel_deployment>> groups = three_groups("se-held");
   std::vector<std::string> uris;
-  for (int g = 0; g < 3; ++g) {
-    groups.push_back(std::make_unique<redis_sentinel_deployment>("se-held-" + std::to_string(g), 1, 1,
-                                                                 node_config{}, kDownAfter));
-    uris.push_back(groups.back()->uri());
-  }
+  for (const auto& g : groups) uris.push_back(g->uri());
   client a(sentinel_options(uris));
   const std::string r = "held";
   auto held = a.acquire(r, once(40000ms));
