@@ -82,7 +82,7 @@ class notifier::reply_sink final : public sink {
   bool after_reconnect_;
 };
 
-notifier::notifier(core& c) : c_(c), subs_(c.size()), refused_(c.size(), false) {}
+notifier::notifier(core& c) : c_(c), subs_(c.size()), sub_at_(c.size()), refused_(c.size(), false) {}
 
 notifier::~notifier() = default;
 
@@ -99,7 +99,9 @@ connection& notifier::sub_conn(std::size_t node) {
     // cluster), a Sentinel group's current master.
     // subscribe() made sure there is one.
     const std::optional<node_address> at = c_.node(node).subscriber_address(c_.nodes()[node]);
-    subs_[node] = std::make_unique<connection>(c_, node, at ? *at : c_.nodes()[node]);
+    const node_address& a = at ? *at : c_.nodes()[node];
+    sub_at_[node] = a.type == node_address::kind::unix_socket ? a.path : host_port_text(a.host, a.port);
+    subs_[node] = std::make_unique<connection>(c_, node, a);
     subs_[node]->set_push_listener(this);
     refused_[node] = false;
     subs_[node]->start();
@@ -227,6 +229,26 @@ void notifier::sweep() {
                        std::make_shared<reply_sink>(*this, k, false, false), 0);
     }
     channels_.erase(k);
+  }
+  // A subscriber that is down while its node is heard elsewhere now (a Sentinel
+  // group's new master: the old one may be dead) moves there: a new connection, its
+  // channels with waiters subscribed again (their confirmations wake the waiters, as
+  // after a reconnect).
+  for (std::size_t i = 0; i < subs_.size(); ++i) {
+    if (!subs_[i] || subs_[i]->ready()) continue;
+    const std::optional<node_address> at = c_.node(i).subscriber_address(c_.nodes()[i]);
+    if (!at || at->type == node_address::kind::unix_socket || host_port_text(at->host, at->port) == sub_at_[i]) continue;
+    subs_[i]->shutdown();
+    c_.forget_conn(subs_[i].get());
+    subs_[i].reset();
+    refused_[i] = false;
+    std::vector<std::string> keys;
+    for (auto& [key, ch] : channels_) {
+      ch.nodes[i] = sub::off;
+      if (!ch.waiters.empty()) keys.push_back(key);
+    }
+    std::sort(keys.begin(), keys.end());
+    for (const std::string& k : keys) subscribe(k, channels_[k], i, /*after_reconnect=*/true);
   }
   // A node with no channel left: its subscriber connection closes.
   for (std::size_t i = 0; i < subs_.size(); ++i) {
