@@ -498,6 +498,18 @@ std::optional<node_address> cluster_endpoint::subscriber_address(const node_addr
   a.topology = node_address::deployment::standalone;
   a.seeds.clear();
   a.db = 0;
+  // A cluster delivers classic pub/sub to every node: the first seed, unless it is
+  // down and a shard master of the map is up (a subscriber that went down moves).
+  const bool seed_up = std::any_of(links_.begin(), links_.end(), [&](const shard_link& l) {
+    return l.host == configured.host && l.port == configured.port && l.conn->ready();
+  });
+  if (seed_up) return a;
+  for (const connection* m : masters_) {
+    if (!m->ready()) continue;
+    a.host = link_of(m).host;
+    a.port = link_of(m).port;
+    break;
+  }
   return a;
 }
 

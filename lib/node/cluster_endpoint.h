@@ -112,7 +112,8 @@ class cluster_endpoint final : public endpoint {
   const std::string& maxmemory() const noexcept override;
   const std::optional<std::chrono::steady_clock::time_point>& restarted_at() const noexcept override;
   const std::optional<std::chrono::steady_clock::time_point>& jumped_at() const noexcept override;
-  // The first seed, as a standalone server.
+  // The first seed as a standalone server; a shard master that is up when the seed's
+  // connection is not.
   std::optional<node_address> subscriber_address(const node_address& configured) const override;
   // The current map's shard masters, in map order.
   std::vector<deployment_member> members() const override;

@@ -285,6 +285,60 @@ TEST_F(ClusterEndpoint, a_waiter_on_a_cluster_node_is_woken_by_the_release) {
   (void)got.lock.release();
 }
 
+// The first seed (where waiters listen) dies: the waiters' subscriber moves to a
+// shard master that is up (the notifier's sweep), so a release still wakes them.
+TEST_F(ClusterEndpoint, a_waiters_subscription_moves_off_a_dead_first_seed) {
+  redis_cluster_deployment cl(3, 1, {}, 1000ms);
+  std::string uri = cl.uri();
+  for (std::size_t i = 1; i < cl.size(); ++i) {
+    uri += (i == 1 ? "?seed=127.0.0.1:" : "&seed=127.0.0.1:") + std::to_string(cl[i].port());
+  }
+  // R on a shard node 0 does not serve (node 0 is the first seed, and dies).
+  std::string r;
+  for (int k = 0; k < 100 && r.empty(); ++k) {
+    const std::string c = "seedless-" + std::to_string(k);
+    if (cl.master_of(key_slot(tagged(c))) != 0) r = c;
+  }
+  ASSERT_FALSE(r.empty());
+  client holder(cluster_options({uri}));
+  client_options wo = cluster_options({uri});
+  wo.max_ttl = 3000ms;  // should the waiter's client see node 0's replica promoted: a short quarantine
+  client waiter(wo);
+  auto held = holder.acquire(r, once(60000ms));
+  ASSERT_TRUE(held) << held.report.message();
+  acquire_options w;
+  w.ttl = 2000ms;
+  w.retry.max_attempts = 1000;
+  w.retry.base_delay = 15000ms;  // the fallback: far above what is measured
+  w.retry.max_delay = 15000ms;
+  w.retry.deadline = 60000ms;
+  auto fut = std::async(std::launch::async, [&] { return waiter.acquire(r, w); });
+  const std::string channel = tagged(r) + ":released";
+  ASSERT_TRUE(eventually([&] { return subscribers_on(cl[0].port(), channel) == 1; }, 5000ms))
+      << "the waiter never subscribed on the first seed";
+  cl[0].kill();
+  const auto elsewhere = [&] {
+    long long n = 0;
+    for (std::size_t i = 1; i < cl.size(); ++i) {
+      try {
+        n += std::max(0LL, subscribers_on(cl[i].port(), channel));
+      } catch (const std::runtime_error&) {
+      }
+    }
+    return n == 1;
+  };
+  ASSERT_TRUE(eventually(elsewhere, 20000ms)) << "the subscription stayed on the dead seed";
+  std::this_thread::sleep_for(3500ms);  // any quarantine of the waiter's client is over
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_FALSE(held.lock.release().error);
+  ASSERT_EQ(fut.wait_for(10000ms), std::future_status::ready) << "not woken by the release";
+  auto got = fut.get();
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  ASSERT_TRUE(got) << got.report.message();
+  EXPECT_LT(took.count(), 2500) << "woken by its fallback, not the release";
+  (void)got.lock.release();
+}
+
 TEST_F(ClusterEndpoint, a_fenced_acquire_keeps_its_counter_in_the_lock_keys_slot) {
   client c(cluster_options({cluster().uri()}));
   const std::string r = "fenced";
