@@ -83,6 +83,7 @@ void connection::on_link_down(node_status status, std::string detail) {
 
 void connection::on_link_up() {
   state_ = state::handshake;
+  scripts_unknown_ = false;  // a reconfigured server may run them again
   guards_.forget_memory();  // read again on every connection: CONFIG SET may have changed it
   // The credentials for this attempt: the URI's, or the provider's (called once per
   // attempt that reached the server, so a rotated secret is picked up by the next
@@ -219,7 +220,9 @@ void connection::on_info_memory(std::string_view info) {
 std::string connection::acquire_exclusion(std::chrono::steady_clock::time_point now,
                                           std::chrono::milliseconds quarantine) const {
   const std::string* same = guards_.run_id().empty() ? nullptr : host_.same_server(index_, guards_.run_id());
-  return guards_.acquire_exclusion(now, quarantine, same);
+  std::string why = guards_.acquire_exclusion(now, quarantine, same);
+  if (why.empty() && scripts_unknown_) why = kScriptsUnknownExclusion;
+  return why;
 }
 
 void connection::note_quarantine(const quarantine_note& note, std::chrono::steady_clock::time_point at) {
@@ -508,6 +511,9 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
   ev.latency = std::chrono::duration_cast<std::chrono::microseconds>(host_.now() - r.submitted);
   if (reply->type == REDIS_REPLY_ERROR) {
     std::string_view e(reply->str, reply->len);
+    // Scripts unknown here (renamed or disabled): until the next handshake this node
+    // votes on no acquire (a plain SET NX would grant a lock nobody could release).
+    if (is_scripts_unknown(e)) scripts_unknown_ = true;
     if (is_auth_error(e)) {
       ev.status = node_status::auth_error;
       ev.reply = nullptr;
@@ -533,6 +539,7 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
       excluded = guards_.grant_exclusion(
           id == script_id::acquire_fenced ? node_guards::grant::fenced_acquire : node_guards::grant::acquire, now,
           quarantine, same);
+      if (excluded.empty() && scripts_unknown_) excluded = kScriptsUnknownExclusion;
     }
   }
   if (r.counted) {

@@ -42,6 +42,12 @@ bool is_permission_error(std::string_view text) {
   return starts("NOPERM") || starts("ERR The user executing the script can't");
 }
 
+bool is_scripts_unknown(std::string_view text) noexcept {
+  auto starts = [&](std::string_view p) { return text.substr(0, p.size()) == p; };
+  return starts("ERR unknown command 'EVAL'") || starts("ERR unknown command 'EVALSHA'") ||
+         starts("ERR unknown command `EVAL`") || starts("ERR unknown command `EVALSHA`");
+}
+
 classified classify_error(std::string_view text) {
   classified c;
   c.detail = printable_line(text);
@@ -57,8 +63,7 @@ classified classify_error(std::string_view text) {
   } else if (starts("WRONGTYPE")) {
     c.v.status = node_status::server_error;
     c.v.permanent = errc::wrong_type;
-  } else if (starts("ERR unknown command 'EVAL'") || starts("ERR unknown command 'EVALSHA'") ||
-             starts("ERR unknown command `EVAL`") || starts("ERR unknown command `EVALSHA`")) {
+  } else if (is_scripts_unknown(text)) {
     // Scripts renamed or disabled (rename-command, a managed service's policy): every
     // release, extension and fenced acquire needs them. Named, and as permanent as
     // an ACL refusal: a retry cannot help.

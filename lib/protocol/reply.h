@@ -33,6 +33,12 @@ classified classify_reply(script_id script, const redisReply* r);
 // plain server_error. The detail is the text's first line, at most 200 bytes,
 // without control characters.
 classified classify_error(std::string_view text);
+// True for the answer of a server that does not know EVAL or EVALSHA (scripts
+// renamed or disabled).
+bool is_scripts_unknown(std::string_view text) noexcept;
+// Why a node whose server refused scripts must not vote on an acquire.
+inline constexpr const char* kScriptsUnknownExclusion =
+    "the server does not run scripts (EVAL unknown): a lock taken there could be neither released nor extended";
 
 // Server text made fit for a report: its first line, at most `max` bytes, with
 // every byte that is not printable ASCII (controls, DEL, bytes >= 0x80) replaced

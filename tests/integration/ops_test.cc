@@ -57,6 +57,28 @@ acquire_options fenced(std::chrono::milliseconds ttl = 10000ms) {
 
 // ---------------------------------------------------------------- eviction policy
 
+// A server whose scripts are renamed or disabled (rename-command, a managed service's
+// policy): the release is refused with a named, permanent error (not a retried
+// "unavailable"), and from then on the node votes on no acquire: a plain SET NX there
+// would grant a lock that could be neither released nor extended. A reconnect asks
+// again (the server may have been reconfigured).
+TEST(ManagedProfile, a_server_without_scripts_is_named_and_then_gets_no_acquire_vote) {
+  node_config cfg;
+  cfg.extra_args = {"--rename-command", "EVAL", "", "--rename-command", "EVALSHA", ""};
+  redis_node n(cfg);
+  client c(options_for({n.uri()}));
+  auto first = c.acquire("scripts-off", once(5000ms));
+  ASSERT_TRUE(first) << "the first acquire (a plain SET NX PX) counts: nothing was refused yet";
+  const report rel = first.lock.release();
+  EXPECT_EQ(rel.error, errc::permission_denied) << rel.message();
+  EXPECT_NE(rel.message().find("the server does not run scripts"), std::string::npos) << rel.message();
+  auto second = c.acquire("scripts-off-2", once(5000ms));
+  EXPECT_FALSE(second) << "a node that refused scripts voted on an acquire";
+  EXPECT_NE(second.report.message().find("could be neither released nor extended"), std::string::npos)
+      << second.report.message();
+  EXPECT_FALSE(n.exists("scripts-off-2")) << "the excluded node was still written to and left a key";
+}
+
 TEST(EvictionPolicy, warning_names_the_node_the_policy_and_what_it_can_evict) {
   redis_cluster cl(3);
   set_policy(cl[1], "volatile-ttl");
