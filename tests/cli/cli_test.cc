@@ -1628,14 +1628,23 @@ TEST_F(Cli, run_and_elect_refuse_a_bare_ttl_below_1000_suggesting_seconds) {
   EXPECT_NE(elect.err.find("30s"), std::string::npos) << elect.err;
   // With the unit it runs; acquire takes a bare number as milliseconds, warning.
   EXPECT_EQ(run_cli(with_nodes({"run", "cli-ttl-unit", "--ttl", "500ms", "--", "true"})).code, 0);
+  // A 30 ms lock: on a loaded machine (ASan, other runs beside) the quorum may
+  // answer after ttl - drift, and the acquire fails as it must (69, validity
+  // exhausted). What is checked is the warning, and that nothing else goes wrong.
+  const auto taken_or_too_slow = [](const cli_result& r, const std::string& first_line) {
+    EXPECT_EQ(r.err.rfind(first_line, 0), 0u) << r.err;
+    if (r.code == 0) {
+      EXPECT_EQ(r.err, first_line) << r.err;
+    } else {
+      EXPECT_EQ(r.code, 69) << r.err;
+      EXPECT_NE(r.err.find("validity exhausted"), std::string::npos) << r.err;
+    }
+  };
   const cli_result acq = run_cli(with_nodes({"acquire", "cli-ttl-bare-acq", "--ttl", "30"}));
-  EXPECT_EQ(acq.code, 0) << acq.err;
-  EXPECT_EQ(
-      acq.err,
-      "redlock: warning: --ttl 30 is 30 milliseconds; did you mean 30s? (write 30ms to say milliseconds)\n");
+  taken_or_too_slow(
+      acq, "redlock: warning: --ttl 30 is 30 milliseconds; did you mean 30s? (write 30ms to say milliseconds)\n");
   const cli_result ms = run_cli(with_nodes({"acquire", "cli-ttl-ms-acq", "--ttl", "30ms"}));
-  EXPECT_EQ(ms.code, 0) << ms.err;
-  EXPECT_EQ(ms.err, "");
+  taken_or_too_slow(ms, "");
 }
 
 // --- configuration warnings: acquire and run ---

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <memory>
@@ -69,7 +70,11 @@ std::string unique(const std::string& base) {
 // certificate, which, when the server's alert is lost to a reset, is concluded
 // only on the second such attempt in a row (the first is a connection error that
 // the policy retries: a network reset after a CertificateRequest looks the same).
-void expect_tls_failure(const client_options& o, const std::string& cause, int max_attempts = 1) {
+void expect_tls_failure(const client_options& given, const std::string& cause, int max_attempts = 1) {
+  // A handshake that merely takes long (ASan, a loaded machine) must not time out
+  // first: that is a connection error, retried, not the verdict under test.
+  client_options o = given;
+  o.connect_timeout = std::max(o.connect_timeout, std::chrono::milliseconds(5000));
   client c(o);
   acquire_options a = once();
   a.retry.max_attempts = 3;
@@ -347,6 +352,8 @@ TEST(TlsVerify, insecure_mode_accepts_an_unknown_ca) {
   redis_cluster cl(3, tls_config(certs().unknown_ca_cert, certs().unknown_ca_key));
   client_options o = options_for(cl.uris());
   o.tls.insecure_skip_verify_for_tests_only = true;
+  o.connect_timeout = 5000ms;  // a slow handshake (ASan, a loaded machine) is not what is tested
+  o.command_timeout = 2000ms;
   client c(o);
   auto r = c.acquire(unique("insecure"), once());
   ASSERT_TRUE(r) << r.report.message();
@@ -519,8 +526,10 @@ TEST(TlsTransport, handshake_stall_fails_within_connect_timeout) {
   fake_listener silent(fake_listener::mode::silent);
   const std::string uri = "rediss://127.0.0.1:" + std::to_string(silent.port());
   client_options o = tls_options_for({uri});
-  client c(o);
+  // Before the client: it starts connecting when made, and the connect timeout
+  // counts from there (a loaded machine may take a while to reach the acquire).
   const auto t0 = steady_clock::now();
+  client c(o);
   auto r = c.acquire(unique("stall"), once());
   const auto took = duration_cast<milliseconds>(steady_clock::now() - t0);
   ASSERT_FALSE(r);
