@@ -18,6 +18,7 @@
 
 #include "redis_deployment.h"
 #include "test_util.h"
+#include "wait_util.h"
 
 namespace redlock::test {
 namespace {
@@ -425,12 +426,8 @@ TEST_F(SentinelEndpoint, a_waiter_on_a_sentinel_node_is_woken_by_the_release) {
   const std::string r = "woken";
   auto held = holder.acquire(r, once(20000ms));
   ASSERT_TRUE(held) << held.report.message();
-  acquire_options w;
-  w.ttl = 10000ms;
-  w.retry.max_attempts = 1000;
-  w.retry.base_delay = 5000ms;  // the fallback: far above the wake-up measured
-  w.retry.max_delay = 5000ms;
-  w.retry.deadline = 20000ms;
+  // The fallback (retry delay) far above the wake-up measured.
+  const acquire_options w = wait_util::waiting(5000ms, 20000ms, 10000ms);
   auto fut = std::async(std::launch::async, [&] { return waiter.acquire(r, w); });
   const std::string channel = kPrefix + r + ":released";
   const auto subscribed = [&] {
@@ -460,12 +457,8 @@ TEST_F(SentinelEndpoint, a_waiters_subscription_follows_the_master_after_a_failo
   const std::string r = "follow";
   auto held = holder.acquire(r, once(60000ms));
   ASSERT_TRUE(held) << held.report.message();
-  acquire_options w;
-  w.ttl = 2000ms;
-  w.retry.max_attempts = 1000;
-  w.retry.base_delay = 15000ms;  // the fallback: far above what is measured
-  w.retry.max_delay = 15000ms;
-  w.retry.deadline = 60000ms;
+  // The fallback (retry delay) far above the wake-up measured.
+  const acquire_options w = wait_util::waiting(15000ms, 60000ms, 2000ms);
   auto fut = std::async(std::launch::async, [&] { return waiter.acquire(r, w); });
   const std::string channel = kPrefix + r + ":released";
   const auto subscribed_on = [&](std::size_t server) {
