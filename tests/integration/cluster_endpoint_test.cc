@@ -792,6 +792,25 @@ cluster_trio make_trio(const std::string& r) {
   return t;
 }
 
+// Every running node of `cl` names `expected` master of `slot` (bounded). A fresh
+// client whose first map came from a node that had not heard of a failover yet sees
+// the change at its next map, and quarantines the node: it is then no fresh client.
+bool settled(redis_cluster_deployment& cl, int slot, std::size_t expected) {
+  return eventually(
+      [&] {
+        for (std::size_t i = 0; i < cl.size(); ++i) {
+          if (!cl[i].running()) continue;
+          try {
+            if (cl.master_of(slot, i) != static_cast<int>(expected)) return false;
+          } catch (const std::runtime_error&) {
+            return false;
+          }
+        }
+        return true;
+      },
+      20000ms);
+}
+
 bool is_master(int port) {
   try {
     const owned_reply role = raw_command(port, {"ROLE"});
@@ -856,6 +875,8 @@ failover_outcome failover_with_stale_replicas(bool confirm) {
         },
         30000ms);
     if (!promoted) throw std::runtime_error("the replica of cluster " + std::to_string(c) + " was not promoted");
+    if (!settled(cl, key_slot(tagged(r)), t.replicas[c]))
+      throw std::runtime_error("cluster " + std::to_string(c) + " never agreed on the promoted master");
   }
   // A fresh client (a new `redlock acquire`): it never saw the old masters. Retried
   // for a while (the clusters may still be settling).
@@ -916,6 +937,7 @@ TEST_F(ClusterEndpoint, a_lock_held_across_failovers_in_two_of_three_clusters_st
   for (int c = 0; c < 2; ++c) {
     const int port = t.clusters[c]->operator[](t.replicas[c]).port();
     ASSERT_TRUE(eventually([&] { return is_master(port); }, 30000ms)) << "cluster " << c << " did not fail over";
+    ASSERT_TRUE(settled(*t.clusters[c], key_slot(tagged(r)), t.replicas[c])) << "cluster " << c << " never agreed";
     EXPECT_EQ(get_on(port, tagged(r)), token) << "cluster " << c;
   }
   client b(cluster_options(t.uris));  // a fresh client
