@@ -1040,6 +1040,20 @@ TEST_F(ClusterEndpoint, a_slot_migrating_under_load_keeps_its_locks_held_and_exc
   std::vector<std::thread> workers;
   std::vector<std::unique_ptr<client>> clients;
   for (int w = 0; w < 4; ++w) clients.push_back(std::make_unique<client>(cluster_options({cl.uri()})));
+  // On every way out (a failed ASSERT, an exception from the harness) the workers stop
+  // and are joined before the clients they use and the counters die (declared after
+  // them: destroyed first). An exception once destroyed the clients under the workers
+  // (ASan: heap-use-after-free, a fresh-clone CI run).
+  struct stop_and_join {
+    std::atomic<bool>& stop;
+    std::vector<std::thread>& workers;
+    ~stop_and_join() {
+      stop.store(true);
+      for (std::thread& t : workers) {
+        if (t.joinable()) t.join();
+      }
+    }
+  } joiner{stop, workers};
   for (int w = 0; w < 4; ++w) {
     workers.emplace_back([&, w] {
       client& c = *clients[static_cast<std::size_t>(w)];
@@ -1071,7 +1085,12 @@ TEST_F(ClusterEndpoint, a_slot_migrating_under_load_keeps_its_locks_held_and_exc
   for (int move = 0; move < 6; ++move) {
     const std::size_t to = (at + 1) % cl.size();
     grants_before = r2_granted.load();
-    migrate_slot(cl, slot, at, to);
+    try {
+      migrate_slot(cl, slot, at, to);
+    } catch (const std::exception& e) {  // the harness's own failure, named (the workers are joined)
+      FAIL() << "moving slot " << slot << " from master " << at << " to " << to << " (move " << move
+             << "): " << e.what();
+    }
     at = to;
     // Each owner serves R2 for a while (bounded) before the next move.
     EXPECT_TRUE(eventually([&] { return r2_granted.load() >= grants_before + 5; }, 10000ms))

@@ -12,14 +12,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
@@ -453,22 +457,59 @@ void stop_child(pid_t pid, std::chrono::milliseconds grace) noexcept {
   }
 }
 
-int free_port() {
+namespace {
+
+// Binds 127.0.0.1:port (0: any) without SO_REUSEADDR, so a port any socket holds,
+// also in TIME_WAIT, fails; returns the port bound, or -1 with errno set.
+int try_bind(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw std::runtime_error(errno_text("free_port: socket", errno));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
   socklen_t len = sizeof addr;
   if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    int err = errno;
+    const int err = errno;
     ::close(fd);
-    throw std::runtime_error(errno_text("free_port: bind 127.0.0.1:0", err));
+    errno = err;
+    return -1;
   }
   ::close(fd);
   return ntohs(addr.sin_port);
+}
+
+}  // namespace
+
+// Below Linux's default ephemeral range (32768-60999): the kernel never gives one of
+// these ports to an outgoing connection, so a server restarted on its own port (the
+// restart guard's tests, a failover) cannot find it taken by some test's client
+// socket, which happened with ports from bind(0) (a restart failing "Failed listening
+// on port"). Chosen at random, so two test processes rarely try the same one, and
+// bound once to see that nothing holds it. With no free one there (or a machine whose
+// ephemeral range starts below 21000), bind(0).
+int free_port() {
+  constexpr int kLow = 20000;
+  static const int high = [] {
+    int lo = 32768;
+    std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+    if (!(range >> lo)) lo = 32768;
+    return std::min(lo, 65536) - 1;
+  }();
+  static std::mutex mu;
+  static std::mt19937 gen{std::random_device{}()};
+  for (int i = 0; high > kLow + 1000 && i < 200; ++i) {
+    int port;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      port = std::uniform_int_distribution<int>(kLow, high)(gen);
+    }
+    if (try_bind(port) == port) return port;
+  }
+  const int port = try_bind(0);
+  if (port < 0) throw std::runtime_error(errno_text("free_port: bind 127.0.0.1:0", errno));
+  return port;
 }
 
 // ---------------------------------------------------------------------------------

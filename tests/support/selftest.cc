@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <fstream>
 #include <set>
 #include <string>
 #include <thread>
@@ -63,6 +64,22 @@ TEST(FreePort, ReturnsUsablePort) {
   int p = free_port();
   EXPECT_GT(p, 0);
   EXPECT_LT(p, 65536);
+}
+
+// Below the kernel's ephemeral range: no outgoing connection can hold a server's port
+// while the server restarts on it.
+TEST(FreePort, ReturnsPortsOutsideTheEphemeralRange) {
+  int lo = 32768;
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  ASSERT_TRUE(range >> lo);
+  std::set<int> seen;
+  for (int i = 0; i < 20; ++i) {
+    const int p = free_port();
+    EXPECT_GE(p, 20000);
+    EXPECT_LT(p, lo) << "free_port() gave " << p << ", in the ephemeral range from " << lo;
+    seen.insert(p);
+  }
+  EXPECT_GT(seen.size(), 1u) << "twenty calls gave one port";
 }
 
 TEST(RedisCluster, ThreeNodesStartOnDistinctPortsAndAnswer) {
