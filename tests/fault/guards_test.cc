@@ -290,12 +290,28 @@ minimal_quorum_jump jump_inside_a_minimal_quorum(std::vector<std::unique_ptr<shi
   EXPECT_TRUE(wait_connected(a));
   EXPECT_TRUE(wait_connected(b));  // b has seen every node's TIME before the jump
   for (std::size_t i : {3u, 4u}) nodes[i]->node().command({"SET", res, "other-owner", "PX", "60000"});
+  const auto acquire_writes = [&](std::size_t i) {
+    redis_node& n = nodes[i]->node();
+    return n.calls("set") + n.calls("evalsha") + n.calls("eval");
+  };
+  const long long writes_3 = acquire_writes(3), writes_4 = acquire_writes(4);
   auto ra = a.acquire(res, once(10000ms));
   EXPECT_TRUE(ra) << ra.report.message();
   // A holds nodes 0-2 only (decided at three grants: 3 and 4 may still be pending).
   EXPECT_EQ(ra.report.count(node_status::held) + ra.report.count(node_status::pending), 2)
       << ra.report.message();
+  // A's requests to 3 and 4 have run (refused) before the other owner's keys go: on a
+  // loaded machine they were still in flight when the acquire returned, ran after the
+  // DEL and gave A all five nodes, so B was refused by 0, 1, 3 and 4 before node 2's
+  // vote, which is under test, was counted (bounded: 10 s).
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while ((acquire_writes(3) == writes_3 || acquire_writes(4) == writes_4) && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_GT(acquire_writes(3), writes_3);
+  EXPECT_GT(acquire_writes(4), writes_4);
   EXPECT_EQ(nodes[3]->node().get(res), "other-owner");
+  EXPECT_EQ(nodes[4]->node().get(res), "other-owner");
   for (std::size_t i : {3u, 4u}) nodes[i]->node().command({"DEL", res});
   auto& clk = nodes[2]->clock();
   clk.set_offset(clk.offset() + 20000ms);
