@@ -83,7 +83,10 @@ void connection::on_link_down(node_status status, std::string detail) {
 
 void connection::on_link_up() {
   state_ = state::handshake;
-  scripts_unknown_ = false;  // a reconfigured server may run them again
+  evalsha_refused_ = false;  // an ACL may have changed: the next refusal says so again
+  // scripts_unknown_ stays until the handshake shows another server (a new run_id):
+  // rename-command needs a restart, and a reconnect must not give the node its vote
+  // back for one more plain SET NX (adversarial pass, issue 23).
   guards_.forget_memory();  // read again on every connection: CONFIG SET may have changed it
   // The credentials for this attempt: the URI's, or the provider's (called once per
   // attempt that reached the server, so a rotated secret is picked up by the next
@@ -163,6 +166,9 @@ void connection::on_handshake_reply(redisReply* r) {
   if (a.verdict == handshake::answer::next::fail) return fail_connection(a.status, a.detail, a.permanent);
   if (a.carries == handshake::answer::content::server_info) {
     on_info(a.text);
+    // Another server (restarted, replaced) may run scripts: it gets its vote back until
+    // it refuses one. (A server whose run_id is unknown, INFO refused, stays as it was.)
+    if (scripts_unknown_ && guards_.run_id() != scripts_unknown_run_id_) scripts_unknown_ = false;
   } else if (a.carries == handshake::answer::content::memory_info) {
     on_info_memory(a.text);
   } else if (a.carries == handshake::answer::content::replicas) {
@@ -328,7 +334,7 @@ void connection::encode(request& r) {
     return;
   }
   const unsigned bit = 1u << static_cast<unsigned>(id);
-  const bool use_sha = !r.force_eval && !r.cmd->force_eval() && (scripts_loaded_ & bit) != 0;
+  const bool use_sha = !r.force_eval && !r.cmd->force_eval() && !evalsha_refused_ && (scripts_loaded_ & bit) != 0;
   out_.append(use_sha ? r.cmd->sha_form() : r.cmd->eval_form());
   if (r.with_time) append_resp(out_, {"TIME"});
   append_wait(r);
@@ -500,6 +506,12 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
     set_get_unsupported_ = true;
     return resend_with_body(r);
   }
+  if (reply->type == REDIS_REPLY_ERROR && r.used_sha && r.cmd->script() != script_id::acquire_set &&
+      is_evalsha_unavailable(std::string_view(reply->str, reply->len))) {
+    // EVALSHA refused (the user's ACL, or renamed) where EVAL may run: the body from now on.
+    evalsha_refused_ = true;
+    return resend_with_body(r);
+  }
   if (reply->type == REDIS_REPLY_ERROR && std::string_view(reply->str, reply->len).rfind("NOSCRIPT", 0) == 0) {
     // The script cache was flushed (SCRIPT FLUSH, restart): send the body again.
     scripts_loaded_ &= ~(1u << static_cast<unsigned>(r.cmd->script()));
@@ -511,9 +523,13 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
   ev.latency = std::chrono::duration_cast<std::chrono::microseconds>(host_.now() - r.submitted);
   if (reply->type == REDIS_REPLY_ERROR) {
     std::string_view e(reply->str, reply->len);
-    // Scripts unknown here (renamed or disabled): until the next handshake this node
-    // votes on no acquire (a plain SET NX would grant a lock nobody could release).
-    if (is_scripts_unknown(e)) scripts_unknown_ = true;
+    // Scripts unknown here (renamed or disabled) or refused by the user's ACL: until
+    // the next handshake this node votes on no acquire (a plain SET NX would grant a
+    // lock nobody could release).
+    if (is_scripts_unknown(e) || is_scripts_refused_by_acl(e)) {
+      scripts_unknown_ = true;
+      scripts_unknown_run_id_ = guards_.run_id();
+    }
     if (is_auth_error(e)) {
       ev.status = node_status::auth_error;
       ev.reply = nullptr;

@@ -206,7 +206,11 @@ class connection final : public endpoint, private link_events {
   bool set_get_unsupported_ = false;  // the server refused SET ... NX ... GET
   bool confirm_ = false;    // set_confirm_replication
   bool no_auth_ = false;    // set_no_auth
-  bool scripts_unknown_ = false;  // the server answered EVAL/EVALSHA with "unknown command" since the handshake
+  // EVAL/EVALSHA answered "unknown command" or an ACL's NOPERM on the server with
+  // this run_id: kept across reconnects to that server, cleared by another one.
+  bool scripts_unknown_ = false;
+  std::string scripts_unknown_run_id_;
+  bool evalsha_refused_ = false;  // the ACL refused EVALSHA on this connection: EVAL with the body
   int replicas_ = 0;        // what writes wait for (INFO replication's connected_slaves)
   int replicas_mark_ = 0;   // the most replicas seen since the handshake (confirm_master)
   bool replicas_dropped_ = false;  // a count below the mark was seen, not confirmed since

@@ -156,20 +156,39 @@ void sentinel_endpoint::subscribe_at(std::size_t sentinel) {
   if (!l.subscriber && !host_.closing()) l.subscriber = sentinel_link(sentinel, true);
 }
 
-connection& sentinel_endpoint::master_link(const host_port& at) {
-  for (const link& l : masters_) {
-    if (l.host == at.host && l.port == at.port) return *l.conn;
-  }
-  // The node URI's user, password, TLS and database.
-  node_address a = address_;
+namespace {
+
+// The address of the master at `at`, with the node URI's user, password, TLS and database.
+node_address as_master(node_address a, const host_port& at) {
   a.type = node_address::kind::tcp;
   a.topology = node_address::deployment::standalone;
   a.seeds.clear();
   a.master_name.clear();
   a.host = at.host;
   a.port = at.port;
-  a.display = address_.display + " (master " + host_port_text(at.host, at.port) + ")";
-  masters_.push_back(link{at.host, at.port, std::make_unique<connection>(host_, index_, std::move(a))});
+  a.display += " (master " + host_port_text(at.host, at.port) + ")";
+  return a;
+}
+
+}  // namespace
+
+const sentinel_endpoint::link* sentinel_endpoint::find_link(const host_port& at) const noexcept {
+  for (const link& l : masters_) {
+    if (l.host == at.host && l.port == at.port) return &l;
+  }
+  return nullptr;
+}
+
+const sentinel_endpoint::link* sentinel_endpoint::current_link() const noexcept {
+  for (const link& l : masters_) {
+    if (l.conn.get() == master_) return &l;
+  }
+  return nullptr;
+}
+
+connection& sentinel_endpoint::master_link(const host_port& at) {
+  if (const link* known = find_link(at)) return *known->conn;
+  masters_.push_back(link{at.host, at.port, std::make_unique<connection>(host_, index_, as_master(address_, at))});
   connection& c = *masters_.back().conn;
   // A failover inside the group must not lose a counted grant: the master's writes
   // count once its replicas have them (WAIT), and no write of a server that is not
@@ -228,13 +247,7 @@ void sentinel_endpoint::on_answer(std::size_t sentinel, std::uint64_t asked_ms, 
 
 void sentinel_endpoint::use_master(const host_port& at, const std::string& how, std::uint64_t asked_ms) {
   if (state_ == state::closed) return;
-  const bool known = [&] {
-    for (const link& l : masters_) {
-      if (l.host == at.host && l.port == at.port) return true;
-    }
-    return false;
-  }();
-  if (!known && masters_.size() >= kMaxMasters) return;  // the master known stays in use
+  if (find_link(at) == nullptr && masters_.size() >= kMaxMasters) return;  // the master known stays in use
   connection* before = master_;
   connection& c = master_link(at);
   master_ = &c;
@@ -400,11 +413,10 @@ const std::optional<std::chrono::steady_clock::time_point>& sentinel_endpoint::j
 
 std::vector<deployment_member> sentinel_endpoint::members() const {
   std::vector<deployment_member> out;
-  for (const link& l : masters_) {
-    if (l.conn.get() != master_) continue;
+  if (const link* l = current_link()) {
     deployment_member d;
     d.role = "master";
-    d.address = host_port_text(l.host, l.port);
+    d.address = host_port_text(l->host, l->port);
     d.connected = master_->ready();
     d.replicas = master_->replicas();
     out.push_back(std::move(d));
@@ -420,18 +432,9 @@ std::vector<deployment_member> sentinel_endpoint::members() const {
 }
 
 std::optional<node_address> sentinel_endpoint::subscriber_address(const node_address& configured) const {
-  for (const link& l : masters_) {
-    if (l.conn.get() != master_) continue;
-    node_address a = configured;
-    a.topology = node_address::deployment::standalone;
-    a.seeds.clear();
-    a.master_name.clear();
-    a.host = l.host;
-    a.port = l.port;
-    a.display = configured.display + " (master " + host_port_text(l.host, l.port) + ")";
-    return a;
-  }
-  return std::nullopt;
+  const link* l = current_link();
+  if (l == nullptr) return std::nullopt;
+  return as_master(configured, host_port{l->host, l->port});
 }
 
 }  // namespace redlock::detail

@@ -129,6 +129,9 @@ class sentinel_endpoint final : public endpoint {
   connection& query_link(std::size_t sentinel);
   void subscribe_at(std::size_t sentinel);
   connection& master_link(const host_port& at);
+  // The link to `at` among masters_, or to master_ (the one Sentinel named last); null if none.
+  const link* find_link(const host_port& at) const noexcept;
+  const link* current_link() const noexcept;
   // Asks sentinels_[sentinel] for the master.
   void ask(std::size_t sentinel);
   // The answer to a query sent at asked_ms (now_ms).

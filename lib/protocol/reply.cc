@@ -48,6 +48,34 @@ bool is_scripts_unknown(std::string_view text) noexcept {
          starts("ERR unknown command `EVAL`") || starts("ERR unknown command `EVALSHA`");
 }
 
+namespace {
+
+// NOPERM naming `command` (lower case, as Redis 7 prints it; upper case too):
+// Redis 7.2: "NOPERM User u has no permissions to run the 'eval' command";
+// 7.0 and 6.2: "NOPERM this user has no permissions to run the 'eval' command...".
+bool refuses_command(std::string_view text, std::string_view lower, std::string_view upper) noexcept {
+  if (text.substr(0, 6) != "NOPERM") return false;
+  const std::string_view line = text.substr(0, text.find_first_of("\r\n"));
+  for (std::string_view cmd : {lower, upper}) {
+    const std::size_t at = line.find(cmd);
+    if (at != std::string_view::npos && at > 0 && line[at - 1] == '\'' &&
+        line.substr(at + cmd.size(), 9) == "' command") {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool is_scripts_refused_by_acl(std::string_view text) noexcept { return refuses_command(text, "eval", "EVAL"); }
+
+bool is_evalsha_unavailable(std::string_view text) noexcept {
+  auto starts = [&](std::string_view p) { return text.substr(0, p.size()) == p; };
+  return refuses_command(text, "evalsha", "EVALSHA") || starts("ERR unknown command 'EVALSHA'") ||
+         starts("ERR unknown command `EVALSHA`");
+}
+
 classified classify_error(std::string_view text) {
   classified c;
   c.detail = printable_line(text);

@@ -36,9 +36,18 @@ classified classify_error(std::string_view text);
 // True for the answer of a server that does not know EVAL or EVALSHA (scripts
 // renamed or disabled).
 bool is_scripts_unknown(std::string_view text) noexcept;
+// True for an ACL's refusal of the EVAL command itself (NOPERM naming 'eval': a
+// user without @scripting). Not for a script refused a key or a command inside it
+// (the plain SET on that key is refused as well), nor for EVALSHA alone (below).
+bool is_scripts_refused_by_acl(std::string_view text) noexcept;
+// True for a refusal of EVALSHA alone (an ACL's NOPERM naming 'evalsha', or EVALSHA
+// renamed: "unknown command 'EVALSHA'"): the request is sent again with its body, as
+// EVAL, which the server may run (if it does not, that refusal is the one that counts).
+bool is_evalsha_unavailable(std::string_view text) noexcept;
 // Why a node whose server refused scripts must not vote on an acquire.
 inline constexpr const char* kScriptsUnknownExclusion =
-    "the server does not run scripts (EVAL unknown): a lock taken there could be neither released nor extended";
+    "the server does not run scripts (EVAL unknown, or refused by the user's ACL): a lock taken there could be "
+    "neither released nor extended";
 
 // Server text made fit for a report: its first line, at most `max` bytes, with
 // every byte that is not printable ASCII (controls, DEL, bytes >= 0x80) replaced

@@ -34,6 +34,7 @@
 
 #include "fake_listener.h"
 #include "fault_proxy.h"
+#include "redis_deployment.h"
 #include "redis_node.h"
 #include "tls_certs.h"
 #include "../unit/prom_text.h"
@@ -3223,6 +3224,85 @@ TEST(CliHelp, the_bash_completion_completes_commands_and_each_commands_options) 
   EXPECT_EQ(complete("redlock release r --to", 3), "--token");
   EXPECT_EQ(complete("redlock help ru", 2), "run");
   EXPECT_EQ(complete("redlock acquire r --tls-c", 3), "--tls-ca --tls-ca-dir --tls-cert");
+}
+
+// Issue 23: every command over a quorum of a Redis Cluster, a Sentinel group and a
+// plain node (the previews switched on), and status naming each deployment's servers.
+TEST(CliDeployments, acquire_status_extend_release_and_run_over_a_cluster_a_sentinel_group_and_a_plain_node) {
+  redis_cluster_deployment cl(3, 0);
+  redis_sentinel_deployment group("cli-main", 1, 1);
+  redis_node plain;
+  const std::string nodes = "--nodes=" + cl.uri() + "," + group.uri() + "," + plain.uri();
+  const std::vector<std::string> env = {"REDLOCK_PREVIEW_CLUSTER=1", "REDLOCK_PREVIEW_SENTINEL=1"};
+  const auto cli = [&](std::vector<std::string> args) {
+    args.insert(std::find(args.begin(), args.end(), "--"), {nodes, "--node-timeout=2s", "--connect-timeout=5s"});
+    return run_cli(args, env, 60s);
+  };
+  const std::string r = "cli-deployments";
+
+  const cli_result a = cli({"acquire", r, "--ttl", "30s", "--json"});
+  ASSERT_EQ(a.code, 0) << a.err;
+  const std::string token = json_string(a.out, "token").value_or("");
+  ASSERT_TRUE(is_token(token)) << a.out;
+  // On the cluster the key is the resource in a hash tag, on the one master serving its slot.
+  const auto cluster_holders = [&](const std::string& value) {
+    int n = 0;
+    for (std::size_t i = 0; i < cl.size(); ++i) n += value_at(cl[i].port(), "{" + r + "}") == value ? 1 : 0;
+    return n;
+  };
+  EXPECT_EQ(cluster_holders(token), 1);
+  EXPECT_EQ(value_on(group.server(0), r), token);
+  EXPECT_EQ(plain.get(r), token);
+
+  const cli_result other = cli({"acquire", r, "--ttl", "5s"});
+  EXPECT_EQ(other.code, 75) << "a second holder while " << token << " holds: " << other.out << other.err;
+
+  const cli_result st = cli({"status", r, "--json"});
+  ASSERT_EQ(st.code, 0) << st.err;
+  EXPECT_EQ(json_string(st.out, "holder").value_or(""), token) << st.out;
+  // The cluster's three shard masters with their slots, the group's master and sentinel;
+  // the plain node has no "members".
+  std::size_t shard_masters = 0;
+  for (std::size_t at = st.out.find("\"role\":\"shard master\""); at != std::string::npos;
+       at = st.out.find("\"role\":\"shard master\"", at + 1)) {
+    ++shard_masters;
+  }
+  EXPECT_EQ(shard_masters, 3u) << st.out;
+  EXPECT_NE(st.out.find("\"role\":\"master\",\"address\":\"127.0.0.1:" + std::to_string(group.server(0).port()) + "\""),
+            std::string::npos)
+      << st.out;
+  EXPECT_NE(st.out.find("\"role\":\"sentinel\",\"address\":\"127.0.0.1:" + std::to_string(group.sentinel_port(0)) +
+                        "\""),
+            std::string::npos)
+      << st.out;
+  std::size_t members = 0;
+  for (std::size_t at = st.out.find("\"members\":"); at != std::string::npos; at = st.out.find("\"members\":", at + 1)) {
+    ++members;
+  }
+  EXPECT_EQ(members, 2u) << "only the two deployment nodes list members: " << st.out;
+
+  const cli_result text = cli({"status", r});
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("holder    " + token + " (3 of 3 nodes"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("  shard master 127.0.0.1:"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("  sentinel 127.0.0.1:" + std::to_string(group.sentinel_port(0))), std::string::npos)
+      << text.out;
+
+  const cli_result e = cli({"extend", r, token, "--ttl", "60s"});
+  EXPECT_EQ(e.code, 0) << e.err;
+  EXPECT_GT(plain.pttl(r), 30000);
+  const cli_result rel = cli({"release", r, token});
+  EXPECT_EQ(rel.code, 0) << rel.err;
+  EXPECT_EQ(cluster_holders(token), 0);
+  EXPECT_EQ(value_on(group.server(0), r), "<nil>");
+  EXPECT_FALSE(plain.exists(r));
+
+  const cli_result run = cli({"run", r, "--ttl", "10s", "--", "sh", "-c", "echo inside"});
+  EXPECT_EQ(run.code, 0) << run.err;
+  EXPECT_EQ(run.out, "inside\n");
+  const cli_result after = cli({"status", r, "--json"});
+  EXPECT_EQ(after.code, 0) << after.err;
+  EXPECT_NE(after.out.find("\"holder\":null"), std::string::npos) << "run released the lock: " << after.out;
 }
 
 }  // namespace

@@ -39,60 +39,6 @@ client_options adv_options(const std::vector<std::string>& uris) {
   return o;
 }
 
-std::string get_on(int port, const std::string& key) {
-  try {
-    const owned_reply r = raw_command(port, {"GET", key});
-    if (r->type == REDIS_REPLY_STRING) return std::string(r->str, r->len);
-    if (r->type == REDIS_REPLY_NIL) return "<nil>";
-    return "<" + std::string(r->str != nullptr ? r->str : "not a string") + ">";
-  } catch (const std::exception& e) {
-    return std::string("<unreachable: ") + e.what() + ">";
-  }
-}
-
-// GET on a cluster replica (READONLY first on the same connection).
-std::string get_on_replica(int port, const std::string& key) {
-  redisContext* ctx = redisConnect("127.0.0.1", port);
-  if (ctx == nullptr || ctx->err != 0) {
-    if (ctx != nullptr) redisFree(ctx);
-    return "<cannot connect>";
-  }
-  std::string out = "<no reply>";
-  if (auto* ro = static_cast<redisReply*>(redisCommand(ctx, "READONLY"))) freeReplyObject(ro);
-  if (auto* r = static_cast<redisReply*>(redisCommand(ctx, "GET %b", key.data(), key.size()))) {
-    out = r->type == REDIS_REPLY_STRING ? std::string(r->str, r->len) : r->type == REDIS_REPLY_NIL ? "<nil>" : "<other>";
-    freeReplyObject(r);
-  }
-  redisFree(ctx);
-  return out;
-}
-
-bool is_master(int port) {
-  try {
-    const owned_reply role = raw_command(port, {"ROLE"});
-    return role->type == REDIS_REPLY_ARRAY && role->elements > 0 && std::string(role->element[0]->str) == "master";
-  } catch (const std::runtime_error&) {
-    return false;
-  }
-}
-
-std::string info_replication(int port) {
-  try {
-    const owned_reply r = raw_command(port, {"INFO", "replication"});
-    if (r->type == REDIS_REPLY_STRING) {
-      std::string s(r->str, r->len);
-      for (char& ch : s) {
-        if (ch == '\r') ch = ' ';
-        if (ch == '\n') ch = '|';
-      }
-      return s;
-    }
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "?";
-}
-
 std::string my_id(int port) { return raw_command(port, {"CLUSTER", "MYID"})->str; }
 
 // Every node of `cl` but `skip` as seeds of one cluster URI.
@@ -175,7 +121,7 @@ TEST_F(ClusterAdversarial, holds_a_long_lived_client_is_refused_after_a_reshard_
   const std::size_t m1 = static_cast<std::size_t>(m1i);
   std::size_t m2 = cl.size();
   for (std::size_t i = 0; i < cl.size() && m2 == cl.size(); ++i) {
-    if (i != m1 && is_master(cl[i].port())) m2 = i;
+    if (i != m1 && is_master_at(cl[i].port())) m2 = i;
   }
   ASSERT_LT(m2, cl.size());
   const std::vector<std::size_t> r1s = cl.replicas_of(m1), r2s = cl.replicas_of(m2);
@@ -190,7 +136,7 @@ TEST_F(ClusterAdversarial, holds_a_long_lived_client_is_refused_after_a_reshard_
   auto held = a.acquire(r, once(60000ms));
   ASSERT_TRUE(held) << held.report.message();
   const std::string token = held.lock.info().token;
-  EXPECT_EQ(get_on_replica(cl[r1].port(), tagged(r)), token) << "A's grant was confirmed on M1's replica";
+  EXPECT_EQ(value_on_replica(cl[r1].port(), tagged(r)), token) << "A's grant was confirmed on M1's replica";
 
   // C: a long-lived client that knows the map before the move (it will see the change).
   client c(adv_options({uri_of(cl)}));
@@ -210,8 +156,8 @@ TEST_F(ClusterAdversarial, holds_a_long_lived_client_is_refused_after_a_reshard_
   for (std::size_t i = 0; i < cl.size(); ++i) {
     if (i != m1 && i != m2 && i != r2) cl[i].command({"CLUSTER", "SETSLOT", s, "NODE", m2_id});
   }
-  EXPECT_EQ(get_on(m2p, tagged(r)), token) << "the key moved to M2";
-  EXPECT_EQ(get_on(m1p, tagged(r)), "<MOVED " + s + " 127.0.0.1:" + std::to_string(m2p) + ">");
+  EXPECT_EQ(value_at(m2p, tagged(r)), token) << "the key moved to M2";
+  EXPECT_EQ(value_at(m1p, tagged(r)), "<MOVED " + s + " 127.0.0.1:" + std::to_string(m2p) + ">");
   // M2's pings (carrying its claim of the slot) reach the stopped R2's buffers.
   std::this_thread::sleep_for(1500ms);
   cl[m2].kill();
@@ -219,11 +165,11 @@ TEST_F(ClusterAdversarial, holds_a_long_lived_client_is_refused_after_a_reshard_
   const bool learned = eventually([&] { return cl.master_of(slot, r2) == static_cast<int>(m2); }, 10000ms);
   ASSERT_TRUE(learned) << "R2 never learned that M2 owns the slot";
   // The cluster's own failover first (M2 is dead); TAKEOVER only if it does not come.
-  const bool by_cluster = eventually([&] { return is_master(r2p); }, 15000ms);
+  const bool by_cluster = eventually([&] { return is_master_at(r2p); }, 15000ms);
   std::cout << "R2 promoted by " << (by_cluster ? "the cluster's own failover" : "CLUSTER FAILOVER TAKEOVER") << "\n";
   const bool promoted = by_cluster || eventually(
       [&] {
-        if (is_master(r2p)) return true;
+        if (is_master_at(r2p)) return true;
         raw_command(r2p, {"CLUSTER", "FAILOVER", "TAKEOVER"});
         return false;
       },
@@ -231,7 +177,7 @@ TEST_F(ClusterAdversarial, holds_a_long_lived_client_is_refused_after_a_reshard_
   ASSERT_TRUE(promoted) << "R2 was not promoted";
   ASSERT_TRUE(eventually([&] { return cl.master_of(slot, m1) == static_cast<int>(r2); }, 10000ms))
       << "the slot's owner is not R2 for M1";
-  const std::string on_r2 = get_on(r2p, tagged(r));
+  const std::string on_r2 = value_at(r2p, tagged(r));
   std::cout << "A's key on the promoted R2: " << on_r2 << "\n";
 
   {  // C's stale map sends R to M1, whose MOVED names R2: a master change C sees.
@@ -293,7 +239,7 @@ TEST_F(ClusterAdversarial, holds_a_resumed_old_master_counts_no_grant_for_a_clie
   // Another master, to ask the cluster's view (M1 stopped).
   std::size_t other = cl.size();
   for (std::size_t i = 0; i < cl.size() && other == cl.size(); ++i) {
-    if (i != m1 && std::find(reps.begin(), reps.end(), i) == reps.end() && is_master(cl[i].port())) other = i;
+    if (i != m1 && std::find(reps.begin(), reps.end(), i) == reps.end() && is_master_at(cl[i].port())) other = i;
   }
   ASSERT_LT(other, cl.size());
   cl[m1].pause();
@@ -301,7 +247,7 @@ TEST_F(ClusterAdversarial, holds_a_resumed_old_master_counts_no_grant_for_a_clie
   ASSERT_TRUE(eventually(
       [&] {
         for (std::size_t rep : reps) {
-          if (is_master(cl[rep].port()) && cl.master_of(slot, other) == static_cast<int>(rep)) promoted = rep;
+          if (is_master_at(cl[rep].port()) && cl.master_of(slot, other) == static_cast<int>(rep)) promoted = rep;
         }
         return promoted != cl.size();
       },
@@ -310,11 +256,11 @@ TEST_F(ClusterAdversarial, holds_a_resumed_old_master_counts_no_grant_for_a_clie
   const std::size_t follower = reps[0] == promoted ? reps[1] : reps[0];
   ASSERT_TRUE(eventually(
       [&] {
-        return info_replication(cl[follower].port()).find("master_port:" + std::to_string(cl[promoted].port())) !=
+        return replication_info(cl[follower].port()).find("master_port:" + std::to_string(cl[promoted].port())) !=
                std::string::npos;
       },
       20000ms))
-      << "the other replica did not follow the promoted one: " << info_replication(cl[follower].port());
+      << "the other replica did not follow the promoted one: " << replication_info(cl[follower].port());
   client b(adv_options({uri_of(cl, {m1})}));
   lock b_lock;
   ASSERT_TRUE(eventually(
@@ -344,7 +290,7 @@ TEST_F(ClusterAdversarial, holds_a_resumed_old_master_counts_no_grant_for_a_clie
   std::this_thread::sleep_for(300ms);
   cl[m1].resume();
   t.join();
-  std::cout << "A's first attempt: " << a_reports.front() << "\nM1 after: " << info_replication(m1p) << "\n";
+  std::cout << "A's first attempt: " << a_reports.front() << "\nM1 after: " << replication_info(m1p) << "\n";
   EXPECT_EQ(a_granted.load(), 0) << "A was granted R while B held it:\n" << a_reports.back();
   EXPECT_TRUE(b_lock.owns_lock());
   (void)b_lock.release();
@@ -400,7 +346,7 @@ TEST_F(ClusterAdversarial, holds_every_grant_counted_around_a_takeover_is_on_the
   ASSERT_TRUE(eventually([&] { return attempts.load() >= 20; }, 20000ms));
   const int promoted_port = cl[reps[0]].port();
   raw_command(promoted_port, {"CLUSTER", "FAILOVER", "TAKEOVER"});
-  const bool promoted = eventually([&] { return is_master(promoted_port); }, 20000ms);
+  const bool promoted = eventually([&] { return is_master_at(promoted_port); }, 20000ms);
   // A few hundred ms of attempts after the switch.
   std::this_thread::sleep_for(1500ms);
   stop.store(true);
@@ -411,7 +357,7 @@ TEST_F(ClusterAdversarial, holds_every_grant_counted_around_a_takeover_is_on_the
             << "\n";
   int lost = 0;
   for (const grant& g : counted) {
-    const std::string v = get_on(promoted_port, tagged(g.r));
+    const std::string v = value_at(promoted_port, tagged(g.r));
     if (v != g.token) {
       ++lost;
       std::cout << "counted grant of " << g.r << " not on the promoted master: " << v << "\n";
@@ -464,7 +410,7 @@ TEST_F(ClusterAdversarial, holds_no_extension_counted_around_a_takeover_outlives
   ASSERT_TRUE(eventually([&] { return extended.load() >= 20; }, 20000ms));
   const int promoted_port = cl[reps[0]].port();
   raw_command(promoted_port, {"CLUSTER", "FAILOVER", "TAKEOVER"});
-  const bool promoted = eventually([&] { return is_master(promoted_port); }, 20000ms);
+  const bool promoted = eventually([&] { return is_master_at(promoted_port); }, 20000ms);
   std::this_thread::sleep_for(1500ms);
   stop.store(true);
   hammer.join();
@@ -475,7 +421,7 @@ TEST_F(ClusterAdversarial, holds_no_extension_counted_around_a_takeover_outlives
   std::cout << extended.load() << " extensions counted, " << refused.load() << " refused (last: " << last_refusal
             << "); A's validity " << validity << " ms, PTTL on the promoted master " << pttl << " ms, owns "
             << held.lock.owns_lock() << "\n";
-  EXPECT_EQ(get_on(promoted_port, tagged(r)), held.lock.info().token);
+  EXPECT_EQ(value_at(promoted_port, tagged(r)), held.lock.info().token);
   EXPECT_LE(validity, pttl) << "A's validity outlives its key on the promoted master";
   client b(adv_options({uri_of(cl)}));
   auto t = b.acquire(r, once(10000ms));

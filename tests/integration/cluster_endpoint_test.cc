@@ -42,30 +42,6 @@ std::set<std::string> keys_on(int port) {
   return out;
 }
 
-std::string get_on(int port, const std::string& key) {
-  const owned_reply r = raw_command(port, {"GET", key});
-  if (r->type == REDIS_REPLY_STRING) return std::string(r->str, r->len);
-  if (r->type == REDIS_REPLY_NIL) return "<nil>";
-  return "<" + std::string(r->str != nullptr ? r->str : "not a string") + ">";
-}
-
-// GET on a cluster replica (READONLY first on the same connection: else it redirects).
-std::string get_on_replica(int port, const std::string& key) {
-  redisContext* ctx = redisConnect("127.0.0.1", port);
-  if (ctx == nullptr || ctx->err != 0) {
-    if (ctx != nullptr) redisFree(ctx);
-    return "<cannot connect>";
-  }
-  std::string out = "<no reply>";
-  if (auto* ro = static_cast<redisReply*>(redisCommand(ctx, "READONLY"))) freeReplyObject(ro);
-  if (auto* r = static_cast<redisReply*>(redisCommand(ctx, "GET %b", key.data(), key.size()))) {
-    out = r->type == REDIS_REPLY_STRING ? std::string(r->str, r->len) : r->type == REDIS_REPLY_NIL ? "<nil>" : "<other>";
-    freeReplyObject(r);
-  }
-  redisFree(ctx);
-  return out;
-}
-
 // INFO errorstats' count of error replies with this prefix (MOVED, ASK) on a node.
 long long errors_on(int port, const std::string& prefix) {
   const owned_reply r = raw_command(port, {"INFO", "errorstats"});
@@ -129,7 +105,7 @@ TEST_F(ClusterEndpoint, one_cluster_node_acquires_extends_and_releases_resources
       ASSERT_TRUE(a) << r << ": " << a.report.message();
       ASSERT_EQ(a.report.nodes.size(), 1u);
       EXPECT_EQ(a.report.nodes[0].status, node_status::ok);
-      EXPECT_EQ(get_on(port, tagged(r)), a.lock.info().token) << r;
+      EXPECT_EQ(value_at(port, tagged(r)), a.lock.info().token) << r;
       held.emplace(r, std::move(a.lock));
     }
   }
@@ -167,7 +143,7 @@ TEST_F(ClusterEndpoint, a_quorum_of_a_cluster_and_two_plain_nodes_keeps_tagged_k
       EXPECT_GE(a.report.count(node_status::ok), 2) << a.report.message();
       const std::string token = a.lock.info().token;
       EXPECT_TRUE(eventually([&] {
-        return get_on(port, tagged(r)) == token && plain[0].get(kPrefix + r) == token &&
+        return value_at(port, tagged(r)) == token && plain[0].get(kPrefix + r) == token &&
                plain[1].get(kPrefix + r) == token;
       })) << r
           << ": not granted on all three nodes";
@@ -178,7 +154,7 @@ TEST_F(ClusterEndpoint, a_quorum_of_a_cluster_and_two_plain_nodes_keeps_tagged_k
       const report rel = a.lock.release();
       EXPECT_TRUE(rel) << rel.message();
       EXPECT_TRUE(eventually([&] {
-        return get_on(port, tagged(r)) == "<nil>" && !plain[0].exists(kPrefix + r) &&
+        return value_at(port, tagged(r)) == "<nil>" && !plain[0].exists(kPrefix + r) &&
                !plain[1].exists(kPrefix + r);
       })) << r
           << ": a key outlived the release";
@@ -345,13 +321,13 @@ TEST_F(ClusterEndpoint, a_fenced_acquire_keeps_its_counter_in_the_lock_keys_slot
   EXPECT_EQ(key_slot(counter), key_slot(tagged(r)));
   const owned_reply ks = raw_command(port, {"CLUSTER", "KEYSLOT", counter});
   EXPECT_EQ(ks->integer, key_slot(tagged(r)));
-  EXPECT_EQ(get_on(port, counter), std::to_string(*first.lock.fence()));
+  EXPECT_EQ(value_at(port, counter), std::to_string(*first.lock.fence()));
   ASSERT_TRUE(first.lock.release());
   auto second = c.acquire(r, o);
   ASSERT_TRUE(second) << second.report.message();
   ASSERT_TRUE(second.lock.fence().has_value());
   EXPECT_GT(*second.lock.fence(), *first.lock.fence());
-  EXPECT_EQ(get_on(port, counter), std::to_string(*second.lock.fence()));
+  EXPECT_EQ(value_at(port, counter), std::to_string(*second.lock.fence()));
   ASSERT_TRUE(second.lock.release());
   EXPECT_EQ(keys_on(port), std::set<std::string>{counter});
   ASSERT_EQ(raw_command(port, {"DEL", counter})->integer, 1);
@@ -416,7 +392,7 @@ TEST_F(ClusterEndpoint, a_dead_first_seed_is_skipped_for_the_next) {
                             "?seed=127.0.0.1:" + std::to_string(cluster()[1].port())}));
   auto a = c.acquire("second-seed", once());
   ASSERT_TRUE(a) << a.report.message();
-  EXPECT_EQ(get_on(port_of_master("second-seed"), tagged("second-seed")), a.lock.info().token);
+  EXPECT_EQ(value_at(port_of_master("second-seed"), tagged("second-seed")), a.lock.info().token);
   ASSERT_TRUE(a.lock.release());
 }
 
@@ -476,14 +452,14 @@ TEST_F(ClusterEndpoint, a_moved_slot_is_followed_and_later_requests_go_to_the_ne
 
   auto a = c.acquire(r, once(20000ms));
   ASSERT_TRUE(a) << a.report.message();
-  EXPECT_EQ(get_on(to_port, tagged(r)), a.lock.info().token);
+  EXPECT_EQ(value_at(to_port, tagged(r)), a.lock.info().token);
   EXPECT_EQ(errors_on(from_port, "MOVED"), moved_before + 1) << "one MOVED, then the new owner";
   const long long from_sets = cl[static_cast<std::size_t>(from)].calls("set");
   const long long from_evalshas = cl[static_cast<std::size_t>(from)].calls("evalsha");
 
   auto b = c.acquire(r2, once(20000ms));
   ASSERT_TRUE(b) << b.report.message();
-  EXPECT_EQ(get_on(to_port, tagged(r2)), b.lock.info().token);
+  EXPECT_EQ(value_at(to_port, tagged(r2)), b.lock.info().token);
   EXPECT_TRUE(a.lock.extend(30000ms));
   EXPECT_TRUE(a.lock.release());
   EXPECT_TRUE(b.lock.release());
@@ -601,7 +577,7 @@ TEST_F(ClusterEndpoint, a_grant_counts_once_the_shards_replica_has_it) {
   ASSERT_TRUE(ok) << ok.report.message();
   const int running_master = replicated[static_cast<std::size_t>(on(running_r))].port();
   for (std::size_t rep : replicated.replicas_of(static_cast<std::size_t>(on(running_r)))) {
-    EXPECT_EQ(get_on_replica(replicated[rep].port(), tagged(running_r)), ok.lock.info().token)
+    EXPECT_EQ(value_on_replica(replicated[rep].port(), tagged(running_r)), ok.lock.info().token)
         << "the replica had the key when the acquire returned";
   }
   replicated[replicas[0]].pause();
@@ -613,10 +589,10 @@ TEST_F(ClusterEndpoint, a_grant_counts_once_the_shards_replica_has_it) {
   ASSERT_FALSE(bad) << "a grant the shard's replica never had counted";
   EXPECT_NE(bad.report.message().find("confirmed by 0 of its 1 replicas"), std::string::npos) << bad.report.message();
   const int stopped_port = replicated[static_cast<std::size_t>(stopped_master)].port();
-  EXPECT_TRUE(eventually([&] { return get_on(stopped_port, tagged(stopped_r)) == "<nil>"; }, 5000ms))
+  EXPECT_TRUE(eventually([&] { return value_at(stopped_port, tagged(stopped_r)) == "<nil>"; }, 5000ms))
       << "the unconfirmed grant was left on the shard master";
   ASSERT_FALSE(ok.lock.release().error);
-  EXPECT_EQ(get_on(running_master, tagged(running_r)), "<nil>");
+  EXPECT_EQ(value_at(running_master, tagged(running_r)), "<nil>");
 }
 
 // Plan item 5: a long-lived client that sees a shard's master change (the master of
@@ -709,13 +685,13 @@ TEST_F(ClusterEndpoint, a_set_on_a_cluster_node_shares_a_hash_tag_or_is_refused_
   const std::string token = held.lock.info().token;
   for (const std::string& r : tagged_set) {
     EXPECT_EQ(key_slot(tagged(r)), key_slot(tagged(tagged_set[0]))) << r;
-    EXPECT_TRUE(eventually([&] { return get_on(port, tagged(r)) == token && plain[0].get(kPrefix + r) == token; }))
+    EXPECT_TRUE(eventually([&] { return value_at(port, tagged(r)) == token && plain[0].get(kPrefix + r) == token; }))
         << r << ": not granted on the cluster's shard and a plain node";
   }
   const report rel = held.lock.release();
   EXPECT_TRUE(rel) << rel.message();
   for (const std::string& r : tagged_set) {
-    EXPECT_TRUE(eventually([&] { return get_on(port, tagged(r)) == "<nil>" && !plain[0].exists(kPrefix + r); }))
+    EXPECT_TRUE(eventually([&] { return value_at(port, tagged(r)) == "<nil>" && !plain[0].exists(kPrefix + r); }))
         << r << ": a key outlived the release";
   }
 
@@ -811,15 +787,6 @@ bool settled(redis_cluster_deployment& cl, int slot, std::size_t expected) {
       20000ms);
 }
 
-bool is_master(int port) {
-  try {
-    const owned_reply role = raw_command(port, {"ROLE"});
-    return role->type == REDIS_REPLY_ARRAY && role->elements > 0 && std::string(role->element[0]->str) == "master";
-  } catch (const std::runtime_error&) {
-    return false;
-  }
-}
-
 // See tests/integration/sentinel_endpoint_test.cc: SIGSTOP alone leaves a write
 // in the stopped replica's socket buffer; 32 MB in R's slot first keep later writes
 // in the master's own output buffer, lost with it.
@@ -869,7 +836,7 @@ failover_outcome failover_with_stale_replicas(bool confirm) {
     const int port = cl[t.replicas[c]].port();
     const bool promoted = eventually(
         [&] {
-          if (is_master(port)) return true;
+          if (is_master_at(port)) return true;
           raw_command(port, {"CLUSTER", "FAILOVER", "TAKEOVER"});
           return false;
         },
@@ -922,13 +889,13 @@ TEST_F(ClusterEndpoint, a_lock_held_across_failovers_in_two_of_three_clusters_st
   const std::string token = held.lock.info().token;
   for (std::size_t c = 0; c < 3; ++c) {  // a counted grant is on the replica already
     if (held.report.nodes.at(c).status != node_status::ok) continue;
-    EXPECT_EQ(get_on_replica(t.clusters[c]->operator[](t.replicas[c]).port(), tagged(r)), token) << "cluster " << c;
+    EXPECT_EQ(value_on_replica(t.clusters[c]->operator[](t.replicas[c]).port(), tagged(r)), token) << "cluster " << c;
   }
   ASSERT_TRUE(eventually([&] {
     for (std::size_t c = 0; c < 3; ++c) {
       redis_cluster_deployment& cl = *t.clusters[c];
-      if (get_on(cl[t.masters[c]].port(), tagged(r)) != token ||
-          get_on_replica(cl[t.replicas[c]].port(), tagged(r)) != token)
+      if (value_at(cl[t.masters[c]].port(), tagged(r)) != token ||
+          value_on_replica(cl[t.replicas[c]].port(), tagged(r)) != token)
         return false;
     }
     return true;
@@ -936,9 +903,9 @@ TEST_F(ClusterEndpoint, a_lock_held_across_failovers_in_two_of_three_clusters_st
   for (int c = 0; c < 2; ++c) t.clusters[c]->operator[](t.masters[c]).kill();
   for (int c = 0; c < 2; ++c) {
     const int port = t.clusters[c]->operator[](t.replicas[c]).port();
-    ASSERT_TRUE(eventually([&] { return is_master(port); }, 30000ms)) << "cluster " << c << " did not fail over";
+    ASSERT_TRUE(eventually([&] { return is_master_at(port); }, 30000ms)) << "cluster " << c << " did not fail over";
     ASSERT_TRUE(settled(*t.clusters[c], key_slot(tagged(r)), t.replicas[c])) << "cluster " << c << " never agreed";
-    EXPECT_EQ(get_on(port, tagged(r)), token) << "cluster " << c;
+    EXPECT_EQ(value_at(port, tagged(r)), token) << "cluster " << c;
   }
   client b(cluster_options(t.uris));  // a fresh client
   std::string last;
@@ -1105,12 +1072,12 @@ TEST_F(ClusterEndpoint, a_slot_migrating_under_load_keeps_its_locks_held_and_exc
   EXPECT_GT(redirects("MOVED"), moved_before);
   EXPECT_GT(redirects("ASK"), ask_before);
   // The holder's lock followed its key: it extends and releases on the last owner.
-  EXPECT_EQ(get_on(cl[at].port(), tagged(r)), held.lock.info().token);
+  EXPECT_EQ(value_at(cl[at].port(), tagged(r)), held.lock.info().token);
   const report e = held.lock.extend(60000ms);
   EXPECT_TRUE(e) << e.message();
   const report rel = held.lock.release();
   EXPECT_TRUE(rel) << rel.message();
-  EXPECT_EQ(get_on(cl[at].port(), tagged(r)), "<nil>");
+  EXPECT_EQ(value_at(cl[at].port(), tagged(r)), "<nil>");
 }
 
 }  // namespace

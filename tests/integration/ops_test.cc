@@ -79,6 +79,85 @@ TEST(ManagedProfile, a_server_without_scripts_is_named_and_then_gets_no_acquire_
   EXPECT_FALSE(n.exists("scripts-off-2")) << "the excluded node was still written to and left a key";
 }
 
+// A user whose ACL refuses scripts (-@scripting: a managed service's restricted user)
+// is refused them with NOPERM, not "unknown command": the same hazard, the same
+// exclusion once the node refused one (adversarial pass, issue 23).
+TEST(ManagedProfile, an_acl_that_refuses_scripts_gets_no_acquire_vote_after_the_refusal_either) {
+  node_config cfg;
+  cfg.acl_users = {"user noscripts on >pw ~* &* +@all -@scripting"};
+  redis_cluster cl(1, cfg);
+  client c(options_for(uris_as(cl, "noscripts", "pw")));
+  auto first = c.acquire("acl-scripts-off", once(5000ms));
+  ASSERT_TRUE(first) << "the first acquire (a plain SET NX PX) counts: nothing was refused yet";
+  const report rel = first.lock.release();
+  EXPECT_EQ(rel.error, errc::permission_denied) << rel.message();
+  EXPECT_NE(rel.message().find("NOPERM"), std::string::npos) << rel.message();
+  auto second = c.acquire("acl-scripts-off-2", once(5000ms));
+  EXPECT_FALSE(second) << "a node whose ACL refused a script voted on an acquire";
+  EXPECT_NE(second.report.message().find("could be neither released nor extended"), std::string::npos)
+      << second.report.message();
+  EXPECT_FALSE(cl[0].exists("acl-scripts-off-2")) << "the refusing node was still written to and left a key";
+}
+
+// rename-command cannot change without a restart: a reconnect to the same server
+// (the same run_id) must not give it its acquire vote back (the first-acquire gap
+// would reopen at every reconnect: an idle timeout, a stall, a blip). A restarted
+// server gets it back until it refuses a script again (adversarial pass, issue 23).
+TEST(ManagedProfile, a_reconnect_to_the_same_server_without_scripts_does_not_give_it_its_vote_back) {
+  node_config cfg;
+  cfg.extra_args = {"--rename-command", "EVAL", "", "--rename-command", "EVALSHA", ""};
+  redis_node n(cfg);
+  client_options o = options_for({n.uri()});
+  o.max_ttl = 2000ms;  // the restart below is quarantined for 2 s (the guard reads the run_id)
+  client c(o);
+  auto first = c.acquire("reconnect-scripts-off", once(2000ms));
+  ASSERT_TRUE(first) << "the first acquire (a plain SET NX PX) counts: nothing was refused yet";
+  ASSERT_EQ(first.lock.release().error, errc::permission_denied);
+  auto second = c.acquire("reconnect-scripts-off-2", once(2000ms));
+  ASSERT_FALSE(second) << "pinned by a_server_without_scripts_is_named_and_then_gets_no_acquire_vote";
+  const auto reconnects = c.stats().reconnects;
+  kill_clients(n);  // the same server, a new connection
+  ASSERT_TRUE(eventually([&] { return c.stats().reconnects > reconnects; }, 10000ms)) << "no reconnect";
+  auto third = c.acquire("reconnect-scripts-off-3", once(2000ms));
+  EXPECT_FALSE(third) << "after a reconnect to the same server the node voted again on a plain SET NX";
+  EXPECT_FALSE(n.exists("reconnect-scripts-off-3")) << "a key nobody can release was written";
+  // A restart (a new run_id: perhaps reconfigured) gives the vote back.
+  n.restart(false);
+  std::string last;
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto again = c.acquire("reconnect-scripts-off-4", once(2000ms));
+        last = again.report.message();
+        return static_cast<bool>(again);
+      },
+      10000ms))
+      << "a restarted server never got its acquire vote back: " << last;
+}
+
+// A server (or a proxy) that refuses EVALSHA only: the scripts go as EVAL, bodies
+// included, and everything works (adversarial pass, issue 23: it used to be
+// "the server does not run scripts" and no acquire vote, though EVAL ran).
+TEST(ManagedProfile, a_server_that_refuses_only_evalsha_runs_every_script_as_eval) {
+  node_config cfg;
+  cfg.extra_args = {"--rename-command", "EVALSHA", ""};
+  redis_node n(cfg);
+  client c(options_for({n.uri()}));
+  auto a = c.acquire("sha-off", once(5000ms));
+  ASSERT_TRUE(a) << a.report.message();
+  const report first_rel = a.lock.release();  // EVAL: the script's first use on this connection
+  ASSERT_TRUE(first_rel) << first_rel.message();
+  auto b = c.acquire("sha-off", once(5000ms));
+  ASSERT_TRUE(b) << b.report.message();
+  const report rel = b.lock.release();  // EVALSHA, refused, then EVAL
+  EXPECT_TRUE(rel) << rel.message();
+  EXPECT_FALSE(n.exists("sha-off")) << "left behind, though EVAL removes it";
+  auto again = c.acquire("sha-off-2", once(5000ms));
+  ASSERT_TRUE(again) << "a node that runs EVAL lost its acquire vote: " << again.report.message();
+  EXPECT_TRUE(again.lock.extend(5000ms));
+  EXPECT_TRUE(again.lock.release());
+  EXPECT_FALSE(n.exists("sha-off-2"));
+}
+
 TEST(EvictionPolicy, warning_names_the_node_the_policy_and_what_it_can_evict) {
   redis_cluster cl(3);
   set_policy(cl[1], "volatile-ttl");
@@ -535,13 +614,14 @@ TEST(MinimalAcl, every_operation_works_with_exactly_the_documented_acl) {
 // Each command of the ACL, taken away: what stops working. INFO and TIME are not
 // needed by any operation, but without them the guards are blind (the restart
 // guard, the duplicate-server check and the eviction check need INFO; the
-// clock-jump guard needs TIME).
+// clock-jump guard needs TIME). Without EVALSHA the scripts go as EVAL, bodies
+// included: it costs bytes, nothing breaks.
 TEST(MinimalAcl, removing_any_one_command_breaks_something) {
   node_config cfg;
   for (const auto& cmd : kMinimalCommands) cfg.acl_users.push_back(acl_line("no-" + cmd, cmd));
   redis_cluster cl(3, cfg);
 
-  enum class breaks { acquire, fenced_acquire, extend, release, inspect, second_release, info_blind, time_blind };
+  enum class breaks { acquire, fenced_acquire, extend, release, inspect, bodies_always, info_blind, time_blind };
   struct row {
     std::string cmd;
     breaks what;
@@ -551,7 +631,7 @@ TEST(MinimalAcl, removing_any_one_command_breaks_something) {
       {"del", breaks::release},         {"pexpire", breaks::extend},
       {"pttl", breaks::inspect},        {"type", breaks::inspect},
       {"ping", breaks::acquire},        {"select", breaks::acquire},
-      {"eval", breaks::acquire},        {"evalsha", breaks::second_release},
+      {"eval", breaks::acquire},        {"evalsha", breaks::bodies_always},
       {"info", breaks::info_blind},     {"time", breaks::time_blind},
   };
   ASSERT_EQ(table.size(), kMinimalCommands.size());
@@ -585,12 +665,19 @@ TEST(MinimalAcl, removing_any_one_command_breaks_something) {
         EXPECT_EQ(e.report.error, errc::permission_denied) << e.report.message();
         break;
       }
-      case breaks::second_release: {
+      case breaks::bodies_always: {
         ASSERT_TRUE(r.lock.release());  // EVAL: the script's first use on the connection
         auto r2 = c.acquire(res, once(5000ms));
         ASSERT_TRUE(r2) << r2.report.message();
-        auto e = r2.lock.release();  // EVALSHA now
-        EXPECT_EQ(e.error, errc::permission_denied) << e.message();
+        const long long evals = cl[0].calls("eval");
+        auto e = r2.lock.release();  // EVALSHA refused, sent again as EVAL
+        EXPECT_TRUE(e) << e.message();
+        EXPECT_EQ(cl[0].calls("eval"), evals + 1) << "the second release went as EVAL";
+        auto r3 = c.acquire(res + "-3", once(5000ms));
+        EXPECT_TRUE(r3) << "a node whose ACL runs EVAL kept its acquire vote: " << r3.report.message();
+        if (r3) {
+          EXPECT_TRUE(r3.lock.release());
+        }
         break;
       }
       case breaks::info_blind: {

@@ -45,24 +45,6 @@ client_options adv_options(const std::vector<std::string>& uris) {
   return o;
 }
 
-
-std::string info_replication(int port) {
-  try {
-    const owned_reply r = raw_command(port, {"INFO", "replication"});
-    if (r->type == REDIS_REPLY_STRING) return std::string(r->str, r->len);
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "?";
-}
-
-std::string one_line(std::string s) {
-  for (char& ch : s) {
-    if (ch == '\r' || ch == '\n') ch = ' ';
-  }
-  return s;
-}
-
 std::string sentinel_uri(redis_sentinel_deployment& g, std::size_t s) {
   return "redis+sentinel://127.0.0.1:" + std::to_string(g.sentinel_port(s)) + "/" + g.master_name();
 }
@@ -86,7 +68,6 @@ class sentinel_pause {
 double secs_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
-
 
 // A fake sentinel on 127.0.0.1 (one thread, poll()): PING, SUBSCRIBE (any channel)
 // and SENTINEL GET-MASTER-ADDR-BY-NAME, answered with the port set by name_port()
@@ -359,7 +340,7 @@ void old_master_window(const std::string& min_replicas, bool stall_b_sentinel, w
   } log_guard{group};
   const int promoted_port = group.named_master_port(0);
   std::cerr << "[adv] " << t_a << " s: A saw the switch: " << seen << "\n";
-  std::cerr << "[adv] old master: " << one_line(info_replication(group.server(0).port())) << "\n";
+  std::cerr << "[adv] old master: " << replication_info(group.server(0).port()) << "\n";
   // B, still on the old master, takes one resource after another there (bounded),
   // until the old master stops granting (demoted): the last counted grant is the
   // latest, the one whose validity reaches furthest past A's quarantine.
@@ -453,7 +434,6 @@ TEST_F(SentinelAdversarial, holds_min_replicas_to_write_equal_to_the_replica_cou
   EXPECT_EQ(o.b_grants, 0);
   EXPECT_FALSE(o.two_holders);
 }
-
 
 // Attack 4: a stale sentinel names a replica, made writable (replica-read-only no):
 // its grant must never count (INFO replication role:slave) and is rolled back.

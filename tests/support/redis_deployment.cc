@@ -156,14 +156,60 @@ bool says_master(redis_node& n) {
 
 }  // namespace
 
-std::string value_on(redis_node& n, const std::string& key) {
+std::string value_on(redis_node& n, const std::string& key) { return value_at(n.port(), key, n.config().password); }
+
+std::string value_at(int port, const std::string& key, const std::string& password) {
   try {
-    const owned_reply r = raw_command(n.port(), {"GET", key}, n.config().password);
+    const owned_reply r = raw_command(port, {"GET", key}, password);
     if (r->type == REDIS_REPLY_STRING) return std::string(r->str, r->len);
     if (r->type == REDIS_REPLY_NIL) return "<nil>";
     return "<" + std::string(r->str != nullptr ? r->str : "not a string") + ">";
   } catch (const std::exception& e) {
     return std::string("<unreachable: ") + e.what() + ">";
+  }
+}
+
+std::string value_on_replica(int port, const std::string& key) {
+  const timeval tv{2, 0};
+  redisContext* ctx = redisConnectWithTimeout("127.0.0.1", port, tv);
+  if (ctx == nullptr || ctx->err != 0) {
+    if (ctx != nullptr) redisFree(ctx);
+    return "<cannot connect>";
+  }
+  redisSetTimeout(ctx, tv);
+  std::string out = "<no reply>";
+  if (auto* ro = static_cast<redisReply*>(redisCommand(ctx, "READONLY"))) freeReplyObject(ro);
+  if (auto* r = static_cast<redisReply*>(redisCommand(ctx, "GET %b", key.data(), key.size()))) {
+    out = r->type == REDIS_REPLY_STRING ? std::string(r->str, r->len) : r->type == REDIS_REPLY_NIL ? "<nil>" : "<other>";
+    freeReplyObject(r);
+  }
+  redisFree(ctx);
+  return out;
+}
+
+bool is_master_at(int port) {
+  try {
+    const owned_reply role = raw_command(port, {"ROLE"});
+    return role->type == REDIS_REPLY_ARRAY && role->elements > 0 && role->element[0]->type == REDIS_REPLY_STRING &&
+           std::string(role->element[0]->str, role->element[0]->len) == "master";
+  } catch (const std::runtime_error&) {
+    return false;
+  }
+}
+
+std::string replication_info(int port) {
+  try {
+    const owned_reply r = raw_command(port, {"INFO", "replication"});
+    if (r->type != REDIS_REPLY_STRING) return "<not a string>";
+    std::string out;
+    for (std::size_t i = 0; i < r->len; ++i) {
+      const char ch = r->str[i];
+      if (ch == '\r') continue;
+      out += ch == '\n' ? std::string(" | ") : std::string(1, ch);
+    }
+    return out;
+  } catch (const std::exception& e) {
+    return e.what();
   }
 }
 

@@ -34,6 +34,15 @@ owned_reply raw_command(int port, const std::vector<std::string>& argv, const st
 // GET `key` on server `n` (a replica answers too: not a cluster node): its value,
 // "<nil>" when absent, "<ERROR TEXT>" for an error reply, "<unreachable: ...>".
 std::string value_on(redis_node& n, const std::string& key);
+// The same for the server on `port` (AUTH with `password` first, if any).
+std::string value_at(int port, const std::string& key, const std::string& password = "");
+// GET `key` on a cluster replica: READONLY first on the same connection (else it
+// redirects). "<cannot connect>", "<no reply>" or "<other>" when it is not a value.
+std::string value_on_replica(int port, const std::string& key);
+// ROLE on `port` says master (false when it cannot be asked).
+bool is_master_at(int port);
+// INFO replication of `port` on one line (line breaks as " | "), or why it failed.
+std::string replication_info(int port);
 
 // Runs argv (PATH lookup) with stdout and stderr to `log`, waiting at most
 // `timeout` (then SIGKILL). Returns the exit status (128 + N if killed by N).

@@ -377,6 +377,29 @@ TEST(ClassifyError, ScriptsUnknownToTheServerAreNamedAndPermanent) {
   expect_transient_server_error("ERR unknown command 'FOO', with args beginning with: ");
 }
 
+// An ACL without @scripting refuses the command itself: the same hazard as scripts
+// renamed (adversarial pass, issue 23). A key refused inside a script is not it.
+TEST(ClassifyError, AnAclRefusingEvalItselfIsScriptsRefusedNotAKeyRefusal) {
+  EXPECT_TRUE(is_scripts_refused_by_acl("NOPERM User noscripts has no permissions to run the 'eval' command"));
+  EXPECT_TRUE(is_scripts_refused_by_acl("NOPERM this user has no permissions to run the 'eval' command"));
+  // EVALSHA alone: sent again as EVAL, which the ACL may allow.
+  EXPECT_FALSE(is_scripts_refused_by_acl("NOPERM User noscripts has no permissions to run the 'evalsha' command"));
+  EXPECT_TRUE(is_evalsha_unavailable(
+      "NOPERM this user has no permissions to run the 'evalsha' command or its subcommand"));
+  EXPECT_TRUE(is_evalsha_unavailable("ERR unknown command 'EVALSHA', with args beginning with: '5a5e'"));
+  EXPECT_FALSE(is_evalsha_unavailable("NOPERM User noscripts has no permissions to run the 'eval' command"));
+  EXPECT_FALSE(is_evalsha_unavailable("ERR unknown command 'EVAL', with args beginning with: "));
+  EXPECT_FALSE(is_scripts_refused_by_acl("NOPERM User u has no permissions to run the 'set' command"));
+  EXPECT_FALSE(is_scripts_refused_by_acl("NOPERM No permissions to access a key"));
+  EXPECT_FALSE(is_scripts_refused_by_acl(
+      "ERR The user executing the script can't run this command or subcommand script: 5a5e, on @user_script:1."));
+  EXPECT_FALSE(is_scripts_refused_by_acl("ERR unknown command 'EVAL'"));
+  // Still classified as what it is: a permission refusal, named by the server's text.
+  const classified c = classify_error("NOPERM User noscripts has no permissions to run the 'eval' command");
+  EXPECT_EQ(c.v.permanent, errc::permission_denied);
+  EXPECT_NE(c.detail.find("'eval' command"), std::string::npos) << c.detail;
+}
+
 TEST(ClassifyError, AuthenticationRefusalsAreAuthFailed) {
   expect_auth_error("NOAUTH Authentication required.");
   expect_auth_error("WRONGPASS invalid username-password pair or user is disabled.");

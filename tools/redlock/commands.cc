@@ -144,7 +144,18 @@ int status_command(const invocation& inv) {
     std::string error;                    // why it is unreachable
     std::string maxmemory_policy;         // "" = unknown
     std::vector<std::string> warnings;    // node_view::warnings' messages
+    // A cluster or Sentinel node (issue 23): its servers as the probe saw them.
+    std::vector<monitor_member> members;
+    std::optional<std::int64_t> master_changed_ms_ago;
   };
+  // A node that is a whole deployment also shows its shard masters or its master and
+  // sentinels: one probe more (a PING per node), only when there is such a node.
+  const bool deployments = std::any_of(names.begin(), names.end(), [](const std::string& n) {
+    return n.find("+cluster://") != std::string::npos || n.find("+sentinel://") != std::string::npos;
+  });
+  std::optional<redlock::probe_result> health;
+  if (deployments) health = client->probe();
+  const auto probed = std::chrono::steady_clock::now();
   std::vector<row> rows;
   for (std::size_t i = 0; i < names.size(); ++i) {
     row rw;
@@ -164,6 +175,10 @@ int status_command(const invocation& inv) {
       if (!nr->detail.empty()) rw.error += ": " + nr->detail;
     } else {
       rw.error = "no answer";
+    }
+    if (health && i < health->nodes.size()) {
+      rw.members = members_of(health->nodes[i]);
+      rw.master_changed_ms_ago = master_changed_ms_ago(health->nodes[i], probed);
     }
     rows.push_back(std::move(rw));
   }
@@ -197,6 +212,7 @@ int status_command(const invocation& inv) {
       j.key("warnings").begin_array();
       for (const std::string& w : rw.warnings) j.string(w);
       j.end_array();
+      if (!rw.members.empty()) write_members_json(j, rw.members, rw.master_changed_ms_ago);
       j.end_object();
     }
     out = j.end_array().end_object().str() + "\n";
@@ -221,6 +237,7 @@ int status_command(const invocation& inv) {
       if (rw.pttl_ms) ttl = *rw.pttl_ms < 0 ? std::string("no expiry") : std::to_string(*rw.pttl_ms) + "ms";
       out += pad(rw.node, width + 2) + pad(rw.reachable ? "yes" : "no", 11) +
              pad(rw.token.value_or("-"), 34) + (rw.reachable ? ttl : "-  (" + rw.error + ")") + "\n";
+      out += members_text(rw.members, rw.master_changed_ms_ago, width + 2);
     }
     for (const row& rw : rows) {
       for (const std::string& w : rw.warnings) out += "warning   " + printable(w) + "\n";

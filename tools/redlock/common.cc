@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <csignal>
 #include <cstdio>
@@ -261,6 +262,21 @@ interruptible_acquire acquire_permit_until_signal(redlock::semaphore& sem, const
     out.result->lock = std::move(result->lock);
   }
   return out;
+}
+
+std::vector<monitor_member> members_of(const redlock::node_health& h) {
+  std::vector<monitor_member> out;
+  for (const redlock::deployment_member& m : h.members) {
+    out.push_back(monitor_member{m.role, m.address, m.connected, m.replicas, m.slots});
+  }
+  return out;
+}
+
+std::optional<std::int64_t> master_changed_ms_ago(const redlock::node_health& h,
+                                                  std::chrono::steady_clock::time_point at) {
+  if (!h.master_changed_at) return std::nullopt;
+  return std::max<std::int64_t>(
+      0, std::chrono::duration_cast<std::chrono::milliseconds>(at - *h.master_changed_at).count());
 }
 
 }  // namespace redlock::cli

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "args.h"
+#include "monitor_view.h"
 #include "process.h"
 #include "redlock/redlock.h"
 
@@ -108,5 +109,11 @@ interruptible_acquire acquire_until_signal(redlock::client& c, const invocation&
 // As acquire_until_signal, for one permit of `sem` (run -n K); `permit` says which.
 interruptible_acquire acquire_permit_until_signal(redlock::semaphore& sem, const invocation& inv,
                                                   redlock::acquire_options options, const event_pipe& events);
+
+// A cluster or Sentinel node's servers as the probe saw them (empty for a plain node),
+// and how long before `at` the client saw its master change: what monitor and status show.
+std::vector<monitor_member> members_of(const redlock::node_health& h);
+std::optional<std::int64_t> master_changed_ms_ago(const redlock::node_health& h,
+                                                  std::chrono::steady_clock::time_point at);
 
 }  // namespace redlock::cli

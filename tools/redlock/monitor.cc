@@ -143,13 +143,8 @@ int monitor_command(const invocation& inv) {
       for (const redlock::warning& w : h.warnings) {
         if (w.code == warning_code::eviction_policy) n.eviction_risk = true;
       }
-      for (const redlock::deployment_member& m : h.members) {
-        n.members.push_back(monitor_member{m.role, m.address, m.connected, m.replicas, m.slots});
-      }
-      if (h.master_changed_at) {
-        n.master_changed_ms_ago =
-            std::max<std::int64_t>(0, duration_cast<milliseconds>(probed - *h.master_changed_at).count());
-      }
+      n.members = members_of(h);
+      n.master_changed_ms_ago = master_changed_ms_ago(h, probed);
       if (!n.reachable) {
         s.warnings.push_back(h.node + ": unreachable: " + n.status + (h.detail.empty() ? "" : ": " + h.detail));
       }

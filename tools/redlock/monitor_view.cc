@@ -108,6 +108,44 @@ std::string pad(std::string s, std::size_t width) {
 
 }  // namespace
 
+void write_members_json(json_writer& j, const std::vector<monitor_member>& members,
+                        const std::optional<std::int64_t>& master_changed_ms_ago) {
+  j.key("members").begin_array();
+  for (const monitor_member& m : members) {
+    j.begin_object();
+    j.key("role").string(m.role);
+    j.key("address").string(m.address);
+    j.key("connected").boolean(m.connected);
+    j.key("replicas");
+    if (m.replicas < 0) {
+      j.null();
+    } else {
+      j.number(static_cast<std::uint64_t>(m.replicas));
+    }
+    j.key("slots").number(static_cast<std::uint64_t>(m.slots));
+    j.end_object();
+  }
+  j.end_array();
+  j.key("master_changed_ms_ago");
+  opt(j, master_changed_ms_ago);
+}
+
+std::string members_text(const std::vector<monitor_member>& members,
+                         const std::optional<std::int64_t>& master_changed_ms_ago, std::size_t width) {
+  std::string out;
+  for (const monitor_member& m : members) {
+    out += "  " + pad(m.role + " " + printable_text(m.address), width > 2 ? width - 2 : 0) +
+           pad(m.connected ? "up" : "down", 16);
+    if (m.replicas >= 0) out += counted(static_cast<std::size_t>(m.replicas), "replica");
+    if (m.slots > 0) out += ", " + counted(static_cast<std::size_t>(m.slots), "slot");
+    out += "\n";
+  }
+  if (master_changed_ms_ago) {
+    out += "  master changed " + format_us(static_cast<std::uint64_t>(*master_changed_ms_ago) * 1000) + " ago\n";
+  }
+  return out;
+}
+
 std::string monitor_json_line(const monitor_sample& s) {
   json_writer j;
   j.begin_object();
@@ -151,26 +189,7 @@ std::string monitor_json_line(const monitor_sample& s) {
     j.key("aof_enabled");
     opt(j, n.aof_enabled);
     // Only for a node that is a whole deployment (a plain node's line is unchanged).
-    if (!n.members.empty()) {
-      j.key("members").begin_array();
-      for (const monitor_member& m : n.members) {
-        j.begin_object();
-        j.key("role").string(m.role);
-        j.key("address").string(m.address);
-        j.key("connected").boolean(m.connected);
-        j.key("replicas");
-        if (m.replicas < 0) {
-          j.null();
-        } else {
-          j.number(static_cast<std::uint64_t>(m.replicas));
-        }
-        j.key("slots").number(static_cast<std::uint64_t>(m.slots));
-        j.end_object();
-      }
-      j.end_array();
-      j.key("master_changed_ms_ago");
-      opt(j, n.master_changed_ms_ago);
-    }
+    if (!n.members.empty()) write_members_json(j, n.members, n.master_changed_ms_ago);
     j.end_object();
   }
   j.end_array();
@@ -217,15 +236,7 @@ std::string monitor_screen(const monitor_sample& s, std::chrono::milliseconds in
     out += pad(n.maxmemory_policy.empty() ? "-" : printable_text(n.maxmemory_policy), 15);
     out += n.aof_enabled ? (*n.aof_enabled ? "yes" : "no") : "-";
     out += "\n";
-    for (const monitor_member& m : n.members) {
-      out += "  " + pad(m.role + " " + printable_text(m.address), w - 2) + pad(m.connected ? "up" : "down", 16);
-      if (m.replicas >= 0) out += counted(static_cast<std::size_t>(m.replicas), "replica");
-      if (m.slots > 0) out += ", " + counted(static_cast<std::size_t>(m.slots), "slot");
-      out += "\n";
-    }
-    if (n.master_changed_ms_ago) {
-      out += "  master changed " + format_us(static_cast<std::uint64_t>(*n.master_changed_ms_ago) * 1000) + " ago\n";
-    }
+    out += members_text(n.members, n.master_changed_ms_ago, w);
   }
   out += "\n";
   if (s.warnings.empty()) {

@@ -41,6 +41,17 @@ struct monitor_member {
   int slots = 0;      // shard masters
 };
 
+class json_writer;
+
+// The keys "members" (an array of {role, address, connected, replicas, slots}) and
+// "master_changed_ms_ago", as monitor's JSON line and status --json give them.
+void write_members_json(json_writer& j, const std::vector<monitor_member>& members,
+                        const std::optional<std::int64_t>& master_changed_ms_ago);
+// The lines under a node's row: one per member ("  shard master 127.0.0.1:7000  up
+// 1 replica, 5461 slots"), then "  master changed ... ago"; `width` pads the first column.
+std::string members_text(const std::vector<monitor_member>& members,
+                         const std::optional<std::int64_t>& master_changed_ms_ago, std::size_t width);
+
 struct monitor_node {
   std::string node;    // redacted URI
   std::string status;  // "ok" when it answered, else why not ("timeout", "auth_error", ...)
