@@ -83,7 +83,9 @@ void connection::on_link_down(node_status status, std::string detail) {
 
 void connection::on_link_up() {
   state_ = state::handshake;
-  evalsha_refused_ = false;  // an ACL may have changed: the next refusal says so again
+  // An ACL may have changed since: the next refusal says so again.
+  evalsha_refused_ = false;
+  scripts_refused_by_acl_ = false;
   // scripts_unknown_ stays until the handshake shows another server (a new run_id):
   // rename-command needs a restart, and a reconnect must not give the node its vote
   // back for one more plain SET NX (adversarial pass, issue 23).
@@ -227,7 +229,7 @@ std::string connection::acquire_exclusion(std::chrono::steady_clock::time_point 
                                           std::chrono::milliseconds quarantine) const {
   const std::string* same = guards_.run_id().empty() ? nullptr : host_.same_server(index_, guards_.run_id());
   std::string why = guards_.acquire_exclusion(now, quarantine, same);
-  if (why.empty() && scripts_unknown_) why = kScriptsUnknownExclusion;
+  if (why.empty() && (scripts_unknown_ || scripts_refused_by_acl_)) why = kScriptsUnknownExclusion;
   return why;
 }
 
@@ -526,10 +528,11 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
     // Scripts unknown here (renamed or disabled) or refused by the user's ACL: until
     // the next handshake this node votes on no acquire (a plain SET NX would grant a
     // lock nobody could release).
-    if (is_scripts_unknown(e) || is_scripts_refused_by_acl(e)) {
+    if (is_scripts_unknown(e)) {
       scripts_unknown_ = true;
       scripts_unknown_run_id_ = guards_.run_id();
     }
+    if (is_scripts_refused_by_acl(e)) scripts_refused_by_acl_ = true;
     if (is_auth_error(e)) {
       ev.status = node_status::auth_error;
       ev.reply = nullptr;
@@ -555,7 +558,7 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
       excluded = guards_.grant_exclusion(
           id == script_id::acquire_fenced ? node_guards::grant::fenced_acquire : node_guards::grant::acquire, now,
           quarantine, same);
-      if (excluded.empty() && scripts_unknown_) excluded = kScriptsUnknownExclusion;
+      if (excluded.empty() && (scripts_unknown_ || scripts_refused_by_acl_)) excluded = kScriptsUnknownExclusion;
     }
   }
   if (r.counted) {

@@ -206,10 +206,13 @@ class connection final : public endpoint, private link_events {
   bool set_get_unsupported_ = false;  // the server refused SET ... NX ... GET
   bool confirm_ = false;    // set_confirm_replication
   bool no_auth_ = false;    // set_no_auth
-  // EVAL/EVALSHA answered "unknown command" or an ACL's NOPERM on the server with
-  // this run_id: kept across reconnects to that server, cleared by another one.
+  // EVAL/EVALSHA answered "unknown command" on the server with this run_id (renamed:
+  // only a restart changes it): kept across reconnects to that server.
   bool scripts_unknown_ = false;
   std::string scripts_unknown_run_id_;
+  // The user's ACL refused EVAL (NOPERM) on this connection: an ACL can change live,
+  // so the next handshake gives the vote back until the next refusal.
+  bool scripts_refused_by_acl_ = false;
   bool evalsha_refused_ = false;  // the ACL refused EVALSHA on this connection: EVAL with the body
   int replicas_ = 0;        // what writes wait for (INFO replication's connected_slaves)
   int replicas_mark_ = 0;   // the most replicas seen since the handshake (confirm_master)
