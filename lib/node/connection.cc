@@ -229,7 +229,7 @@ std::string connection::acquire_exclusion(std::chrono::steady_clock::time_point 
                                           std::chrono::milliseconds quarantine) const {
   const std::string* same = guards_.run_id().empty() ? nullptr : host_.same_server(index_, guards_.run_id());
   std::string why = guards_.acquire_exclusion(now, quarantine, same);
-  if (why.empty() && (scripts_unknown_ || scripts_refused_by_acl_)) why = kScriptsUnknownExclusion;
+  if (why.empty() && scripts_refused()) why = kScriptsUnknownExclusion;
   return why;
 }
 
@@ -525,9 +525,9 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
   ev.latency = std::chrono::duration_cast<std::chrono::microseconds>(host_.now() - r.submitted);
   if (reply->type == REDIS_REPLY_ERROR) {
     std::string_view e(reply->str, reply->len);
-    // Scripts unknown here (renamed or disabled) or refused by the user's ACL: until
-    // the next handshake this node votes on no acquire (a plain SET NX would grant a
-    // lock nobody could release).
+    // Scripts unknown here (renamed or disabled: until another server answers) or refused
+    // by the user's ACL (until the next handshake): this node votes on no acquire (a
+    // plain SET NX would grant a lock nobody could release).
     if (is_scripts_unknown(e)) {
       scripts_unknown_ = true;
       scripts_unknown_run_id_ = guards_.run_id();
@@ -558,7 +558,7 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
       excluded = guards_.grant_exclusion(
           id == script_id::acquire_fenced ? node_guards::grant::fenced_acquire : node_guards::grant::acquire, now,
           quarantine, same);
-      if (excluded.empty() && (scripts_unknown_ || scripts_refused_by_acl_)) excluded = kScriptsUnknownExclusion;
+      if (excluded.empty() && scripts_refused()) excluded = kScriptsUnknownExclusion;
     }
   }
   if (r.counted) {

@@ -213,7 +213,8 @@ class connection final : public endpoint, private link_events {
   // The user's ACL refused EVAL (NOPERM) on this connection: an ACL can change live,
   // so the next handshake gives the vote back until the next refusal.
   bool scripts_refused_by_acl_ = false;
-  bool evalsha_refused_ = false;  // the ACL refused EVALSHA on this connection: EVAL with the body
+  bool evalsha_refused_ = false;  // EVALSHA refused (ACL or renamed) on this connection: EVAL with the body
+  bool scripts_refused() const noexcept { return scripts_unknown_ || scripts_refused_by_acl_; }
   int replicas_ = 0;        // what writes wait for (INFO replication's connected_slaves)
   int replicas_mark_ = 0;   // the most replicas seen since the handshake (confirm_master)
   bool replicas_dropped_ = false;  // a count below the mark was seen, not confirmed since
