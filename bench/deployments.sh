@@ -107,7 +107,12 @@ start_cluster() { # shards, replicas per master: one Redis Cluster; sets cluster
   done
   for ((r = 0; r < shards * replicas; r++)); do # replica r follows master r % shards
     id=$(redis-cli -p "${masters[$((r % shards))]}" cluster myid)
-    redis-cli -p "${all[$((shards + r))]}" cluster replicate "$id" >/dev/null
+    # known_nodes counts a node still in handshake, whose id is not known yet: until it
+    # is, CLUSTER REPLICATE answers "Unknown node", so ask again until it says OK
+    for ((i = 0; i < 200; i++)); do
+      [ "$(redis-cli -p "${all[$((shards + r))]}" cluster replicate "$id" | tr -d '\r')" = OK ] && break
+      sleep 0.05
+    done
   done
   for ((i = 0; i < 400; i++)); do # cluster_state:ok everywhere, every replica's link up
     ok=1
@@ -141,9 +146,14 @@ ticks() { # the summed utime + stime (clock ticks) of the servers, then the busi
 }
 
 hz=$(getconf CLK_TCK)
-printf '%-34s %10s %9s %9s %12s %12s %10s\n' configuration pairs/s p50_us p99_us client_us/pr server_us/pr busiest
+idle_s=2 # the servers' own cost with no client (cluster cron and bus gossip), per configuration
+printf '%-34s %10s %9s %9s %12s %12s %10s %9s\n' configuration pairs/s p50_us p99_us client_us/pr server_us/pr busiest idle_core
 measure() { # label, node URIs (comma-separated): one redlock bench run
-  local label=$1 uris=$2 before after out t1 pairs client_us server_us share per p
+  local label=$1 uris=$2 before after out t1 pairs client_us server_us share per p idle
+  read -r -a before <<<"$(ticks)"
+  sleep "$idle_s"
+  read -r -a after <<<"$(ticks)"
+  idle=$(awk -v d=$((after[0] - before[0])) -v hz="$hz" -v s="$idle_s" 'BEGIN { printf "%.1f%%", 100 * d / hz / s }')
   read -r -a before <<<"$(ticks)"
   declare -A start_ticks=()
   for p in "${server_pids[@]}"; do start_ticks[$p]=$(awk '{ print $14 + $15 }' "/proc/$p/stat"); done
@@ -162,11 +172,11 @@ measure() { # label, node URIs (comma-separated): one redlock bench run
   client_us=$(awk -v f="$(cat "$tmp/time")" -v n="$pairs" 'BEGIN { split(f, a, " "); printf "%.1f", (a[1] + a[2]) * 1e6 / n }')
   server_us=$(awk -v d=$((after[0] - before[0])) -v hz="$hz" -v n="$pairs" 'BEGIN { printf "%.1f", d * 1e6 / hz / n }')
   share=$(awk -v m="$per" -v d=$((after[0] - before[0])) 'BEGIN { if (d > 0) printf "%.0f%%", 100 * m / d; else print "-" }')
-  printf '%-34s %10s %9s %9s %12s %12s %10s\n' "$label" \
+  printf '%-34s %10s %9s %9s %12s %12s %10s %9s\n' "$label" \
     "$(sed -nE 's/.*"pairs_per_s":([0-9.]+).*/\1/p' <<<"$out")" \
     "$(sed -nE 's/.*"pair":\{"p50_us":([0-9]+).*/\1/p' <<<"$out")" \
     "$(sed -nE 's/.*"pair":\{[^}]*"p99_us":([0-9]+).*/\1/p' <<<"$out")" \
-    "$client_us" "$server_us" "$share"
+    "$client_us" "$server_us" "$share" "$idle"
 }
 
 uris=()
@@ -179,7 +189,8 @@ done
 measure "$nodes plain nodes" "$(IFS=,; echo "${uris[*]}")"
 stop_servers
 
-for shape in "1 0" "2 0" "3 0" "1 1" "3 1"; do
+IFS=, read -r -a shapes <<<"${REDLOCK_DEPLOY_SHAPES:-1 0,2 0,3 0,1 1,3 1}"
+for shape in "${shapes[@]}"; do
   read -r shards replicas <<<"$shape"
   uris=()
   for ((n = 0; n < nodes; n++)); do

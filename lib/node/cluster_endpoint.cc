@@ -274,6 +274,13 @@ bool cluster_endpoint::install(const slot_map& map, std::string& error, std::uin
       for (int s = lo; s <= hi; ++s) owner[static_cast<std::size_t>(s)] = &c;
     }
   }
+  std::vector<host_port> nodes;
+  for (const cluster_shard& s : map.shards()) {
+    for (const cluster_node& n : s.nodes) {
+      if (n.port != 0) nodes.push_back(host_port{n.host, n.port});
+      if (n.tls_port != 0) nodes.push_back(host_port{n.host, n.tls_port});
+    }
+  }
   std::vector<std::string> ids;
   for (const master& m : found) {
     const cluster_node& n = m.shard->nodes[static_cast<std::size_t>(m.shard->master)];
@@ -287,6 +294,7 @@ bool cluster_endpoint::install(const slot_map& map, std::string& error, std::uin
   masters_ = std::move(masters);
   owner_ = std::move(owner);
   master_ids_ = std::move(ids);
+  map_nodes_ = std::move(nodes);
   mapped_ = true;
   return true;
 }
@@ -493,19 +501,39 @@ std::vector<deployment_member> cluster_endpoint::members() const {
   return out;
 }
 
-std::optional<node_address> cluster_endpoint::subscriber_address(const node_address& configured) const {
+bool cluster_endpoint::hears_releases_at(const std::string& host, int port) const {
+  if (!mapped_) return true;  // not known yet
+  return std::any_of(map_nodes_.begin(), map_nodes_.end(),
+                     [&](const host_port& n) { return n.host == host && n.port == port; });
+}
+
+void cluster_endpoint::refresh_for_subscribers() {
+  if (state_ != state::ready) return;
+  for (connection* m : masters_) {
+    if (m->ready()) return refresh_soon(*m, link_of(m).host);
+  }
+}
+
+std::optional<node_address> cluster_endpoint::subscriber_address(const node_address& configured,
+                                                                 const std::string& avoid) const {
   node_address a = configured;
   a.topology = node_address::deployment::standalone;
   a.seeds.clear();
   a.db = 0;
   // A cluster delivers classic pub/sub to every node: the first seed, unless it is
-  // down and a shard master of the map is up (a subscriber that went down moves).
+  // down, or no node of the latest map (it left the cluster: it hears nothing of its
+  // bus), or where the subscriber just went down (a paused seed: this endpoint's
+  // own idle connection to it still looks up), and a shard master of the map is up
+  // (the notifier then moves the subscriber there).
   const bool seed_up = std::any_of(links_.begin(), links_.end(), [&](const shard_link& l) {
     return l.host == configured.host && l.port == configured.port && l.conn->ready();
   });
-  if (seed_up) return a;
+  if (seed_up && hears_releases_at(configured.host, configured.port) &&
+      host_port_text(configured.host, configured.port) != avoid) {
+    return a;
+  }
   for (const connection* m : masters_) {
-    if (!m->ready()) continue;
+    if (!m->ready() || host_port_text(link_of(m).host, link_of(m).port) == avoid) continue;
     a.host = link_of(m).host;
     a.port = link_of(m).port;
     break;

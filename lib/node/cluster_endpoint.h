@@ -112,9 +112,13 @@ class cluster_endpoint final : public endpoint {
   const std::string& maxmemory() const noexcept override;
   const std::optional<std::chrono::steady_clock::time_point>& restarted_at() const noexcept override;
   const std::optional<std::chrono::steady_clock::time_point>& jumped_at() const noexcept override;
-  // The first seed as a standalone server; a shard master that is up when the seed's
-  // connection is not.
-  std::optional<node_address> subscriber_address(const node_address& configured) const override;
+  // The first seed as a standalone server while it is up, a node of the latest map
+  // and not `avoid`; else a shard master that is up (not `avoid`).
+  std::optional<node_address> subscriber_address(const node_address& configured,
+                                                 const std::string& avoid = "") const override;
+  // A node of the latest map (a master or a replica: classic pub/sub reaches each).
+  bool hears_releases_at(const std::string& host, int port) const override;
+  void refresh_for_subscribers() override;
   // The current map's shard masters, in map order.
   std::vector<deployment_member> members() const override;
   std::optional<std::chrono::steady_clock::time_point> master_changed_at() const override { return master_changed_at_; }
@@ -191,6 +195,7 @@ class cluster_endpoint final : public endpoint {
   // the last master change this client saw (a node that was no master in the map
   // before it, or a MOVED to one): the node's acquire votes wait out the quarantine.
   std::vector<std::string> master_ids_;
+  std::vector<host_port> map_nodes_;  // every node of the latest map (masters and replicas; TLS and plain ports)
   bool mapped_ = false;  // a map was installed before
   std::optional<std::chrono::steady_clock::time_point> master_changed_at_;
   std::string master_change_;  // why, for excluded_by and acquire_exclusion

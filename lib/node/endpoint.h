@@ -118,10 +118,28 @@ class endpoint {
   // subscriber connection (ops/notify): the node's own address (`configured`) for a
   // standalone master; a cluster's first seed as a standalone server (a cluster
   // delivers classic pub/sub to every node); a Sentinel group's current master;
-  // nothing while it is not known.
-  virtual std::optional<node_address> subscriber_address(const node_address& configured) const {
+  // nothing while it is not known. `avoid` ("host:port", or ""): where a subscriber
+  // just went down (a dead or paused server); a cluster picks another node then.
+  virtual std::optional<node_address> subscriber_address(const node_address& configured,
+                                                         const std::string& avoid = "") const {
+    (void)avoid;
     return configured;
   }
+  // Whether a subscriber connected to host:port hears this node's releases now, as
+  // far as this endpoint knows: a cluster's node of the latest slot map (one that
+  // left the cluster hears nothing of its bus), a Sentinel group's current master
+  // (an old master, paused or cut off, hears nothing published on the new one);
+  // true while that is not known, and for a standalone master. The notifier moves a
+  // subscriber that does not, up or not.
+  virtual bool hears_releases_at(const std::string& host, int port) const {
+    (void)host;
+    (void)port;
+    return true;
+  }
+  // Called by the notifier's sweep while a subscriber of this node is open: a
+  // cluster asks its slot map again (at most once a second, in the background), so
+  // that a seed that left the cluster is seen without a request failing first.
+  virtual void refresh_for_subscribers() {}
   // A deployment's servers as this endpoint knows them now (node_health::members),
   // and when it last saw a master change; empty and unset for a standalone master.
   virtual std::vector<deployment_member> members() const { return {}; }

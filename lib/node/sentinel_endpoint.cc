@@ -431,10 +431,16 @@ std::vector<deployment_member> sentinel_endpoint::members() const {
   return out;
 }
 
-std::optional<node_address> sentinel_endpoint::subscriber_address(const node_address& configured) const {
+std::optional<node_address> sentinel_endpoint::subscriber_address(const node_address& configured,
+                                                                  const std::string&) const {
   const link* l = current_link();
   if (l == nullptr) return std::nullopt;
   return as_master(configured, host_port{l->host, l->port});
+}
+
+bool sentinel_endpoint::hears_releases_at(const std::string& host, int port) const {
+  const link* l = current_link();
+  return l == nullptr || (l->host == host && l->port == port);
 }
 
 }  // namespace redlock::detail

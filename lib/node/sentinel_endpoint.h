@@ -87,7 +87,11 @@ class sentinel_endpoint final : public endpoint {
   const std::optional<std::chrono::steady_clock::time_point>& restarted_at() const noexcept override;
   const std::optional<std::chrono::steady_clock::time_point>& jumped_at() const noexcept override;
   // The master Sentinel named last; nothing until one is named.
-  std::optional<node_address> subscriber_address(const node_address& configured) const override;
+  std::optional<node_address> subscriber_address(const node_address& configured,
+                                                 const std::string& avoid = "") const override;
+  // The master Sentinel named last (true until one is named): an old master, paused
+  // or cut off from the new one, hears nothing published there.
+  bool hears_releases_at(const std::string& host, int port) const override;
   // The master Sentinel named last, then the sentinels (connected: its query link is up).
   std::vector<deployment_member> members() const override;
   std::optional<std::chrono::steady_clock::time_point> master_changed_at() const override { return master_changed_at_; }

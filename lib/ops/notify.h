@@ -157,6 +157,8 @@ class notifier final : public service, private push_listener {
   void on_sub_down(std::size_t node) override;
 
   connection& sub_conn(std::size_t node);
+  // Makes node's subscriber connection to `a` (and starts it).
+  void open_sub(std::size_t node, const node_address& a);
   void subscribe(const std::string& key, channel& ch, std::size_t node, bool after_reconnect = false);
   void on_subscribe_reply(const std::string& key, std::size_t node, bool ok, bool refused);
   void check_settled(channel& ch);
@@ -169,10 +171,12 @@ class notifier final : public service, private push_listener {
   core& c_;
   std::vector<std::unique_ptr<connection>> subs_;
   std::vector<std::string> sub_at_;  // "host:port" each subscriber connection was made to
+  std::vector<node_address> sub_addr_;  // and the address itself
   std::vector<bool> refused_;   // the node refused SUBSCRIBE on this connection
   std::unordered_map<std::string, channel> channels_;
   std::uint64_t sweep_timer_ = 0;
   bool closed_ = false;
+  std::shared_ptr<const wire> ping_wire_;  // the sweep's liveness check of a subscriber
   bool joining_ = false;
   std::uint64_t messages_ = 0, wakes_ = 0;
 };

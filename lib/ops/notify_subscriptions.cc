@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "engine/core.h"
+#include "protocol/resp.h"
 #include "pure/keys.h"
 
 namespace redlock::detail {
@@ -47,6 +48,13 @@ bool is_token(std::string_view p) {
   return std::all_of(p.begin(), p.end(),
                      [](char ch) { return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'); });
 }
+
+// A sweep's PING on a subscriber: its answer (["pong", ""] in subscribed mode) says
+// only that the server is alive, and its absence trips the stall detector.
+class ignore_sink final : public sink {
+ public:
+  void on_reply(std::size_t, std::uint32_t, const reply_event&) override {}
+};
 
 }  // namespace
 
@@ -82,7 +90,13 @@ class notifier::reply_sink final : public sink {
   bool after_reconnect_;
 };
 
-notifier::notifier(core& c) : c_(c), subs_(c.size()), sub_at_(c.size()), refused_(c.size(), false) {}
+notifier::notifier(core& c)
+    : c_(c),
+      subs_(c.size()),
+      sub_at_(c.size()),
+      sub_addr_(c.size()),
+      refused_(c.size(), false),
+      ping_wire_(plain_wire({"PING"})) {}
 
 notifier::~notifier() = default;
 
@@ -99,15 +113,19 @@ connection& notifier::sub_conn(std::size_t node) {
     // cluster), a Sentinel group's current master.
     // subscribe() made sure there is one.
     const std::optional<node_address> at = c_.node(node).subscriber_address(c_.nodes()[node]);
-    const node_address& a = at ? *at : c_.nodes()[node];
-    sub_at_[node] = a.type == node_address::kind::unix_socket ? a.path : host_port_text(a.host, a.port);
-    subs_[node] = std::make_unique<connection>(c_, node, a);
-    subs_[node]->set_push_listener(this);
-    refused_[node] = false;
-    subs_[node]->start();
-    arm_sweep();
+    open_sub(node, at ? *at : c_.nodes()[node]);
   }
   return *subs_[node];
+}
+
+void notifier::open_sub(std::size_t node, const node_address& a) {
+  sub_at_[node] = a.type == node_address::kind::unix_socket ? a.path : host_port_text(a.host, a.port);
+  sub_addr_[node] = a;
+  subs_[node] = std::make_unique<connection>(c_, node, a);
+  subs_[node]->set_push_listener(this);
+  refused_[node] = false;
+  subs_[node]->start();
+  arm_sweep();
 }
 
 void notifier::subscribe(const std::string& key, channel& ch, std::size_t node, bool after_reconnect) {
@@ -230,13 +248,26 @@ void notifier::sweep() {
     }
     channels_.erase(k);
   }
-  // A subscriber that is down while its node is heard elsewhere now (a Sentinel
-  // group's new master: the old one may be dead) moves there: a new connection, its
-  // channels with waiters subscribed again (their confirmations wake the waiters, as
-  // after a reconnect).
+  // A subscriber that is down, or at a server that no longer hears its node's
+  // releases (a Sentinel group's old master, paused or cut off; a cluster seed that
+  // left the cluster), while its node is heard elsewhere now, moves there: a new
+  // connection, its channels with waiters subscribed again (their confirmations
+  // wake the waiters, as after a reconnect). A subscriber that is up gets a PING:
+  // a paused or black-holed server never closes its connection, and a PING
+  // unanswered trips the connection's stall detector (max(4 x command_timeout, 1 s)),
+  // so the next sweep finds it down.
   for (std::size_t i = 0; i < subs_.size(); ++i) {
-    if (!subs_[i] || subs_[i]->ready()) continue;
-    const std::optional<node_address> at = c_.node(i).subscriber_address(c_.nodes()[i]);
+    if (!subs_[i]) continue;
+    endpoint& ep = c_.node(i);
+    ep.refresh_for_subscribers();
+    const node_address& was = sub_addr_[i];
+    const bool deaf = was.type != node_address::kind::unix_socket && !ep.hears_releases_at(was.host, was.port);
+    if (subs_[i]->ready() && !deaf) {
+      subs_[i]->submit(ping_wire_, false, std::make_shared<ignore_sink>(), 0);
+      subs_[i]->flush();
+      continue;
+    }
+    const std::optional<node_address> at = ep.subscriber_address(c_.nodes()[i], sub_at_[i]);
     if (!at || at->type == node_address::kind::unix_socket || host_port_text(at->host, at->port) == sub_at_[i]) continue;
     subs_[i]->shutdown();
     c_.forget_conn(subs_[i].get());
@@ -248,6 +279,8 @@ void notifier::sweep() {
       if (!ch.waiters.empty()) keys.push_back(key);
     }
     std::sort(keys.begin(), keys.end());
+    // There, not where subscriber_address() without `avoid` may point.
+    if (!keys.empty()) open_sub(i, *at);
     for (const std::string& k : keys) subscribe(k, channels_[k], i, /*after_reconnect=*/true);
   }
   // A node with no channel left: its subscriber connection closes.

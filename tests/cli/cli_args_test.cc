@@ -1387,6 +1387,48 @@ TEST(MonitorView, a_deployment_node_lists_its_members_in_json_and_on_the_screen)
   EXPECT_NE(screen.find("master changed 1.50s ago"), std::string::npos) << screen;
 }
 
+// The members as Prometheus series: a label per member (bounded), for deployment
+// nodes only; a cluster's shard masters also give their slots.
+TEST(MonitorView, a_deployment_nodes_members_are_series_with_a_member_label) {
+  monitor_sample s = sample();
+  s.nodes[0].node = "redis+sentinel://127.0.0.1:26379/main";
+  s.nodes[0].members = {monitor_member{"master", "127.0.0.1:7003", true, 1, 0},
+                        monitor_member{"sentinel", "127.0.0.1:26379", false, -1, 0}};
+  s.nodes[0].master_changed_ms_ago = 1500;
+  s.nodes[1].node = "redis+cluster://127.0.0.1:7010";
+  s.nodes[1].members = {monitor_member{"shard master", "127.0.0.1:7010", true, 0, 16384}};
+  const std::string prom = monitor_prometheus(&s, 2);
+  const std::string sen = "node=\"redis+sentinel://127.0.0.1:26379/main\"";
+  EXPECT_NE(prom.find("\nredlock_monitor_member_up{" + sen + ",member=\"127.0.0.1:7003\",role=\"master\"} 1\n"),
+            std::string::npos)
+      << prom;
+  EXPECT_NE(prom.find("\nredlock_monitor_member_up{" + sen + ",member=\"127.0.0.1:26379\",role=\"sentinel\"} 0\n"),
+            std::string::npos)
+      << prom;
+  EXPECT_NE(prom.find("\nredlock_monitor_member_replicas{" + sen + ",member=\"127.0.0.1:7003\",role=\"master\"} 1\n"),
+            std::string::npos)
+      << prom;
+  EXPECT_EQ(prom.find("redlock_monitor_member_replicas{" + sen + ",member=\"127.0.0.1:26379\""), std::string::npos)
+      << "a sentinel has no replicas: " << prom;
+  EXPECT_NE(prom.find("\nredlock_monitor_member_slots{node=\"redis+cluster://127.0.0.1:7010\",member=\"127.0.0.1:7010\","
+                      "role=\"shard master\"} 16384\n"),
+            std::string::npos)
+      << prom;
+  EXPECT_NE(prom.find("\nredlock_monitor_node_master_changed_seconds{" + sen + "} 1.500000\n"), std::string::npos) << prom;
+  EXPECT_EQ(prom.find("redlock_monitor_node_master_changed_seconds{node=\"redis+cluster"), std::string::npos) << prom;
+  // Bounded: at most 64 members of one node become series.
+  for (int i = 0; i < 100; ++i) {
+    s.nodes[1].members.push_back(monitor_member{"shard master", "127.0.0.1:" + std::to_string(8000 + i), true, 0, 1});
+  }
+  const std::string many = monitor_prometheus(&s, 2);
+  std::size_t series = 0;
+  for (std::size_t at = many.find("\nredlock_monitor_member_up{node=\"redis+cluster"); at != std::string::npos;
+       at = many.find("\nredlock_monitor_member_up{node=\"redis+cluster", at + 1)) {
+    ++series;
+  }
+  EXPECT_EQ(series, 64u);
+}
+
 TEST(MonitorView, text_line_screen_and_prometheus) {
   const monitor_sample s = sample();
   EXPECT_EQ(monitor_text_line(s),

@@ -488,5 +488,50 @@ TEST_F(SentinelEndpoint, a_waiters_subscription_follows_the_master_after_a_failo
   (void)got.lock.release();
 }
 
+// A failover away from a master that is paused (not dead: its connections stay
+// open and silent) moves the waiters' subscription to the new master as a dead
+// master's does.
+TEST_F(SentinelEndpoint, a_waiters_subscription_leaves_a_paused_master_after_a_failover) {
+  redis_sentinel_deployment group("se-paused", 1, 1, {}, kDownAfter);
+  client holder(sentinel_options({group.uri()}));
+  client_options wo = sentinel_options({group.uri()});
+  wo.max_ttl = 3000ms;  // the master-change quarantine of the waiter's client
+  client waiter(wo);
+  const std::string r = "paused";
+  auto held = holder.acquire(r, once(60000ms));
+  ASSERT_TRUE(held) << held.report.message();
+  // The fallback (retry delay) far above the wake-up measured.
+  const acquire_options w = wait_util::waiting(15000ms, 60000ms, 2000ms);
+  auto fut = std::async(std::launch::async, [&] { return waiter.acquire(r, w); });
+  const std::string channel = kPrefix + r + ":released";
+  const auto subscribed_on = [&](std::size_t server) {
+    try {
+      const owned_reply n = raw_command(group.server(server).port(), {"PUBSUB", "NUMSUB", channel});
+      return n->type == REDIS_REPLY_ARRAY && n->elements == 2 && n->element[1]->integer == 1;
+    } catch (const std::runtime_error&) {
+      return false;
+    }
+  };
+  ASSERT_TRUE(eventually([&] { return subscribed_on(0); }, 5000ms)) << "the waiter never subscribed on the master";
+  group.server(0).pause();
+  wait_util::resume_on_exit resume{group.server(0)};
+  group.failover(0);
+  ASSERT_EQ(group.wait_master_change(0, 20000ms), 1u);
+  // The waiter's client learns the new master (+switch-master, or its 1 s poll); a
+  // sweep (every notify_idle_close / 2 = 5 s) must find the silent subscriber.
+  ASSERT_TRUE(eventually([&] { return subscribed_on(1); }, 20000ms))
+      << "the subscription stayed on the paused old master (its connection looks up: nothing is in flight on it)";
+  std::this_thread::sleep_for(3500ms);  // the waiter's quarantine (3 s from when it saw the change) is over
+  const auto released = [&] { return !held.lock.release().error; };
+  ASSERT_TRUE(eventually(released, 5000ms)) << "the holder could not release on the new master";
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(fut.wait_for(10000ms), std::future_status::ready) << "not woken by the release";
+  auto got = fut.get();
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  ASSERT_TRUE(got) << got.report.message();
+  EXPECT_LT(took.count(), 2500) << "woken by its fallback, not the release";
+  (void)got.lock.release();
+}
+
 }  // namespace
 }  // namespace redlock::test
