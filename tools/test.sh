@@ -286,7 +286,7 @@ main() {
   # The cluster and Sentinel failover scenarios and the endpoints' adversarial scenarios:
   # mostly servers starting and failing over (a third of the endpoint tests' time), they
   # add no code path the endpoints' other tests lack, so only the first stage runs them.
-  local scenarios="^integration\\.((ClusterAdversarial|SentinelAdversarial)\\.|(ClusterEndpoint|SentinelEndpoint)\\.(a_grant_its|negative_control|a_lock_held_across))"
+  local scenarios="^integration\\.((ClusterAdversarial|SentinelAdversarial)\\.|(ClusterEndpoint|SentinelEndpoint)\\.(a_grant_its|negative_control|a_lock_held_across|a_waiters_subscription_leaves))"
   echo "== build and test (RelWithDebInfo with line tables, -Werror)"
   # The integration and CLI tests mostly wait (on servers, timers, child processes): two
   # per core keep both cores busy (measured: at one per core the load average was 1.0 on

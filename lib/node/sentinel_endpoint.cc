@@ -7,6 +7,7 @@
 // cancels what is left. Loop thread only.
 #include "node/sentinel_endpoint.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "protocol/info.h"
@@ -87,6 +88,16 @@ class sentinel_endpoint::request_sink final : public sink {
   bool extend_;
 };
 
+// SENTINEL SENTINELS' answer: the group's other sentinels.
+class sentinel_endpoint::peers_sink final : public sink {
+ public:
+  explicit peers_sink(sentinel_endpoint& ep) : ep_(ep) {}
+  void on_reply(std::size_t, std::uint32_t, const reply_event& ev) override { ep_.on_peers(ev); }
+
+ private:
+  sentinel_endpoint& ep_;
+};
+
 // SENTINEL GET-MASTER-ADDR-BY-NAME's answer.
 class sentinel_endpoint::answer_sink final : public sink {
  public:
@@ -116,10 +127,16 @@ sentinel_endpoint::sentinel_endpoint(node_host& host, std::size_t index, node_ad
       waiting_(host, index, "the master Sentinel names for '" + address_.master_name + "'",
                [this] { return errors_; }),
       ask_wire_(plain_wire({"SENTINEL", "GET-MASTER-ADDR-BY-NAME", address_.master_name})),
-      subscribe_wire_(plain_wire({"SUBSCRIBE", "+switch-master"})) {
+      subscribe_wire_(plain_wire({"SUBSCRIBE", "+switch-master"})),
+      peers_wire_(plain_wire({"SENTINEL", "SENTINELS", address_.master_name})) {
   sentinels_.push_back(host_port{address_.host, address_.port});
   sentinels_.insert(sentinels_.end(), address_.seeds.begin(), address_.seeds.end());
-  // Sized once: the links' addresses stay put (listeners and sinks refer to them).
+  // Room for the sentinels discovered later, reserved once: the vectors never
+  // reallocate (listeners and sinks refer to entries by index, and no reference
+  // taken in a callback is left dangling).
+  max_sentinels_ = std::max(sentinels_.size(), kMaxSentinels);
+  sentinels_.reserve(max_sentinels_);
+  sentinel_links_.reserve(max_sentinels_);
   sentinel_links_.resize(sentinels_.size());
 }
 
@@ -233,6 +250,14 @@ void sentinel_endpoint::on_answer(std::size_t sentinel, std::uint64_t asked_ms, 
     errors_.clear();
     tried_ = 0;
     subscribe_at(sentinel);
+    // The group's other sentinels, from this one: at the first answer, then once a
+    // minute (a sentinel added to the group, or the URI listing only one).
+    const std::uint64_t now = host_.now_ms();
+    if (!peers_asked_ || now - peers_asked_ms_ >= kPeersIntervalMs) {
+      peers_asked_ = true;
+      peers_asked_ms_ = now;
+      query_link(sentinel).submit(peers_wire_, false, std::make_shared<peers_sink>(*this), 0);
+    }
     return use_master(m->address, sentinel_text(sentinel), asked_ms);
   }
   if (!errors_.empty()) errors_ += "; ";
@@ -243,6 +268,22 @@ void sentinel_endpoint::on_answer(std::size_t sentinel, std::uint64_t asked_ms, 
   // The master known stays in use (its connection reconnects by itself); the next
   // poll asks again.
   errors_.clear();
+}
+
+void sentinel_endpoint::on_peers(const reply_event& ev) {
+  if (state_ == state::closed || ev.status != node_status::pending || ev.reply == nullptr) return;
+  // A refusal (a proxy, an ACL), or another shape: the sentinels known stay as they are.
+  const auto peers = parse_sentinels(ev.reply, max_sentinels_);
+  if (!peers) return;
+  for (const host_port& p : *peers) {
+    if (sentinels_.size() >= max_sentinels_) break;
+    const bool known = std::any_of(sentinels_.begin(), sentinels_.end(),
+                                   [&](const host_port& s) { return s.host == p.host && s.port == p.port; });
+    if (known) continue;
+    // Asked in turn after the URI's, when one fails; its links are made on first need.
+    sentinels_.push_back(p);
+    sentinel_links_.emplace_back();
+  }
 }
 
 void sentinel_endpoint::use_master(const host_port& at, const std::string& how, std::uint64_t asked_ms) {

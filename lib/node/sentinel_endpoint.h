@@ -13,7 +13,10 @@
 // names the master; until then requests wait (node/waiting_requests.h). When none
 // does, the waiting requests fail (`connection_error`, naming each sentinel's
 // answer), and discovery is tried again after the reconnect backoff; requests
-// submitted meanwhile fail at once. Sentinel links are plain TCP without AUTH
+// submitted meanwhile fail at once. The first sentinel that answers, and the one
+// answering once a minute after, is asked SENTINEL SENTINELS: the group's other
+// sentinels that are up join the list (at most kMaxSentinels in all), asked in
+// turn after the URI's when one fails. Sentinel links are plain TCP without AUTH
 // (`rediss+sentinel://` is TLS to the master; the URI's credentials are the
 // master's).
 //
@@ -100,13 +103,20 @@ class sentinel_endpoint final : public endpoint {
   static constexpr std::chrono::milliseconds kPollInterval{1000};
   // Master connections made at most (Sentinel naming a further address is an error vote).
   static constexpr std::size_t kMaxMasters = 64;
+  // Sentinels known at most (the URI's, and those SENTINEL SENTINELS names), when the
+  // URI lists fewer.
+  static constexpr std::size_t kMaxSentinels = 16;
+  // How often the sentinel that answers is asked for the group's other sentinels.
+  static constexpr std::uint64_t kPeersIntervalMs = 60000;
 
  private:
   class request_sink;
   class answer_sink;
+  class peers_sink;
   class listener;
   friend class request_sink;
   friend class answer_sink;
+  friend class peers_sink;
   friend class listener;
 
   enum class state { idle, discovering, ready, down, closed };
@@ -140,6 +150,8 @@ class sentinel_endpoint final : public endpoint {
   void ask(std::size_t sentinel);
   // The answer to a query sent at asked_ms (now_ms).
   void on_answer(std::size_t sentinel, std::uint64_t asked_ms, const reply_event& ev);
+  // SENTINEL SENTINELS' answer: the sentinels not known yet join sentinels_.
+  void on_peers(const reply_event& ev);
   // Sentinel named `at` (how: "SENTINEL GET-MASTER-ADDR-BY-NAME", "+switch-master"),
   // as of asked_ms (now_ms).
   void use_master(const host_port& at, const std::string& how, std::uint64_t asked_ms);
@@ -161,7 +173,10 @@ class sentinel_endpoint final : public endpoint {
   std::size_t index_;
   node_address address_;
   bool confirm_;
-  std::vector<host_port> sentinels_;  // the URI's host:port, then its ?seed= entries
+  std::vector<host_port> sentinels_;  // the URI's host:port, its ?seed= entries, then those discovered
+  std::size_t max_sentinels_ = kMaxSentinels;  // sentinels_'s reserved size
+  bool peers_asked_ = false;
+  std::uint64_t peers_asked_ms_ = 0;
   std::vector<sentinel_links> sentinel_links_;  // per sentinel
   std::vector<link> masters_;  // every master connection made, in the order made
   connection* master_ = nullptr;  // the master Sentinel named last
@@ -181,6 +196,7 @@ class sentinel_endpoint final : public endpoint {
   std::string master_change_;  // why, for excluded_by and acquire_exclusion
   std::shared_ptr<const wire> ask_wire_;
   std::shared_ptr<const wire> subscribe_wire_;
+  std::shared_ptr<const wire> peers_wire_;
   std::optional<std::chrono::steady_clock::time_point> none_;
   std::string empty_;
 };

@@ -76,8 +76,8 @@ void notifier::wake_next(const std::string& key) {
   wake_one(it->second);
 }
 
-std::optional<std::string> notifier::missed_release(const std::string& key, waiter& w, clock_tp attempt_started,
-                                                    bool woken) {
+std::optional<notifier::missed> notifier::missed_release(const std::string& key, waiter& w,
+                                                         clock_tp attempt_started, bool woken) {
   auto it = channels_.find(key);
   if (it == channels_.end()) return std::nullopt;
   channel& ch = it->second;
@@ -85,14 +85,17 @@ std::optional<std::string> notifier::missed_release(const std::string& key, wait
   // Holders unknown (a set, fenced): only a release seen since the attempt started,
   // or, for a woken attempt, since the release that woke it (its first message
   // comes from the first node to delete; the attempt may reach the others before
-  // they do, and then fails against the very holder that released).
+  // they do, and then fails against the very holder that released). A release
+  // counts from its latest node's message: a retry that again reached some nodes
+  // before their deletes hears those nodes' messages during it (review 34: a set
+  // waiter slept to its fallback after two lost races with one release).
   clock_tp since = attempt_started;
   if (woken && ch.last_woken == &w) since = std::min(since, ch.woken_for);
   for (auto r = ch.recent.rbegin(); r != ch.recent.rend(); ++r) {
-    if (!w.blocked_by(r->token) || (!w.knows_blockers() && r->at < since)) continue;
+    if (!w.blocked_by(r->token) || (!w.knows_blockers() && r->last_at < since)) continue;
     ch.woken = &w;
     ch.woken_token = r->token;
-    return r->token;
+    return missed{r->token, r->last_at};
   }
   return std::nullopt;
 }

@@ -99,8 +99,12 @@ class notifier final : public service, private push_listener {
   // message came before the attempt started: the other nodes may not have deleted
   // the key yet when the attempt reached them (the attempt lost the race with the
   // release it was woken for, and nothing else would wake anyone).
-  std::optional<std::string> missed_release(const std::string& key, waiter& w, clock_tp attempt_started,
-                                            bool woken);
+  // The released token, and when its latest node's message (not heard before) came.
+  struct missed {
+    std::string token;
+    clock_tp last_at;
+  };
+  std::optional<missed> missed_release(const std::string& key, waiter& w, clock_tp attempt_started, bool woken);
   // The attempt of a woken waiter ended (it may have been marked woken again by
   // missed_release); releases seen meanwhile wake the next waiter. `attempted`
   // false: the wake-up made no attempt (its peek saw another holder on a quorum),
@@ -132,6 +136,10 @@ class notifier final : public service, private push_listener {
       std::string token;
       clock_tp at;              // its first message
       std::vector<bool> nodes;  // the nodes whose message arrived
+      // Its latest message from a node not heard before: a retry that lost the race
+      // with the release (it reached a node before the delete) may try again once
+      // per node heard after it started (missed_release).
+      clock_tp last_at;
     };
     std::string key;
     std::deque<released> recent;  // released tokens seen, newest last (at most kRecent)

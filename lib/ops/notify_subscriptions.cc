@@ -180,11 +180,13 @@ void notifier::on_push(std::size_t node, const redisReply& m) {
     // free here now. One wake-up per node's message, and only after a lost attempt.
     if (node < seen.nodes.size() && !seen.nodes[node]) {
       seen.nodes[node] = true;
+      seen.last_at = c_.now();
       if (ch.woken == nullptr && seen.token == ch.lost_for) wake_one(ch);
     }
     return;
   }
-  ch.recent.push_back(channel::released{std::string(token), c_.now(), std::vector<bool>(c_.size(), false)});
+  ch.recent.push_back(
+      channel::released{std::string(token), c_.now(), std::vector<bool>(c_.size(), false), c_.now()});
   if (node < ch.recent.back().nodes.size()) ch.recent.back().nodes[node] = true;
   if (ch.recent.size() > kRecent) ch.recent.pop_front();
   if (ch.woken != nullptr) {

@@ -35,6 +35,29 @@ std::optional<master_addr> parse_master_addr(const redisReply* reply) {
   return out;
 }
 
+std::optional<std::vector<host_port>> parse_sentinels(const redisReply* reply, std::size_t max) {
+  if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY) return std::nullopt;
+  std::vector<host_port> out;
+  for (std::size_t i = 0; i < reply->elements; ++i) {
+    const redisReply* s = reply->element[i];
+    if (s->type != REDIS_REPLY_ARRAY || s->elements % 2 != 0) return std::nullopt;
+    std::string_view ip, port, flags;
+    for (std::size_t k = 0; k + 1 < s->elements; k += 2) {
+      const std::string_view field = text(s->element[k]);
+      if (field == "ip") ip = text(s->element[k + 1]);
+      if (field == "port") port = text(s->element[k + 1]);
+      if (field == "flags") flags = text(s->element[k + 1]);
+    }
+    if (flags.find("s_down") != std::string_view::npos || flags.find("o_down") != std::string_view::npos ||
+        flags.find("disconnected") != std::string_view::npos) {
+      continue;
+    }
+    host_port hp;
+    if (out.size() < max && read_host_port(ip, port, hp)) out.push_back(std::move(hp));
+  }
+  return out;
+}
+
 std::optional<switch_master> parse_switch_master(std::string_view payload) {
   std::vector<std::string_view> words;
   while (!payload.empty() && words.size() <= 5) {

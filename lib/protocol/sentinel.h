@@ -23,6 +23,13 @@ struct master_addr {
 };
 std::optional<master_addr> parse_master_addr(const redisReply* reply);
 
+// SENTINEL SENTINELS <name>: the other sentinels monitoring that master, each a flat
+// [field, value, ...] array ("ip", "port", "flags", ...), at most `max` of them. A
+// sentinel whose flags say it is down ("s_down", "o_down", "disconnected") or whose
+// ip/port do not parse is left out; the shape wrong (not an array of arrays of an
+// even length): nothing.
+std::optional<std::vector<host_port>> parse_sentinels(const redisReply* reply, std::size_t max);
+
 // The payload of a +switch-master message (channel "+switch-master"):
 // "<name> <old-ip> <old-port> <new-ip> <new-port>". Nothing when malformed.
 struct switch_master {

@@ -251,11 +251,7 @@ TEST_F(ClusterEndpoint, a_waiter_on_a_cluster_node_is_woken_by_the_release) {
   std::this_thread::sleep_for(50ms);  // its attempt right after subscribing has failed
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_FALSE(held.lock.release().error);
-  auto got = fut.get();
-  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
-  ASSERT_TRUE(got) << got.report.message();
-  EXPECT_LT(took.count(), 2500) << "woken by its fallback, not the release";
-  (void)got.lock.release();
+  wait_util::expect_woken_by_the_release(fut, t0);
 }
 
 // The first seed (where waiters listen) dies: the waiters' subscriber moves to a
@@ -300,165 +296,109 @@ TEST_F(ClusterEndpoint, a_waiters_subscription_moves_off_a_dead_first_seed) {
   std::this_thread::sleep_for(3500ms);  // any quarantine of the waiter's client is over
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_FALSE(held.lock.release().error);
-  ASSERT_EQ(fut.wait_for(10000ms), std::future_status::ready) << "not woken by the release";
-  auto got = fut.get();
-  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
-  ASSERT_TRUE(got) << got.report.message();
-  EXPECT_LT(took.count(), 2500) << "woken by its fallback, not the release";
-  (void)got.lock.release();
+  wait_util::expect_woken_by_the_release(fut, t0);
 }
 
-// The client's first seed leaves the cluster the way `redis-cli --cluster del-node`
-// removes it (CLUSTER FORGET on every other node, CLUSTER RESET SOFT on it): the
-// process stays up, answers, keeps its subscribers, and hears nothing the cluster
-// publishes. A waiter's subscription must follow the cluster, not the seed.
+// How a waiter's first seed stops hearing the cluster's releases while its
+// subscriber connection to it stays up.
+enum class deaf_seed {
+  // It leaves the cluster the way `redis-cli --cluster del-node` removes it (CLUSTER
+  // FORGET on every other node, CLUSTER RESET SOFT on it): the process stays up,
+  // answers, keeps its subscribers, and hears nothing the cluster publishes.
+  left_the_cluster,
+  // It is paused (a frozen VM, a black-holed link): its connections stay open and
+  // silent, and only a request that goes unanswered shows it is gone.
+  paused,
+};
+
+// A waiter subscribed on its first seed (a replica: it goes without taking slots);
+// the seed goes deaf; the subscription must move to a node that hears the cluster,
+// and the holder's release wake the waiter, not its fallback.
+void waiters_subscription_leaves_a_deaf_first_seed(deaf_seed how) {
+  redis_cluster_deployment cl(3, 1, {}, 1000ms);
+  std::size_t seed = cl.size();
+  int seed_master = -1;
+  for (std::size_t m = 0; m < cl.size() && seed == cl.size(); ++m) {
+    if (!is_master_at(cl[m].port())) continue;
+    const std::vector<std::size_t> reps = cl.replicas_of(m);
+    if (reps.empty()) continue;
+    seed = reps.front();
+    seed_master = static_cast<int>(m);
+  }
+  ASSERT_LT(seed, cl.size()) << "no replica found";
+  // R on another shard than the seed's master (whose replica count drops when it goes).
+  std::string r;
+  int r_master = -1;
+  for (int k = 0; k < 200 && r.empty(); ++k) {
+    const std::string c = "deaf-seed-" + std::to_string(k);
+    const int m = cl.master_of(key_slot(tagged(c)));
+    if (m >= 0 && m != seed_master) {
+      r = c;
+      r_master = m;
+    }
+  }
+  ASSERT_FALSE(r.empty());
+  std::string uri = "redis+cluster://127.0.0.1:" + std::to_string(cl[seed].port());
+  bool first = true;
+  for (std::size_t i = 0; i < cl.size(); ++i) {
+    if (i == seed) continue;
+    uri += (first ? "?seed=127.0.0.1:" : "&seed=127.0.0.1:") + std::to_string(cl[i].port());
+    first = false;
+  }
+  client holder(cluster_options({"redis+cluster://127.0.0.1:" +
+                                 std::to_string(cl[static_cast<std::size_t>(r_master)].port())}));
+  client_options wo = cluster_options({uri});
+  wo.max_ttl = 3000ms;  // should the waiter's client see a master change: a short quarantine
+  wo.notify_idle_close = 2000ms;  // a sweep (the move, the PING) every second
+  client waiter(wo);
+  auto held = holder.acquire(r, once(60000ms));
+  ASSERT_TRUE(held) << held.report.message();
+  // The fallback (retry delay) far above the wake-up measured.
+  const acquire_options w = wait_util::waiting(15000ms, 60000ms, 2000ms);
+  auto fut = std::async(std::launch::async, [&] { return waiter.acquire(r, w); });
+  const std::string channel = tagged(r) + ":released";
+  ASSERT_TRUE(eventually([&] { return subscribers_on(cl[seed].port(), channel) == 1; }, 5000ms))
+      << "the waiter never subscribed on its first seed";
+  std::unique_ptr<wait_util::resume_on_exit> resume;
+  if (how == deaf_seed::left_the_cluster) {
+    // del-node, by hand: every other node forgets the seed (within the 60 s ban, so
+    // gossip does not bring it back), then the seed resets itself.
+    const std::string id = cl[seed].command({"CLUSTER", "MYID"});
+    ASSERT_EQ(id.size(), 40u) << id;
+    for (std::size_t i = 0; i < cl.size(); ++i) {
+      if (i == seed) continue;
+      ASSERT_EQ(cl[i].command({"CLUSTER", "FORGET", id}), "OK") << "node " << i;
+    }
+    ASSERT_EQ(cl[seed].command({"CLUSTER", "RESET", "SOFT"}), "OK");
+    ASSERT_TRUE(cl[seed].running()) << "the seed is meant to stay up (as del-node leaves it)";
+  } else {
+    cl[seed].pause();  // the sweep's PING must find it
+    resume.reset(new wait_util::resume_on_exit{cl[seed]});
+  }
+  const auto elsewhere = [&] {
+    long long n = 0;
+    for (std::size_t i = 0; i < cl.size(); ++i) {
+      if (i == seed) continue;
+      n += std::max(0LL, subscribers_on(cl[i].port(), channel));
+    }
+    return n == 1;
+  };
+  ASSERT_TRUE(eventually(elsewhere, 20000ms))
+      << (how == deaf_seed::paused
+              ? "the subscription stayed on the paused first seed (its connection looks up: nothing is in flight on it)"
+              : "the subscription stayed on the first seed, which left the cluster (it hears no release any more)");
+  std::this_thread::sleep_for(3500ms);  // any quarantine of the waiter's client is over
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_FALSE(held.lock.release().error);
+  wait_util::expect_woken_by_the_release(fut, t0);
+}
+
 TEST_F(ClusterEndpoint, a_waiters_subscription_leaves_a_first_seed_that_left_the_cluster) {
-  redis_cluster_deployment cl(3, 1, {}, 1000ms);
-  // The seed: a replica (it leaves without taking slots with it).
-  std::size_t seed = cl.size();
-  int seed_master = -1;
-  for (std::size_t m = 0; m < cl.size() && seed == cl.size(); ++m) {
-    if (!is_master_at(cl[m].port())) continue;
-    const std::vector<std::size_t> reps = cl.replicas_of(m);
-    if (reps.empty()) continue;
-    seed = reps.front();
-    seed_master = static_cast<int>(m);
-  }
-  ASSERT_LT(seed, cl.size()) << "no replica found";
-  // R on another shard than the seed's master (whose replica count drops when it leaves).
-  std::string r;
-  int r_master = -1;
-  for (int k = 0; k < 200 && r.empty(); ++k) {
-    const std::string c = "left-seed-" + std::to_string(k);
-    const int m = cl.master_of(key_slot(tagged(c)));
-    if (m >= 0 && m != seed_master) {
-      r = c;
-      r_master = m;
-    }
-  }
-  ASSERT_FALSE(r.empty());
-  std::string uri = "redis+cluster://127.0.0.1:" + std::to_string(cl[seed].port());
-  bool first = true;
-  for (std::size_t i = 0; i < cl.size(); ++i) {
-    if (i == seed) continue;
-    uri += (first ? "?seed=127.0.0.1:" : "&seed=127.0.0.1:") + std::to_string(cl[i].port());
-    first = false;
-  }
-  client holder(cluster_options({"redis+cluster://127.0.0.1:" +
-                                 std::to_string(cl[static_cast<std::size_t>(r_master)].port())}));
-  client_options wo = cluster_options({uri});
-  wo.max_ttl = 3000ms;  // should the waiter's client see a master change: a short quarantine
-  client waiter(wo);
-  auto held = holder.acquire(r, once(60000ms));
-  ASSERT_TRUE(held) << held.report.message();
-  // The fallback (retry delay) far above the wake-up measured.
-  const acquire_options w = wait_util::waiting(15000ms, 60000ms, 2000ms);
-  auto fut = std::async(std::launch::async, [&] { return waiter.acquire(r, w); });
-  const std::string channel = tagged(r) + ":released";
-  ASSERT_TRUE(eventually([&] { return subscribers_on(cl[seed].port(), channel) == 1; }, 5000ms))
-      << "the waiter never subscribed on its first seed";
-  // del-node, by hand: every other node forgets the seed (within the 60 s ban, so
-  // gossip does not bring it back), then the seed resets itself.
-  const std::string id = cl[seed].command({"CLUSTER", "MYID"});
-  ASSERT_EQ(id.size(), 40u) << id;
-  for (std::size_t i = 0; i < cl.size(); ++i) {
-    if (i == seed) continue;
-    ASSERT_EQ(cl[i].command({"CLUSTER", "FORGET", id}), "OK") << "node " << i;
-  }
-  ASSERT_EQ(cl[seed].command({"CLUSTER", "RESET", "SOFT"}), "OK");
-  ASSERT_TRUE(cl[seed].running()) << "the seed is meant to stay up (as del-node leaves it)";
-  const auto elsewhere = [&] {
-    long long n = 0;
-    for (std::size_t i = 0; i < cl.size(); ++i) {
-      if (i == seed) continue;
-      n += std::max(0LL, subscribers_on(cl[i].port(), channel));
-    }
-    return n == 1;
-  };
-  ASSERT_TRUE(eventually(elsewhere, 20000ms))
-      << "the subscription stayed on the first seed, which left the cluster (it hears no release any more)";
-  std::this_thread::sleep_for(3500ms);  // any quarantine of the waiter's client is over
-  const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_FALSE(held.lock.release().error);
-  ASSERT_EQ(fut.wait_for(10000ms), std::future_status::ready) << "not woken by the release";
-  auto got = fut.get();
-  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
-  ASSERT_TRUE(got) << got.report.message();
-  EXPECT_LT(took.count(), 2500) << "woken by its fallback, not the release";
-  (void)got.lock.release();
+  waiters_subscription_leaves_a_deaf_first_seed(deaf_seed::left_the_cluster);
 }
 
-// The client's first seed (a replica) is paused, not dead: the subscriber's
-// connection to it stays open, and only a request that goes unanswered shows it is
-// gone. A waiter's subscription must move to a shard master that is up.
 TEST_F(ClusterEndpoint, a_waiters_subscription_leaves_a_paused_first_seed) {
-  redis_cluster_deployment cl(3, 1, {}, 1000ms);
-  // The seed: a replica (it leaves without taking slots with it).
-  std::size_t seed = cl.size();
-  int seed_master = -1;
-  for (std::size_t m = 0; m < cl.size() && seed == cl.size(); ++m) {
-    if (!is_master_at(cl[m].port())) continue;
-    const std::vector<std::size_t> reps = cl.replicas_of(m);
-    if (reps.empty()) continue;
-    seed = reps.front();
-    seed_master = static_cast<int>(m);
-  }
-  ASSERT_LT(seed, cl.size()) << "no replica found";
-  // R on another shard than the seed's master (whose replica count drops when it leaves).
-  std::string r;
-  int r_master = -1;
-  for (int k = 0; k < 200 && r.empty(); ++k) {
-    const std::string c = "paused-seed-" + std::to_string(k);
-    const int m = cl.master_of(key_slot(tagged(c)));
-    if (m >= 0 && m != seed_master) {
-      r = c;
-      r_master = m;
-    }
-  }
-  ASSERT_FALSE(r.empty());
-  std::string uri = "redis+cluster://127.0.0.1:" + std::to_string(cl[seed].port());
-  bool first = true;
-  for (std::size_t i = 0; i < cl.size(); ++i) {
-    if (i == seed) continue;
-    uri += (first ? "?seed=127.0.0.1:" : "&seed=127.0.0.1:") + std::to_string(cl[i].port());
-    first = false;
-  }
-  client holder(cluster_options({"redis+cluster://127.0.0.1:" +
-                                 std::to_string(cl[static_cast<std::size_t>(r_master)].port())}));
-  client_options wo = cluster_options({uri});
-  wo.max_ttl = 3000ms;  // should the waiter's client see a master change: a short quarantine
-  client waiter(wo);
-  auto held = holder.acquire(r, once(60000ms));
-  ASSERT_TRUE(held) << held.report.message();
-  // The fallback (retry delay) far above the wake-up measured.
-  const acquire_options w = wait_util::waiting(15000ms, 60000ms, 2000ms);
-  auto fut = std::async(std::launch::async, [&] { return waiter.acquire(r, w); });
-  const std::string channel = tagged(r) + ":released";
-  ASSERT_TRUE(eventually([&] { return subscribers_on(cl[seed].port(), channel) == 1; }, 5000ms))
-      << "the waiter never subscribed on its first seed";
-  // The seed is paused: its connections stay open and silent (a frozen VM, a
-  // black-holed link), and it never says it is down. The sweep's PING must find it.
-  cl[seed].pause();
-  wait_util::resume_on_exit resume{cl[seed]};
-  const auto elsewhere = [&] {
-    long long n = 0;
-    for (std::size_t i = 0; i < cl.size(); ++i) {
-      if (i == seed) continue;
-      n += std::max(0LL, subscribers_on(cl[i].port(), channel));
-    }
-    return n == 1;
-  };
-  ASSERT_TRUE(eventually(elsewhere, 20000ms))
-      << "the subscription stayed on the paused first seed (its connection looks up: nothing is in flight on it)";
-  std::this_thread::sleep_for(3500ms);  // any quarantine of the waiter's client is over
-  const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_FALSE(held.lock.release().error);
-  ASSERT_EQ(fut.wait_for(10000ms), std::future_status::ready) << "not woken by the release";
-  auto got = fut.get();
-  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
-  ASSERT_TRUE(got) << got.report.message();
-  EXPECT_LT(took.count(), 2500) << "woken by its fallback, not the release";
-  (void)got.lock.release();
+  waiters_subscription_leaves_a_deaf_first_seed(deaf_seed::paused);
 }
 
 TEST_F(ClusterEndpoint, a_fenced_acquire_keeps_its_counter_in_the_lock_keys_slot) {

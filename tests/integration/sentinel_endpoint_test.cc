@@ -8,6 +8,7 @@
 // REDLOCK_PREVIEW_SENTINEL=1 (lib/api/validate.cc), set before any client is made.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <future>
 #include <memory>
@@ -180,6 +181,54 @@ TEST_F(SentinelEndpoint, a_failover_is_followed_and_the_clients_acquires_wait_ou
       },
       10000ms))
       << "the quarantine did not end";
+}
+
+// The URI names one sentinel of three: the client learns the other two from it
+// (SENTINEL SENTINELS) and, once the one it named is gone, follows a failover
+// through them. Without the discovery it would keep asking a dead sentinel and
+// sending its acquires to the old master (a replica after the failover: READONLY).
+TEST_F(SentinelEndpoint, the_groups_other_sentinels_are_discovered_and_followed_when_the_named_one_is_gone) {
+  redis_sentinel_deployment group("se-peers", 1, 3, {}, kDownAfter);
+  const std::string uri =
+      "redis+sentinel://127.0.0.1:" + std::to_string(group.sentinel_port(0)) + "/" + group.master_name();
+  client_options o = sentinel_options({uri});
+  o.max_ttl = 3000ms;  // the master-change quarantine
+  client c(o);
+  auto warm = c.acquire("peers-warm", once(2000ms));
+  ASSERT_TRUE(warm) << warm.report.message();
+  ASSERT_FALSE(warm.lock.release().error);
+  const auto sentinels_known = [&] {
+    const probe_result p = c.probe();
+    if (p.nodes.size() != 1) return std::size_t{0};
+    return static_cast<std::size_t>(std::count_if(p.nodes[0].members.begin(), p.nodes[0].members.end(),
+                                                  [](const deployment_member& m) { return m.role == "sentinel"; }));
+  };
+  ASSERT_TRUE(eventually([&] { return sentinels_known() == 3; }, 5000ms))
+      << "the client knows " << sentinels_known() << " sentinels, not the group's 3";
+  const int old_port = group.server(0).port();
+  group.sentinel(0).stop();
+  group.failover(1);
+  // The two running sentinels name the promoted replica (the stopped one names nothing).
+  ASSERT_TRUE(eventually(
+      [&] {
+        const int a = group.named_master_port(1), b = group.named_master_port(2);
+        return a != 0 && a == b && a != old_port;
+      },
+      20000ms))
+      << "no failover seen by sentinels 1 and 2";
+  // After the quarantine (3 s from when the client saw the change), an acquire lands
+  // on the new master.
+  std::string last;
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto a = c.acquire("peers-after", once(2000ms));
+        last = a.report.message();
+        if (!a) return false;
+        (void)a.lock.release();
+        return true;
+      },
+      20000ms))
+      << "the client did not follow the failover through the sentinels it discovered; last: " << last;
 }
 
 TEST_F(SentinelEndpoint, an_unknown_master_name_fails_naming_each_sentinel_and_a_dead_sentinel_is_skipped) {
@@ -438,23 +487,21 @@ TEST_F(SentinelEndpoint, a_waiter_on_a_sentinel_node_is_woken_by_the_release) {
   std::this_thread::sleep_for(50ms);  // its attempt right after subscribing has failed
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_FALSE(held.lock.release().error);
-  auto got = fut.get();
-  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
-  ASSERT_TRUE(got) << got.report.message();
-  EXPECT_LT(took.count(), 2500) << "woken by its fallback, not the release";
-  (void)got.lock.release();
+  wait_util::expect_woken_by_the_release(fut, t0);
 }
 
-// The master a waiter listens on dies: once Sentinel names the promoted replica, the
-// waiter's subscriber moves there (its periodic sweep), so a release still wakes it,
-// not its fallback timer.
-TEST_F(SentinelEndpoint, a_waiters_subscription_follows_the_master_after_a_failover) {
-  redis_sentinel_deployment group("se-follow", 1, 1, {}, kDownAfter);
+// The master a waiter listens on goes (dies, or is paused: its connections then stay
+// open and silent); once Sentinel names the promoted replica, the waiter's
+// subscriber moves there (its periodic sweep), so a release still wakes it, not its
+// fallback timer.
+void waiters_subscription_follows_the_master(bool paused) {
+  const std::string r = paused ? "paused" : "follow";
+  redis_sentinel_deployment group("se-" + r, 1, 1, {}, kDownAfter);
   client holder(sentinel_options({group.uri()}));
   client_options wo = sentinel_options({group.uri()});
   wo.max_ttl = 3000ms;  // the master-change quarantine of the waiter's client
+  wo.notify_idle_close = 2000ms;  // a sweep every second
   client waiter(wo);
-  const std::string r = "follow";
   auto held = holder.acquire(r, once(60000ms));
   ASSERT_TRUE(held) << held.report.message();
   // The fallback (retry delay) far above the wake-up measured.
@@ -470,67 +517,34 @@ TEST_F(SentinelEndpoint, a_waiters_subscription_follows_the_master_after_a_failo
     }
   };
   ASSERT_TRUE(eventually([&] { return subscribed_on(0); }, 5000ms)) << "the waiter never subscribed on the master";
-  group.server(0).kill();
+  std::unique_ptr<wait_util::resume_on_exit> resume;
+  if (paused) {
+    group.server(0).pause();
+    resume.reset(new wait_util::resume_on_exit{group.server(0)});
+  } else {
+    group.server(0).kill();
+  }
   group.failover(0);
   ASSERT_EQ(group.wait_master_change(0, 20000ms), 1u);
-  // The waiter's client learns the new master (a poll, 1 s), then its sweep (every
-  // notify_idle_close / 2 = 5 s) moves the subscriber.
-  ASSERT_TRUE(eventually([&] { return subscribed_on(1); }, 20000ms)) << "the subscription stayed on the dead master";
-  std::this_thread::sleep_for(3500ms);  // the waiter's quarantine (3 s from when it saw the change) is over
-  const auto released = [&] { return !held.lock.release().error; };
-  ASSERT_TRUE(eventually(released, 5000ms)) << "the holder could not release on the new master";
-  const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_EQ(fut.wait_for(10000ms), std::future_status::ready) << "not woken by the release";
-  auto got = fut.get();
-  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
-  ASSERT_TRUE(got) << got.report.message();
-  EXPECT_LT(took.count(), 2500) << "woken by its fallback, not the release";
-  (void)got.lock.release();
-}
-
-// A failover away from a master that is paused (not dead: its connections stay
-// open and silent) moves the waiters' subscription to the new master as a dead
-// master's does.
-TEST_F(SentinelEndpoint, a_waiters_subscription_leaves_a_paused_master_after_a_failover) {
-  redis_sentinel_deployment group("se-paused", 1, 1, {}, kDownAfter);
-  client holder(sentinel_options({group.uri()}));
-  client_options wo = sentinel_options({group.uri()});
-  wo.max_ttl = 3000ms;  // the master-change quarantine of the waiter's client
-  client waiter(wo);
-  const std::string r = "paused";
-  auto held = holder.acquire(r, once(60000ms));
-  ASSERT_TRUE(held) << held.report.message();
-  // The fallback (retry delay) far above the wake-up measured.
-  const acquire_options w = wait_util::waiting(15000ms, 60000ms, 2000ms);
-  auto fut = std::async(std::launch::async, [&] { return waiter.acquire(r, w); });
-  const std::string channel = kPrefix + r + ":released";
-  const auto subscribed_on = [&](std::size_t server) {
-    try {
-      const owned_reply n = raw_command(group.server(server).port(), {"PUBSUB", "NUMSUB", channel});
-      return n->type == REDIS_REPLY_ARRAY && n->elements == 2 && n->element[1]->integer == 1;
-    } catch (const std::runtime_error&) {
-      return false;
-    }
-  };
-  ASSERT_TRUE(eventually([&] { return subscribed_on(0); }, 5000ms)) << "the waiter never subscribed on the master";
-  group.server(0).pause();
-  wait_util::resume_on_exit resume{group.server(0)};
-  group.failover(0);
-  ASSERT_EQ(group.wait_master_change(0, 20000ms), 1u);
-  // The waiter's client learns the new master (+switch-master, or its 1 s poll); a
-  // sweep (every notify_idle_close / 2 = 5 s) must find the silent subscriber.
+  // The waiter's client learns the new master (+switch-master, or its 1 s poll), then
+  // its sweep (every notify_idle_close / 2 = 1 s) moves the subscriber: a dead
+  // master's is down; a paused one's looks up (nothing in flight on it) but is no
+  // longer at the master Sentinel names.
   ASSERT_TRUE(eventually([&] { return subscribed_on(1); }, 20000ms))
-      << "the subscription stayed on the paused old master (its connection looks up: nothing is in flight on it)";
+      << (paused ? "the subscription stayed on the paused old master" : "the subscription stayed on the dead master");
   std::this_thread::sleep_for(3500ms);  // the waiter's quarantine (3 s from when it saw the change) is over
   const auto released = [&] { return !held.lock.release().error; };
   ASSERT_TRUE(eventually(released, 5000ms)) << "the holder could not release on the new master";
   const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_EQ(fut.wait_for(10000ms), std::future_status::ready) << "not woken by the release";
-  auto got = fut.get();
-  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
-  ASSERT_TRUE(got) << got.report.message();
-  EXPECT_LT(took.count(), 2500) << "woken by its fallback, not the release";
-  (void)got.lock.release();
+  wait_util::expect_woken_by_the_release(fut, t0);
+}
+
+TEST_F(SentinelEndpoint, a_waiters_subscription_follows_the_master_after_a_failover) {
+  waiters_subscription_follows_the_master(false);
+}
+
+TEST_F(SentinelEndpoint, a_waiters_subscription_leaves_a_paused_master_after_a_failover) {
+  waiters_subscription_follows_the_master(true);
 }
 
 }  // namespace

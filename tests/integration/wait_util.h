@@ -3,12 +3,14 @@
 // the nodes say about the release channels.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <future>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +28,19 @@ using clock_type = std::chrono::steady_clock;
 inline std::string unique(const std::string& base) {
   static std::atomic<int> n{0};
   return base + "-" + std::to_string(n.fetch_add(1)) + "-" + std::to_string(::getpid());
+}
+
+// The holder released at `t0`: the waiter's acquire (`fut`, waiting with a fallback
+// far above it) gets the lock within 2.5 s, so the release woke it, not its fallback;
+// the lock is released again.
+template <typename Result>
+void expect_woken_by_the_release(std::future<Result>& fut, clock_type::time_point t0) {
+  ASSERT_EQ(fut.wait_for(10000ms), std::future_status::ready) << "not woken by the release";
+  auto got = fut.get();
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - t0);
+  ASSERT_TRUE(got) << got.report.message();
+  EXPECT_LT(took.count(), 2500) << "woken by its fallback, not the release";
+  (void)got.lock.release();
 }
 
 // A waiting acquire: a fixed retry delay (the fallback timer), a deadline.

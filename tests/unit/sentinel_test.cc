@@ -31,6 +31,37 @@ TEST(SentinelMasterAddr, AnAddressOrUnknown) {
   EXPECT_FALSE(u->known);
 }
 
+// SENTINEL SENTINELS as Redis 7.0 sends it (flat field/value arrays).
+TEST(SentinelPeers, TheOtherSentinelsThatAreUp) {
+  const auto peer = [](const std::string& ip, const std::string& port, const std::string& flags) {
+    return arr({bulk("name"), bulk("abc"), bulk("ip"), bulk(ip), bulk("port"), bulk(port), bulk("runid"), bulk("abc"),
+                bulk("flags"), bulk(flags)});
+  };
+  auto r = parse_resp(arr({peer("127.0.0.1", "26380", "sentinel"), peer("127.0.0.2", "26381", "s_down,sentinel"),
+                           peer("127.0.0.3", "26382", "sentinel,disconnected"), peer("h st", "1", "sentinel"),
+                           peer("127.0.0.4", "0", "sentinel"), peer("127.0.0.5", "26383", "sentinel")}));
+  ASSERT_TRUE(r);
+  const auto p = parse_sentinels(r.get(), 16);
+  ASSERT_TRUE(p);
+  ASSERT_EQ(p->size(), 2u);
+  EXPECT_EQ((*p)[0].host, "127.0.0.1");
+  EXPECT_EQ((*p)[0].port, 26380);
+  EXPECT_EQ((*p)[1].host, "127.0.0.5");
+  const auto capped = parse_sentinels(r.get(), 1);
+  ASSERT_TRUE(capped);
+  EXPECT_EQ(capped->size(), 1u);
+  auto none = parse_resp(arr({}));
+  ASSERT_TRUE(none);
+  ASSERT_TRUE(parse_sentinels(none.get(), 16));
+  EXPECT_TRUE(parse_sentinels(none.get(), 16)->empty());
+  for (const std::string& wire : {arr({bulk("ip")}), arr({arr({bulk("ip")})}), bulk("x"), num(1)}) {
+    auto bad = parse_resp(wire);
+    ASSERT_TRUE(bad);
+    EXPECT_FALSE(parse_sentinels(bad.get(), 16)) << wire;
+  }
+  EXPECT_FALSE(parse_sentinels(nullptr, 16));
+}
+
 TEST(SentinelMasterAddr, OtherShapesAreNothing) {
   for (const std::string& wire : {arr({bulk("127.0.0.1")}), arr({bulk("127.0.0.1"), bulk("0")}),
                                   arr({bulk("127.0.0.1"), bulk("70000")}), arr({bulk("h st"), bulk("1")}),

@@ -247,12 +247,15 @@ void release_wait::wait_for_release(const round& r, milliseconds delay, const st
     // seen — also one during the attempt that brought this op here (review 13b).
   }
   // A release of a holder that blocked this attempt, seen during it: try again at
-  // once — once per released token (a node that missed the delete still shows it).
-  // Such a retry spends a wake-up of the budget, as a wake-up does (distinct
-  // forged tokens must not make it spin when the holders are unknown: fenced).
+  // once — once per released token, and again for it only when a node not heard
+  // before published it since the last such retry (that retry too reached some
+  // node before its delete; at most one retry per node and token). Such a retry
+  // spends a wake-up of the budget, as a wake-up does (distinct forged tokens must
+  // not make it spin when the holders are unknown: fenced).
   if (auto t = c_.notify().missed_release(key_, *this, attempt_started_, attempt_woken_);
-      t && *t != retried_for_) {
-    retried_for_ = *t;
+      t && (t->token != retried_for_ || t->last_at > retried_at_)) {
+    retried_for_ = t->token;
+    retried_at_ = t->last_at;
     const clock_tp at = wake_allowed_at(), now = c_.now();
     spend_wake();
     return arm_wait(at > now ? std::chrono::ceil<milliseconds>(at - now) : milliseconds(0), false);

@@ -115,6 +115,7 @@ class release_wait final : private waiter {
   bool fresh_at_join_ = false; // ... and did, with a subscription newer than the attempt
   std::vector<std::string> blockers_;  // holders seen by the last failed attempt
   std::string retried_for_;    // the last released token that made it try at once
+  clock_tp retried_at_{};      // ... and its latest node's message then
   bool woken_ = false;         // the next attempt was woken by a release of key_
   bool attempt_woken_ = false; // ... and it is (was) the current attempt
   clock_tp attempt_started_{};
