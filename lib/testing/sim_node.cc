@@ -1937,7 +1937,8 @@ void node::promote() {
 
 void node::attach_replica(std::string id, std::string host, int port) {
   detach_replica(id);
-  replicas_.push_back(replica_state{std::move(id), std::move(host), port, 0});
+  // Attached after a full sync: it has everything up to the current offset.
+  replicas_.push_back(replica_state{std::move(id), std::move(host), port, repl_offset_});
 }
 
 void node::detach_replica(const std::string& id) {

@@ -246,7 +246,8 @@ class REDLOCK_EXPORT node {
   void follow(std::string master_host, int master_port);
   void promote();
   bool replica() const noexcept { return !master_host_.empty(); }
-  // A replica attached to this master (id: any unique name), or gone.
+  // A replica attached to this master (id: any unique name) after a full sync (it
+  // has acknowledged the current offset), or gone.
   void attach_replica(std::string id, std::string host, int port);
   void detach_replica(const std::string& id);
   // A replica acknowledged `offset`.
