@@ -396,7 +396,7 @@ void world::impl::pump_replication(std::size_t replica) {
   const std::size_t master = *r.master_of;
   const node_state& m = nodes[master];
   while (!r.repl_in.empty() && r.repl_in.front().due_us <= now_us) {
-    if (!r.up || r.paused || r.black_hole || m.black_hole) {
+    if (!r.up || r.paused || r.black_hole || m.black_hole || r.repl_stalled) {
       // Held back (TCP retransmits) until the path opens: look again soon.
       if (!r.repl_pump_queued) {
         r.repl_pump_queued = true;
@@ -422,7 +422,9 @@ void world::impl::pump_replication(std::size_t replica) {
 void world::impl::poll_blocked(std::size_t i) {
   node_state& n = nodes[i];
   if (!n.up || n.paused) return;
-  for (auto& c : live_conns(i)) {
+  // A copy: unblock() runs requests whose replies may end connections.
+  const std::vector<std::shared_ptr<conn_state>> conns = n.conns;
+  for (auto& c : conns) {
     if (c->dead || !c->session || c->node_epoch != n.epoch || !n.node->blocked(*c->session)) continue;
     std::string out;
     const bool ok = n.node->unblock(*c->session, node_now_us(i), out);

@@ -90,6 +90,7 @@ struct world::impl {
     };
     std::deque<repl_record> repl_in;  // in flight from the master, in order
     bool repl_pump_queued = false;
+    bool repl_stalled = false;  // a fault: what the master sends waits (a slow replication link)
   };
 
   struct client_state {
