@@ -12,6 +12,7 @@
 #include "redlock/fencing.h"
 #include "protocol/scripts.h"
 #include "pure/sha1.h"
+#include "pure/slot.h"
 
 namespace redlock::sim {
 namespace {
@@ -280,6 +281,11 @@ enum class cmd : std::uint8_t {
   rpush,
   llen,
   lrange,
+  wait,
+  asking,
+  cluster,
+  cluster_shards,
+  cluster_myid,
   count
 };
 
@@ -316,6 +322,15 @@ constexpr command_spec kCommands[] = {
     {"rpush", "RPUSH", -3, cmd::rpush},
     {"llen", "LLEN", 2, cmd::llen},
     {"lrange", "LRANGE", 4, cmd::lrange},
+    {"wait", "WAIT", 3, cmd::wait},
+    {"asking", "ASKING", 1, cmd::asking},
+    {"cluster", "CLUSTER", -2, cmd::cluster},
+};
+
+// CLUSTER's subcommands (the ones the library sends).
+constexpr command_spec kClusterSubcommands[] = {
+    {"cluster|shards", "CLUSTER", 2, cmd::cluster_shards},
+    {"cluster|myid", "CLUSTER", 2, cmd::cluster_myid},
 };
 
 // SCRIPT's subcommands (SCRIPT is a container: it never runs by itself).
@@ -349,8 +364,77 @@ const command_spec* find_script_subcommand(std::string_view name) {
   return nullptr;
 }
 
+const command_spec* find_cluster_subcommand(std::string_view name) {
+  for (const command_spec& c : kClusterSubcommands) {
+    if (equals_lower(name, c.name.substr(8))) return &c;
+  }
+  return nullptr;
+}
+
+// Commands that write (Redis' CMD_WRITE), and the scripts, which may.
+bool writes(cmd id) {
+  switch (id) {
+    case cmd::set:
+    case cmd::del:
+    case cmd::pexpire:
+    case cmd::incr:
+    case cmd::flushall:
+    case cmd::flushdb:
+    case cmd::lpush:
+    case cmd::rpush:
+    case cmd::eval:
+    case cmd::evalsha:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The keys of a request (Redis' key specs for the commands the node has): up to
+// `max` of them into `out`; returns how many.
+std::size_t keys_of(cmd id, const std::string_view* a, std::size_t argc, std::vector<std::string_view>& out) {
+  out.clear();
+  switch (id) {
+    case cmd::get:
+    case cmd::set:
+    case cmd::type:
+    case cmd::pttl:
+    case cmd::pexpire:
+    case cmd::incr:
+    case cmd::lpush:
+    case cmd::rpush:
+    case cmd::llen:
+    case cmd::lrange:
+      out.push_back(a[1]);
+      break;
+    case cmd::del:
+    case cmd::exists:
+      for (std::size_t j = 1; j < argc; ++j) out.push_back(a[j]);
+      break;
+    case cmd::eval:
+    case cmd::evalsha: {
+      long long nk = 0;
+      if (!string2ll(a[2], nk) || nk < 0 || nk > static_cast<long long>(argc - 3)) break;
+      for (std::size_t j = 0; j < static_cast<std::size_t>(nk); ++j) out.push_back(a[3 + j]);
+      break;
+    }
+    default:
+      break;
+  }
+  return out.size();
+}
+
+bool same_entry(const node::entry& x, const node::entry& y) {
+  return x.type == y.type && x.expire_ms == y.expire_ms && x.str == y.str && x.list == y.list;
+}
+
+const char kReadOnly[] = "READONLY You can't write against a read only replica.";
+
 const command_spec* spec_of(cmd id) {
   for (const command_spec& c : kCommands) {
+    if (c.id == id) return &c;
+  }
+  for (const command_spec& c : kClusterSubcommands) {
     if (c.id == id) return &c;
   }
   for (const command_spec& c : kScriptSubcommands) {
@@ -610,6 +694,8 @@ struct node::exec {
   void push(const std::string_view* a, std::size_t argc, bool left);
   void llen(const std::string_view* a);
   void lrange(const std::string_view* a);
+  void wait(const std::string_view* a);
+  void cluster_shards();
 };
 
 void node::exec::dispatch(cmd id, const std::string_view* a, std::size_t argc) {
@@ -684,6 +770,19 @@ void node::exec::dispatch(cmd id, const std::string_view* a, std::size_t argc) {
       return llen(a);
     case cmd::lrange:
       return lrange(a);
+    case cmd::wait:
+      return wait(a);
+    case cmd::asking:
+      if (!n.cluster_enabled()) return reply_error(out, "ERR This instance has cluster support disabled");
+      return reply_status(out, "OK");
+    case cmd::cluster:
+      return;  // a container: never dispatched
+    case cmd::cluster_shards:
+      if (!n.cluster_enabled()) return reply_error(out, "ERR This instance has cluster support disabled");
+      return cluster_shards();
+    case cmd::cluster_myid:
+      if (!n.cluster_enabled()) return reply_error(out, "ERR This instance has cluster support disabled");
+      return reply_bulk(out, n.my_id_);
     case cmd::count:
       return;
   }
@@ -918,8 +1017,12 @@ void node::exec::info(const std::string_view* a, std::size_t argc) {
   bool server = argc == 1;
   bool memory = argc == 1;
   bool keyspace = argc == 1;
+  // Only when asked by name: the bare INFO the diff test pins has three sections.
+  bool replication = false;
   for (std::size_t j = 1; j < argc; ++j) {
-    if (equals_lower(a[j], "server")) {
+    if (equals_lower(a[j], "replication")) {
+      replication = true;
+    } else if (equals_lower(a[j], "server")) {
       server = true;
     } else if (equals_lower(a[j], "memory")) {
       memory = true;
@@ -937,7 +1040,10 @@ void node::exec::info(const std::string_view* a, std::size_t argc) {
     const std::uint64_t pid = 1000 + splitmix64(pid_state) % 60000 + n.restarts_;
     text +=
         "# Server\r\nredis_version:7.0.15\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\n"
-        "redis_build_id:0000000000000000\r\nredis_mode:standalone\r\nos:Linux redlock-sim x86_64\r\n"
+        "redis_build_id:0000000000000000\r\nredis_mode:";
+    text += n.cluster_enabled() ? "cluster" : "standalone";
+    text +=
+        "\r\nos:Linux redlock-sim x86_64\r\n"
         "arch_bits:64\r\nmonotonic_clock:POSIX clock_gettime\r\nmultiplexing_api:epoll\r\n"
         "atomicvar_api:c11-builtin\r\ngcc_version:12.2.0\r\nprocess_id:";
     text += std::to_string(pid);
@@ -963,8 +1069,28 @@ void node::exec::info(const std::string_view* a, std::size_t argc) {
     text += n.cfg_.maxmemory_policy;
     text += "\r\n";
   }
-  if (keyspace) {
+  if (replication) {
     if (server || memory) text += "\r\n";
+    text += "# Replication\r\n";
+    if (n.replica()) {
+      text += "role:slave\r\nmaster_host:" + n.master_host_ + "\r\nmaster_port:" + std::to_string(n.master_port_) +
+              "\r\nmaster_link_status:up\r\nmaster_last_io_seconds_ago:0\r\nmaster_sync_in_progress:0\r\n"
+              "slave_read_repl_offset:" + std::to_string(n.repl_offset_) + "\r\nslave_repl_offset:" +
+              std::to_string(n.repl_offset_) + "\r\nslave_priority:100\r\nslave_read_only:1\r\n"
+              "replica_announced:1\r\nconnected_slaves:0\r\n";
+    } else {
+      text += "role:master\r\nconnected_slaves:" + std::to_string(n.replicas_.size()) + "\r\n";
+      for (std::size_t i = 0; i < n.replicas_.size(); ++i) {
+        const auto& r = n.replicas_[i];
+        text += "slave" + std::to_string(i) + ":ip=" + r.host + ",port=" + std::to_string(r.port) +
+                ",state=online,offset=" + std::to_string(r.acked) + ",lag=0\r\n";
+      }
+    }
+    text += "master_failover_state:no-failover\r\nmaster_repl_offset:" + std::to_string(n.repl_offset_) +
+            "\r\nsecond_repl_offset:-1\r\nrepl_backlog_active:1\r\n";
+  }
+  if (keyspace) {
+    if (server || memory || replication) text += "\r\n";
     text += "# Keyspace\r\n";
     for (std::size_t i = 0; i < n.dbs_.size(); ++i) {
       const database& d = n.dbs_[i];
@@ -976,6 +1102,58 @@ void node::exec::info(const std::string_view* a, std::size_t argc) {
     }
   }
   reply_bulk(out, text);
+}
+
+void node::exec::wait(const std::string_view* a) {
+  if (n.replica()) {
+    return reply_error(out,
+                       "ERR WAIT cannot be used with replica instances. Please also note that since Redis 4.0 if a "
+                       "replica is configured to be writable (which is not the default) writes to replicas are just "
+                       "local and are not propagated.");
+  }
+  long long want = 0, timeout = 0;
+  if (!string2ll(a[1], want)) return reply_error(out, kNotInteger);
+  if (!string2ll(a[2], timeout)) return reply_error(out, "ERR timeout is not an integer or out of range");
+  if (timeout < 0) return reply_error(out, "ERR timeout is negative");
+  const long long have = n.acked(s.woff_);
+  if (have >= want) return reply_int(out, have);
+  s.blocked_ = true;
+  s.wait_replicas_ = want;
+  s.wait_offset_ = s.woff_;
+  s.wait_deadline_us_ = timeout > 0 ? now_us + timeout * 1000 : -1;
+}
+
+void node::exec::cluster_shards() {
+  reply_array(out, n.shards_.size());
+  for (const cluster_shard& sh : n.shards_) {
+    reply_array(out, 4);
+    reply_bulk(out, "slots");
+    reply_array(out, 2 * sh.slots.size());
+    for (const auto& [lo, hi] : sh.slots) {
+      reply_int(out, lo);
+      reply_int(out, hi);
+    }
+    reply_bulk(out, "nodes");
+    reply_array(out, sh.members.size());
+    for (const cluster_member& m : sh.members) {
+      const bool me = m.id == n.my_id_;
+      reply_array(out, 14);
+      reply_bulk(out, "id");
+      reply_bulk(out, m.id);
+      reply_bulk(out, "port");
+      reply_int(out, m.port);
+      reply_bulk(out, "ip");
+      reply_bulk(out, m.host);
+      reply_bulk(out, "endpoint");
+      reply_bulk(out, m.host);
+      reply_bulk(out, "role");
+      reply_bulk(out, m.master ? "master" : "replica");
+      reply_bulk(out, "replication-offset");
+      reply_int(out, me ? static_cast<long long>(n.repl_offset_) : 0);
+      reply_bulk(out, "health");
+      reply_bulk(out, m.failed ? "failed" : "online");
+    }
+  }
 }
 
 void node::exec::script_exists(const std::string_view* a, std::size_t argc) {
@@ -1090,6 +1268,10 @@ struct node::script_run {
     }
     std::string& reply = x.n.scratch_;
     reply.clear();
+    if (x.n.replica() && writes(id)) {
+      fail(line, kReadOnly);
+      return false;
+    }
     exec sub(x.n, x.s, x.now_us, reply);
     sub.dispatch(id, argv, argc);
     switch (reply[0]) {
@@ -1562,6 +1744,7 @@ bool node::consume(session& s, std::string_view buf, std::size_t& pos, std::int6
     switch (parse(s, buf, pos, error)) {
       case parsed::command:
         run(s, argv_.size(), now_us, out);
+        if (s.blocked_) return true;  // the rest waits behind the WAIT (unblock)
         break;
       case parsed::empty:
         break;
@@ -1579,6 +1762,10 @@ bool node::consume(session& s, std::string_view buf, std::size_t& pos, std::int6
 
 bool node::feed(session& s, const char* data, std::size_t n, std::int64_t now_us, std::string& out) {
   if (!owns(s)) return false;
+  if (s.blocked_) {
+    s.in_.append(data, n);
+    return true;
+  }
   std::size_t pos = 0;
   if (s.in_.empty()) {
     const std::string_view buf(data, n);
@@ -1609,12 +1796,13 @@ std::string node::execute(session& s, const std::vector<std::string>& argv, std:
 void node::run(session& s, std::size_t argc, std::int64_t now_us, std::string& out) {
   const std::string_view* a = argv_.data();
   const command_spec* spec = find_command(a[0]);
-  if (spec != nullptr && spec->id == cmd::script && argc >= 2) {
-    spec = find_script_subcommand(a[1]);
+  if (spec != nullptr && (spec->id == cmd::script || spec->id == cmd::cluster) && argc >= 2) {
+    const bool script = spec->id == cmd::script;
+    spec = script ? find_script_subcommand(a[1]) : find_cluster_subcommand(a[1]);
     if (spec == nullptr) {
       std::string msg = "ERR unknown subcommand '";
       msg += c_str(a[1]).substr(0, 128);
-      msg += "'. Try SCRIPT HELP.";
+      msg += script ? "'. Try SCRIPT HELP." : "'. Try CLUSTER HELP.";
       return reply_error(out, msg);
     }
   }
@@ -1644,11 +1832,166 @@ void node::run(session& s, std::size_t argc, std::int64_t now_us, std::string& o
   // Loading the AOF after a restart: only the commands with Redis' CMD_LOADING flag run.
   const bool loading_command = spec->id == cmd::auth || spec->id == cmd::select || spec->id == cmd::info ||
                                spec->id == cmd::time || spec->id == cmd::echo;
+  if (cluster_enabled()) {
+    const std::string moved = redirect_of(static_cast<int>(spec->id), argc);
+    if (!moved.empty()) return reply_error(out, moved);
+  }
+  if (replica() && writes(spec->id) && spec->id != cmd::eval && spec->id != cmd::evalsha) {
+    return reply_error(out, kReadOnly);
+  }
   if (now_us < loading_until_us_ && !loading_command) {
     return reply_error(out, "LOADING Redis is loading the dataset in memory");
   }
   exec x(*this, s, now_us, out);
+  if (replicas_.empty() || replica() || !writes(spec->id)) {
+    x.dispatch(spec->id, a, argc);
+    s.woff_ = repl_offset_;
+    return;
+  }
+  // A master's write: each key's state before, then what changed is recorded.
+  std::vector<std::string_view> keys;
+  keys_of(spec->id, a, argc, keys);
+  std::vector<std::string> names;
+  std::vector<std::optional<entry>> before;
+  database& d = dbs_[static_cast<std::size_t>(s.db_)];
+  for (std::string_view k : keys) {
+    std::string name(k);
+    if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+    const auto it = d.find(name);
+    before.push_back(it == d.end() ? std::nullopt : std::optional<entry>(it->second));
+    names.push_back(std::move(name));
+  }
+  const std::size_t reply_at = out.size();
   x.dispatch(spec->id, a, argc);
+  if (spec->id == cmd::flushall || spec->id == cmd::flushdb) {
+    if (out.compare(reply_at, 1, "+") == 0) {
+      replicated_write w;
+      w.op = spec->id == cmd::flushall ? replicated_write::what::flush_all : replicated_write::what::flush_db;
+      w.db = s.db_;
+      w.offset = ++repl_offset_;
+      backlog_.push_back(std::move(w));
+    }
+  }
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const auto it = d.find(names[i]);
+    const bool now_there = it != d.end();
+    if (!now_there && !before[i]) continue;
+    if (now_there && before[i] && same_entry(it->second, *before[i])) continue;
+    replicated_write w;
+    w.db = s.db_;
+    w.key = names[i];
+    w.op = now_there ? replicated_write::what::put : replicated_write::what::remove;
+    if (now_there) w.value = it->second;
+    w.offset = ++repl_offset_;
+    backlog_.push_back(std::move(w));
+  }
+  s.woff_ = repl_offset_;
+}
+
+std::string node::redirect_of(int id, std::size_t argc) const {
+  std::vector<std::string_view> keys;
+  if (keys_of(static_cast<cmd>(id), argv_.data(), argc, keys) == 0) return {};
+  const int slot = detail::key_slot(keys[0]);
+  for (std::size_t i = 1; i < keys.size(); ++i) {
+    if (detail::key_slot(keys[i]) != slot) return "CROSSSLOT Keys in request don't hash to the same slot";
+  }
+  const int owner = slot_owner_.empty() ? -1 : slot_owner_[static_cast<std::size_t>(slot)];
+  if (owner < 0) return "CLUSTERDOWN Hash slot not served";
+  const cluster_member& m = shards_[static_cast<std::size_t>(owner)].members.front();
+  if (m.id == my_id_ && !replica()) return {};
+  return "MOVED " + std::to_string(slot) + " " + m.host + ":" + std::to_string(m.port);
+}
+
+long long node::acked(std::uint64_t offset) const noexcept {
+  long long k = 0;
+  for (const auto& r : replicas_) k += r.acked >= offset ? 1 : 0;
+  return k;
+}
+
+void node::set_cluster(std::string my_id, std::vector<cluster_shard> shards) {
+  my_id_ = std::move(my_id);
+  shards_ = std::move(shards);
+  slot_owner_.assign(detail::kClusterSlots, -1);
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    const auto& sh = shards_[i];
+    if (sh.members.empty() || !sh.members.front().master) continue;
+    for (const auto& [lo, hi] : sh.slots) {
+      for (int x = std::max(lo, 0); x <= std::min(hi, detail::kClusterSlots - 1); ++x) {
+        slot_owner_[static_cast<std::size_t>(x)] = static_cast<std::int16_t>(i);
+      }
+    }
+  }
+}
+
+void node::follow(std::string master_host, int master_port) {
+  master_host_ = std::move(master_host);
+  master_port_ = master_port;
+  replicas_.clear();
+  backlog_.clear();
+}
+
+void node::promote() {
+  master_host_.clear();
+  master_port_ = 0;
+}
+
+void node::attach_replica(std::string id, std::string host, int port) {
+  detach_replica(id);
+  // Attached after a full sync: it has everything up to the current offset.
+  replicas_.push_back(replica_state{std::move(id), std::move(host), port, repl_offset_});
+}
+
+void node::detach_replica(const std::string& id) {
+  replicas_.erase(std::remove_if(replicas_.begin(), replicas_.end(),
+                                 [&](const replica_state& r) { return r.id == id; }),
+                  replicas_.end());
+}
+
+void node::ack(const std::string& id, std::uint64_t offset) {
+  for (auto& r : replicas_) {
+    if (r.id == id) r.acked = std::max(r.acked, offset);
+  }
+}
+
+std::vector<node::replicated_write> node::take_writes() {
+  std::vector<replicated_write> out;
+  out.swap(backlog_);
+  return out;
+}
+
+void node::apply(const replicated_write& w) {
+  database& d = dbs_.at(static_cast<std::size_t>(w.db));
+  switch (w.op) {
+    case replicated_write::what::put:
+      d[w.key] = w.value;
+      break;
+    case replicated_write::what::remove:
+      d.erase(w.key);
+      break;
+    case replicated_write::what::flush_db:
+      d.clear();
+      break;
+    case replicated_write::what::flush_all:
+      for (database& x : dbs_) x.clear();
+      break;
+  }
+  repl_offset_ = std::max(repl_offset_, w.offset);
+}
+
+void node::load(const node& master) {
+  dbs_ = master.dbs_;
+  repl_offset_ = master.repl_offset_;
+}
+
+bool node::unblock(session& s, std::int64_t now_us, std::string& out) {
+  if (!owns(s)) return false;
+  if (!s.blocked_) return true;
+  const long long have = acked(s.wait_offset_);
+  if (have < s.wait_replicas_ && (s.wait_deadline_us_ < 0 || now_us < s.wait_deadline_us_)) return true;
+  s.blocked_ = false;
+  s.wait_deadline_us_ = -1;
+  reply_int(out, have);
+  return feed(s, "", 0, now_us, out);
 }
 
 }  // namespace redlock::sim

@@ -36,6 +36,32 @@
 //   - at most one ACL user besides the default one (node_config), with every
 //     permission.
 //
+// Cluster mode and replication (issue 23's simulator item), driven by the world:
+//   - set_cluster() makes the node a Redis Cluster member that knows the map (the
+//     shards, their slot ranges, each shard's master and replicas): CLUSTER SHARDS
+//     (Redis 7.0's reply shape), CLUSTER MYID, ASKING (+OK; there is no slot
+//     migration, so it changes nothing), and -MOVED <slot> <host>:<port> to a keyed
+//     command (EVAL/EVALSHA by their KEYS) whose slot is not its own as a master
+//     (a replica redirects every keyed command: no client sends READONLY),
+//     -CROSSSLOT when the keys span slots, -CLUSTERDOWN for a slot no master serves.
+//     The redirect comes after the NOAUTH and injected-error checks (Redis' ACL
+//     check), before READONLY and LOADING, as in Redis' processCommand.
+//   - Replication: a master with attached replicas (attach_replica) records, after
+//     each write command, the new state of every key it changed (a changed key's
+//     whole entry, or its removal: Redis 7 replicates a script's effects, not the
+//     script; one record per key, offsets count records, not bytes); take_writes()
+//     hands them to the world, which delivers them to the replicas (apply()) and
+//     their acknowledgements back (ack()). INFO replication has role,
+//     connected_slaves, slaveK:ip=,port=,state=online,offset=,lag=0 and
+//     master_repl_offset on a master; role:slave, master_host, master_port on a
+//     replica. WAIT numreplicas timeout answers at once when enough replicas have
+//     acknowledged the session's last offset; else the session blocks (its later
+//     requests wait behind it) until unblock() finds enough acknowledgements or the
+//     timeout passed (timeout 0: for ever), then answers the count, as Redis does.
+//   - A replica (follow()) refuses a write command with -READONLY You can't write
+//     against a read only replica. (a script's write: that error raised by its
+//     redis.call()).
+//
 // Time: every call takes the node's own wall clock, `now_us` (microseconds since
 // the epoch: what TIME reports). The node never reads a clock: a clock jump is a
 // jumped `now_us`. Keys expire as in Redis: a key with expiry time `when` (ms) is
@@ -54,6 +80,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "redlock/version.h"
@@ -87,9 +114,38 @@ struct node_config {
   std::int64_t loading_us = 0;
 };
 
+// One member of a cluster map (set_cluster).
+struct cluster_member {
+  std::string id;    // 40 characters, as Redis' node ids
+  std::string host;  // what CLUSTER SHARDS reports as ip and endpoint, and MOVED names
+  int port = 6379;
+  bool master = false;
+  bool failed = false;  // health "failed" instead of "online"
+};
+struct cluster_shard {
+  std::vector<std::pair<int, int>> slots;  // inclusive ranges
+  std::vector<cluster_member> members;     // the master (if any) first
+};
+
 // One simulated server process.
 class REDLOCK_EXPORT node {
  public:
+  enum class kind : std::uint8_t { string, list };
+  struct entry {
+    kind type = kind::string;
+    std::int64_t expire_ms = -1;  // absolute ms since the epoch; -1 = none
+    std::string str;
+    std::vector<std::string> list;  // front = head
+  };
+  // One replicated change: a key's new entry (or its removal), or a flush.
+  struct replicated_write {
+    std::uint64_t offset = 0;  // the master's offset once this record is in
+    int db = 0;
+    enum class what : std::uint8_t { put, remove, flush_db, flush_all } op = what::put;
+    std::string key;
+    entry value;  // put
+  };
+
   // One client connection's server-side state: authentication, selected db, and
   // the bytes of a request not complete yet. Dies when the node restarts.
   class session {
@@ -109,6 +165,12 @@ class REDLOCK_EXPORT node {
     bool closed_ = false;
     int db_ = 0;
     std::string in_;  // unconsumed request bytes
+    std::uint64_t woff_ = 0;  // the master's offset after this session's last command
+    // A WAIT blocked: its count, its target offset and deadline (node time; -1 none).
+    bool blocked_ = false;
+    long long wait_replicas_ = 0;
+    std::uint64_t wait_offset_ = 0;
+    std::int64_t wait_deadline_us_ = -1;
   };
 
   // `run_id_seed` makes the run_ids (and INFO's process_id) deterministic: the same
@@ -173,6 +235,39 @@ class REDLOCK_EXPORT node {
   // are not affected.
   void inject_error(std::string command, std::string error_line);
 
+  // --- cluster mode ---
+  // Makes the node a cluster member with id `my_id` (one of the map's members) and
+  // this map (replacing any earlier one: a failover updates every member's).
+  void set_cluster(std::string my_id, std::vector<cluster_shard> shards);
+  bool cluster_enabled() const noexcept { return !my_id_.empty(); }
+
+  // --- replication ---
+  // Becomes a replica of host:port (role:slave; writes refused), or a master again.
+  void follow(std::string master_host, int master_port);
+  void promote();
+  bool replica() const noexcept { return !master_host_.empty(); }
+  // A replica attached to this master (id: any unique name) after a full sync (it
+  // has acknowledged the current offset), or gone.
+  void attach_replica(std::string id, std::string host, int port);
+  void detach_replica(const std::string& id);
+  // A replica acknowledged `offset`.
+  void ack(const std::string& id, std::uint64_t offset);
+  // The records written since the last call (empty without attached replicas).
+  std::vector<replicated_write> take_writes();
+  // On a replica: one record of its master's stream.
+  void apply(const replicated_write& w);
+  // A full resynchronisation: every database and the offset become `master`'s.
+  void load(const node& master);
+  std::uint64_t repl_offset() const noexcept { return repl_offset_; }
+
+  // A session blocked in WAIT; its deadline (node time, -1 = none).
+  bool blocked(const session& s) const noexcept { return s.blocked_; }
+  std::int64_t wait_deadline(const session& s) const noexcept { return s.wait_deadline_us_; }
+  // Answers a blocked WAIT when enough replicas acknowledged or its deadline passed
+  // at `now_us`, then runs the requests that waited behind it (as feed()). Returns
+  // what feed() does; nothing happens while it must still wait.
+  bool unblock(session& s, std::int64_t now_us, std::string& out);
+
   // True while the node is loading its data after a restart (node_config::loading_us).
   bool loading(std::int64_t now_us) const noexcept { return now_us < loading_until_us_; }
 
@@ -185,13 +280,6 @@ class REDLOCK_EXPORT node {
   const node_config& config() const noexcept { return cfg_; }
 
  private:
-  enum class kind : std::uint8_t { string, list };
-  struct entry {
-    kind type = kind::string;
-    std::int64_t expire_ms = -1;  // absolute ms since the epoch; -1 = none
-    std::string str;
-    std::vector<std::string> list;  // front = head
-  };
   using database = std::unordered_map<std::string, entry>;
   struct exec;
   struct script_run;
@@ -205,6 +293,10 @@ class REDLOCK_EXPORT node {
   bool consume(session& s, std::string_view buf, std::size_t& pos, std::int64_t now_us, std::string& out);
   void run(session& s, std::size_t argc, std::int64_t now_us, std::string& out);
   void new_run_id();
+  // Cluster mode: the redirect (or CROSSSLOT) error for a keyed request not this
+  // node's to serve, else "".
+  std::string redirect_of(int command, std::size_t argc) const;
+  long long acked(std::uint64_t offset) const noexcept;
 
   node_config cfg_;
   std::uint64_t seed_;
@@ -217,6 +309,21 @@ class REDLOCK_EXPORT node {
   std::bitset<16> scripts_;  // which known scripts are in the script cache
   std::unordered_map<std::string, std::string> injected_;
   std::vector<std::uint64_t> calls_;
+  // Cluster mode ("" my_id_: standalone).
+  std::string my_id_;
+  std::vector<cluster_shard> shards_;
+  std::vector<std::int16_t> slot_owner_;  // per slot: the shard, -1 none
+  // Replication.
+  std::string master_host_;  // "" = a master
+  int master_port_ = 0;
+  struct replica_state {
+    std::string id, host;
+    int port = 0;
+    std::uint64_t acked = 0;
+  };
+  std::vector<replica_state> replicas_;
+  std::uint64_t repl_offset_ = 0;
+  std::vector<replicated_write> backlog_;  // not taken yet
   // Reused buffers: no allocation per request once warm.
   std::vector<std::string_view> argv_;
   std::vector<std::string> inline_args_;

@@ -328,6 +328,11 @@ void world::impl::execute(const std::shared_ptr<conn_state>& c, std::string byte
   std::string out;
   const bool ok = n.node->feed(*c->session, bytes.data(), bytes.size(), node_now_us(c->node), out);
   ++commands;
+  deliver(c, std::move(out), ok);
+}
+
+void world::impl::deliver(const std::shared_ptr<conn_state>& c, std::string out, bool ok) {
+  node_state& n = nodes[c->node];
   if (n.drop_replies && !out.empty()) {
     out.clear();
     c->lost_bytes = true;
@@ -342,6 +347,108 @@ void world::impl::execute(const std::shared_ptr<conn_state>& c, std::string byte
       send_to_client(c, message::kind::down, "connection closed by server");
     }
   }
+  ship_writes(c->node);
+  if (ok && c->session && n.node->blocked(*c->session)) arm_wait_timer(c);
+}
+
+namespace {
+std::string node_name(std::size_t i) { return "node" + std::to_string(i); }
+}  // namespace
+
+void world::impl::replicate(std::size_t replica, std::size_t master) {
+  node_state& r = nodes.at(replica);
+  if (r.master_of) nodes.at(*r.master_of).node->detach_replica(node_name(replica));
+  ++r.repl_gen;
+  r.repl_in.clear();
+  r.master_of = master;
+  r.node->follow(node_name(master), 6379);
+  r.node->load(*nodes.at(master).node);
+  nodes[master].node->attach_replica(node_name(replica), node_name(replica), 6379);
+}
+
+void world::impl::promote(std::size_t replica) {
+  node_state& r = nodes.at(replica);
+  if (r.master_of) nodes.at(*r.master_of).node->detach_replica(node_name(replica));
+  ++r.repl_gen;
+  r.repl_in.clear();
+  r.master_of.reset();
+  r.node->promote();
+}
+
+void world::impl::ship_writes(std::size_t master) {
+  std::vector<sim::node::replicated_write> ws = nodes[master].node->take_writes();
+  if (ws.empty()) return;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    node_state& r = nodes[i];
+    if (!r.master_of || *r.master_of != master) continue;
+    for (const auto& w : ws) {
+      std::int64_t t = now_us + latency(i);
+      if (!r.repl_in.empty()) t = std::max(t, r.repl_in.back().due_us);
+      r.repl_in.push_back(node_state::repl_record{t, w});
+      at(t, [this, i] { pump_replication(i); });
+    }
+  }
+}
+
+void world::impl::pump_replication(std::size_t replica) {
+  node_state& r = nodes[replica];
+  if (!r.master_of) return;
+  const std::size_t master = *r.master_of;
+  const node_state& m = nodes[master];
+  while (!r.repl_in.empty() && r.repl_in.front().due_us <= now_us) {
+    if (!r.up || r.paused || r.black_hole || m.black_hole || r.repl_stalled) {
+      // Held back (TCP retransmits) until the path opens: look again soon.
+      if (!r.repl_pump_queued) {
+        r.repl_pump_queued = true;
+        after(10'000, [this, replica] {
+          nodes[replica].repl_pump_queued = false;
+          pump_replication(replica);
+        });
+      }
+      return;
+    }
+    const sim::node::replicated_write w = std::move(r.repl_in.front().w);
+    r.repl_in.pop_front();
+    r.node->apply(w);
+    const std::uint64_t gen = r.repl_gen, offset = w.offset;
+    after(latency(master), [this, replica, master, gen, offset] {
+      if (nodes[replica].repl_gen != gen || !nodes[master].up) return;
+      nodes[master].node->ack(node_name(replica), offset);
+      poll_blocked(master);
+    });
+  }
+}
+
+void world::impl::poll_blocked(std::size_t i) {
+  node_state& n = nodes[i];
+  if (!n.up || n.paused) return;
+  // A copy: unblock() runs requests whose replies may end connections.
+  const std::vector<std::shared_ptr<conn_state>> conns = n.conns;
+  for (auto& c : conns) {
+    if (c->dead || !c->session || c->node_epoch != n.epoch || !n.node->blocked(*c->session)) continue;
+    std::string out;
+    const bool ok = n.node->unblock(*c->session, node_now_us(i), out);
+    if (out.empty() && ok) continue;
+    deliver(c, std::move(out), ok);
+  }
+}
+
+void world::impl::arm_wait_timer(const std::shared_ptr<conn_state>& c) {
+  const std::int64_t deadline = nodes[c->node].node->wait_deadline(*c->session);
+  if (deadline < 0) return;
+  const std::int64_t left = std::max<std::int64_t>(deadline - node_now_us(c->node), 0) + 1;
+  at(now_us + left, [this, c] {
+    node_state& n = nodes[c->node];
+    if (c->dead || !c->session || c->node_epoch != n.epoch || !n.up || n.paused) return;
+    if (!n.node->blocked(*c->session)) return;
+    std::string out;
+    const bool ok = n.node->unblock(*c->session, node_now_us(c->node), out);
+    if (!out.empty() || !ok) {
+      deliver(c, std::move(out), ok);
+    } else {
+      arm_wait_timer(c);  // the node's clock is slower: not due yet
+    }
+  });
 }
 
 void world::impl::pump_to_client(const std::shared_ptr<conn_state>& c) {
@@ -408,6 +515,100 @@ void world::impl::syn(const std::shared_ptr<conn_state>& c) {
   c->session = n.node->open_session();
   c->node_epoch = n.epoch;
   send_to_client(c, message::kind::up, {});
+}
+
+namespace {
+// A cluster node id: 40 hex digits, from the world index ("node3" -> "3000...03").
+std::string cluster_id(std::size_t i) {
+  static const char hex[] = "0123456789abcdef";
+  std::string id(40, '0');
+  for (std::size_t k = 0; k < 8; ++k) id[7 - k] = hex[(i >> (4 * k)) & 15];
+  std::reverse(id.begin(), id.begin() + 8);
+  for (std::size_t k = 0; k < 8; ++k) id[39 - k] = hex[(i >> (4 * k)) & 15];
+  return id;
+}
+}  // namespace
+
+std::size_t world::impl::add_cluster(std::vector<std::vector<std::size_t>> shards) {
+  sim_cluster c;
+  c.failed.assign(nodes.size(), false);
+  const int n = static_cast<int>(shards.size());
+  for (int k = 0; k < n; ++k) c.ranges.emplace_back(16384 * k / n, 16384 * (k + 1) / n - 1);
+  c.shards = std::move(shards);
+  for (const auto& sh : c.shards) {
+    for (std::size_t j = 1; j < sh.size(); ++j) replicate(sh[j], sh[0]);
+  }
+  clusters.push_back(std::move(c));
+  publish_map(clusters.size() - 1);
+  return clusters.size() - 1;
+}
+
+void world::impl::publish_map(std::size_t k) {
+  const sim_cluster& c = clusters.at(k);
+  std::vector<sim::cluster_shard> map;
+  for (std::size_t s = 0; s < c.shards.size(); ++s) {
+    sim::cluster_shard sh;
+    sh.slots.push_back(c.ranges[s]);
+    for (std::size_t j = 0; j < c.shards[s].size(); ++j) {
+      const std::size_t i = c.shards[s][j];
+      sh.members.push_back(sim::cluster_member{cluster_id(i), node_name(i), 6379, j == 0, c.failed[i]});
+    }
+    map.push_back(std::move(sh));
+  }
+  for (const auto& sh : c.shards) {
+    for (std::size_t i : sh) nodes[i].node->set_cluster(cluster_id(i), map);
+  }
+}
+
+std::optional<std::pair<std::size_t, std::size_t>> world::impl::cluster_of(std::size_t node) const {
+  for (std::size_t k = 0; k < clusters.size(); ++k) {
+    for (std::size_t s = 0; s < clusters[k].shards.size(); ++s) {
+      const auto& sh = clusters[k].shards[s];
+      if (std::find(sh.begin(), sh.end(), node) != sh.end()) return std::make_pair(k, s);
+    }
+  }
+  return std::nullopt;
+}
+
+bool world::impl::failover(std::size_t master) {
+  const auto where = cluster_of(master);
+  if (!where) return false;
+  sim_cluster& c = clusters[where->first];
+  auto& sh = c.shards[where->second];
+  if (sh.front() != master) return false;
+  std::size_t replica = nodes.size();
+  for (std::size_t j = 1; j < sh.size(); ++j) {
+    if (!c.failed[sh[j]] && nodes[sh[j]].up) {
+      replica = sh[j];
+      break;
+    }
+  }
+  if (replica == nodes.size()) return false;
+  if (nodes[master].up) crash(master);
+  promote(replica);
+  // The shard's other replicas follow the new master (a full sync).
+  for (std::size_t j = 1; j < sh.size(); ++j) {
+    if (sh[j] != replica && !c.failed[sh[j]]) replicate(sh[j], replica);
+  }
+  sh.erase(std::find(sh.begin(), sh.end(), replica));
+  sh.insert(sh.begin(), replica);
+  c.failed[master] = true;
+  publish_map(where->first);
+  return true;
+}
+
+void world::impl::rejoin(std::size_t node) {
+  const auto where = cluster_of(node);
+  if (!where) return;
+  sim_cluster& c = clusters[where->first];
+  if (!c.failed[node]) return;
+  node_state& n = nodes[node];
+  if (n.up) crash(node);
+  n.node->restart(node_now_us(node));
+  n.up = true;
+  c.failed[node] = false;
+  replicate(node, c.shards[where->second].front());
+  publish_map(where->first);
 }
 
 std::unique_ptr<reactor> world::impl::make_reactor(std::shared_ptr<client_state> cl) {
@@ -497,18 +698,22 @@ std::vector<std::string> world::node_uris() const {
 std::size_t world::node_count() const { return impl_->nodes.size(); }
 
 std::unique_ptr<client> world::make_client(client_options options) {
-  options.nodes = node_uris();
-  options.clock = impl_->clock;
-  auto cl = std::make_shared<impl::client_state>();
-  cl->id = impl_->clients.size();
-  cl->cut.assign(impl_->nodes.size(), false);
-  impl_->clients.push_back(cl);
+  return impl_->make_client(std::move(options), node_uris());
+}
+
+std::unique_ptr<client> world::impl::make_client(client_options co, std::vector<std::string> uris) {
+  co.nodes = std::move(uris);
+  co.clock = clock;
+  auto cl = std::make_shared<client_state>();
+  cl->id = clients.size();
+  cl->cut.assign(nodes.size(), false);
+  clients.push_back(cl);
   try {
-    auto c = detail::client_access::make(std::move(options), impl_->make_reactor(cl));
+    auto c = detail::client_access::make(std::move(co), make_reactor(cl));
     cl->tag = c.get();
     return c;
   } catch (...) {
-    impl_->clients.pop_back();
+    clients.pop_back();
     throw;
   }
 }
@@ -547,6 +752,7 @@ void world::resume_node(std::size_t i) {
   std::deque<impl::node_state::pending> input;
   input.swap(n.paused_input);
   for (auto& p : input) impl_->execute(p.conn, std::move(p.bytes));
+  impl_->poll_blocked(i);  // WAITs whose replicas answered, or timed out, meanwhile
 }
 
 void world::crash_node(std::size_t i) {

@@ -21,6 +21,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <queue>
 #include <string>
 #include <vector>
@@ -79,6 +80,17 @@ struct world::impl {
     // closed still delivers what it wrote (held back by a black hole, or waiting in
     // a paused node's socket), as TCP delivers data ahead of the FIN.
     std::vector<std::shared_ptr<conn_state>> conns;
+    // Replication (a replica's): the master it follows, and the stream from it. A
+    // generation change (promoted, following another) drops what is in flight.
+    std::optional<std::size_t> master_of;
+    std::uint64_t repl_gen = 0;
+    struct repl_record {
+      std::int64_t due_us = 0;
+      sim::node::replicated_write w;
+    };
+    std::deque<repl_record> repl_in;  // in flight from the master, in order
+    bool repl_pump_queued = false;
+    bool repl_stalled = false;  // a fault: what the master sends waits (a slow replication link)
   };
 
   struct client_state {
@@ -152,11 +164,56 @@ struct world::impl {
   void for_client(const std::shared_ptr<client_state>& cl, std::function<void()> fn);
   void resume_client(const std::shared_ptr<client_state>& cl);
 
+  // Output of a node for connection c (replies, then the close after a protocol
+  // error), then the writes the node recorded go to its replicas, and a WAIT the
+  // request blocked in gets its timer.
+  void deliver(const std::shared_ptr<conn_state>& c, std::string out, bool ok);
+  // --- replication ---
+  // `replica` follows `master` from now: a full sync (its data becomes the
+  // master's), then every write the master applies reaches it one latency later
+  // (held while either end is black-holed or the replica paused or down), and its
+  // acknowledgement one latency after that.
+  void replicate(std::size_t replica, std::size_t master);
+  // `replica` stops following (what is in flight to it is lost) and is a master.
+  void promote(std::size_t replica);
+  void ship_writes(std::size_t master);
+  void pump_replication(std::size_t replica);
+  // Answers the WAITs of `node` that can be answered now.
+  void poll_blocked(std::size_t node);
+  void arm_wait_timer(const std::shared_ptr<conn_state>& c);
+
+  // --- simulated Redis Clusters (issue 23) ---
+  // A cluster of these nodes: per shard, its master then its replicas (world
+  // indices), the slots split evenly in shard order. Every member learns the map
+  // (sim::node::set_cluster), each replica follows its master. Returns its index.
+  std::size_t add_cluster(std::vector<std::vector<std::size_t>> shards);
+  // Failover of the shard `master` serves: the master stops (down), its first
+  // replica is promoted with what it had received (in-flight writes are lost),
+  // every member's map shows the new master and the old one as a failed replica.
+  // False (nothing done) if `master` is no cluster's shard master or has no replica.
+  bool failover(std::size_t master);
+  // A failed old master comes back: restarted (empty), it follows its shard's
+  // master (a full sync) and is an online replica in every member's map.
+  void rejoin(std::size_t node);
+  // The cluster and shard of a node (nullopt: in none).
+  std::optional<std::pair<std::size_t, std::size_t>> cluster_of(std::size_t node) const;
+  struct sim_cluster {
+    std::vector<std::vector<std::size_t>> shards;  // per shard: master first
+    std::vector<std::pair<int, int>> ranges;       // per shard
+    std::vector<bool> failed;                      // per world node
+  };
+  std::vector<sim_cluster> clusters;
+  void publish_map(std::size_t cluster);
+
   void crash(std::size_t node);
   void prune(std::size_t node);  // forgets finished connections
   std::vector<std::shared_ptr<conn_state>> live_conns(std::size_t node);
 
   std::unique_ptr<reactor> make_reactor(std::shared_ptr<client_state> cl);
+  // A client of this world whose nodes are `uris` (world::make_client: one
+  // redis://nodeK:6379 per node; e.g. redis+cluster://nodeK:6379 for a simulated
+  // cluster, whose hosts open() resolves the same way).
+  std::unique_ptr<client> make_client(client_options options, std::vector<std::string> uris);
   std::unique_ptr<link> open(const std::shared_ptr<client_state>& cl, const node_address& a, link_events& ev,
                              node_status& status, std::string& error);
   std::string token();

@@ -12,6 +12,7 @@
 #include <set>
 #include <tuple>
 #include <stdexcept>
+#include <cstdlib>
 
 #include "redlock/client.h"
 #include "redlock/testing.h"
@@ -33,6 +34,8 @@ const char* to_string(guard_off g) {
       return "restart";
     case guard_off::clock:
       return "clock";
+    case guard_off::replication:
+      return "replication";
   }
   return "?";
 }
@@ -44,6 +47,8 @@ bool parse_guard_off(const std::string& s, guard_off& out) {
     out = guard_off::restart;
   } else if (s == "clock") {
     out = guard_off::clock;
+  } else if (s == "replication") {
+    out = guard_off::replication;
   } else {
     return false;
   }
@@ -80,9 +85,16 @@ const char* kind_name(fault::kind k) {
       return "jump_reset";
     case fault::kind::deny:
       return "deny";
+    case fault::kind::failover:
+      return "failover";
   }
   return "?";
 }
+
+// Cluster nodes are a development preview (lib/api/validate.cc) that the first
+// client of the process reads from the environment: switched on before main(), so
+// that any scenario can run first. It changes nothing for redis:// nodes.
+const bool kClusterPreview = ::setenv("REDLOCK_PREVIEW_CLUSTER", "1", 1) == 0;
 
 std::string ms_text(std::int64_t us) {
   char buf[32];
@@ -122,6 +134,12 @@ std::string describe(const fault& f) {
   if (f.what == fault::kind::clock_jump || f.what == fault::kind::jump_reset) {
     out += " by " + std::to_string(f.amount) + " ms";
   }
+  if (f.what == fault::kind::failover) {
+    out += "'s shard: replication stalls for " + ms_text(f.amount) + ", then its master stops and its replica is "
+           "promoted with what it had; the old master rejoins as a replica " +
+           ms_text(f.dur_us) + " after the stall began";
+    return out;
+  }
   if (f.what == fault::kind::clock_drift) {
     char buf[32];
     std::snprintf(buf, sizeof buf, " rate %+.4f", f.rate);
@@ -135,7 +153,17 @@ std::string plan::describe() const {
   std::string out = "plan: scenario " + scenario + ", seed " + std::to_string(seed) + ", guard off: " +
                     to_string(off) + "\n  " + std::to_string(nodes) + " nodes (persistent:";
   for (std::size_t i = 0; i < persistent.size(); ++i) out += persistent[i] ? " y" : " n";
-  out += "), " + std::to_string(clients) + " clients, " + std::to_string(resources) + " resource(s), max_ttl " +
+ out += ")";
+  for (std::size_t k = 0; k < clusters.size(); ++k) {
+    out += k == 0 ? "\n  Redlock nodes are clusters:" : ";";
+    out += " [" + std::to_string(k) + "]";
+    for (const auto& sh : clusters[k]) {
+      out += " node" + std::to_string(sh[0]) + ">";
+      for (std::size_t j = 1; j < sh.size(); ++j) out += "node" + std::to_string(sh[j]);
+    }
+  }
+  if (!clusters.empty()) out += "\n ";
+  out += ", " + std::to_string(clients) + " clients, " + std::to_string(resources) + " resource(s), max_ttl " +
          std::to_string(max_ttl_ms) + " ms, schedule " + ms_text(run_us) + ", latency " +
          std::to_string(min_latency_us) + "-" + std::to_string(max_latency_us) + " us\n";
   if (late_join_us >= 0) {
@@ -170,7 +198,8 @@ const std::vector<std::string>& scenario_names() {
   // (docs/verification-mutants.md, tools/mutants.sh).
   static const std::vector<std::string> names = {"mixed",           "pauses",      "restarts",  "clock",
                                                  "partitions",      "watchdog",    "fencing",   "clock_reconnect",
-                                                 "idle_pauses",     "rollbacks",   "permissions", "fence_names"};
+                                                 "idle_pauses",     "rollbacks",   "permissions", "fence_names",
+                                                 "cluster"};
   return names;
 }
 
@@ -199,6 +228,7 @@ struct mix {
   // where a step back and a step forward could net to a size between the drift
   // allowance and the guard's threshold, which no guarantee covers.
   bool forward_jumps = false;
+  bool clusters = false;  // three Redis Clusters (1-2 shards, a replica per master)
 };
 
 mix mix_of(const std::string& s) {
@@ -277,6 +307,18 @@ mix mix_of(const std::string& s) {
     m.persistent = 1.0;
     m.fencing = 1.0;
     m.reserved_name = true;
+  } else if (s == "cluster") {
+    // Three Redis Clusters as the Redlock nodes; shards fail over (after their
+    // replication stalled: the unreplicated grants are lost) among network and
+    // process faults; late joiners never saw the maps before the failovers (no
+    // master change to quarantine): only the replication confirmation (WAIT)
+    // keeps the grants a promoted replica lacks from counting.
+    m.weights = {{k::failover, 4}, {k::latency, 1}, {k::black_hole, 1}, {k::partition, 1}, {k::pause_node, 1},
+                 {k::pause_client, 1}, {k::reset, 1}};
+    m.per_second = 0.5;
+    m.persistent = 0;
+    m.late_join = 1.0;
+    m.clusters = true;
   } else {
     throw std::invalid_argument("unknown scenario '" + s + "'");
   }
@@ -312,6 +354,20 @@ plan make_plan(std::uint64_t seed, const std::string& scenario, guard_off off) {
   p.check_orphans = m.check_orphans;
   p.check_no_reset = m.check_no_reset;
   p.reserved_name = m.reserved_name;
+  if (m.clusters) {
+    // Drawn here, before everything else that depends on the node count.
+    p.nodes = 0;
+    for (int k = 0; k < 3; ++k) {
+      std::vector<std::vector<std::size_t>> shards;
+      const std::int64_t n = r.between(1, 2);
+      for (std::int64_t j = 0; j < n; ++j) {
+        shards.push_back({p.nodes, p.nodes + 1});
+        p.nodes += 2;
+      }
+      p.clusters.push_back(std::move(shards));
+    }
+    if (p.clients < 3) p.clients = 3;  // room for a late joiner
+  }
   for (std::size_t i = 0; i < p.nodes; ++i) p.persistent.push_back(r.chance(m.persistent));
   p.max_ttl_ms = m.long_ttls ? 10'000 : 2000;
   p.run_us = r.between(15, 25) * 1'000'000;
@@ -397,6 +453,11 @@ plan make_plan(std::uint64_t seed, const std::string& scenario, guard_off off) {
       }
       case fault::kind::pause_client:
         f.dur_us = r.between(10, 3000) * 1000;
+        break;
+      case fault::kind::failover:
+        f.node -= f.node % 2;  // an original shard master (even: each shard is master, replica)
+        f.amount = r.between(50, 1500) * 1000;
+        f.dur_us = f.amount + r.between(300, 4000) * 1000;
         break;
       case fault::kind::reset:
       case fault::kind::restart:
@@ -608,8 +669,41 @@ class runner {
     if (p_.late_join_us >= 0 && client + 1 == p_.clients) co.restart_guard_first_sight = true;
     return co;
   }
+  // The client's Redlock nodes: the world's nodes, or one redis+cluster:// URI per
+  // cluster (every member a seed). guard_off::replication: the preview switch the
+  // engine reads as each client is made (lib/engine/core.cc).
+  std::unique_ptr<redlock::client> make_client(std::size_t client) {
+    if (p_.clusters.empty()) return w_->make_client(options_for(client));
+    std::vector<std::string> uris;
+    for (const auto& shards : p_.clusters) {
+      std::string uri = "redis+cluster://node" + std::to_string(shards[0][0]) + ":6379";
+      char sep = '?';
+      for (const auto& sh : shards) {
+        for (std::size_t i : sh) {
+          if (i == shards[0][0]) continue;
+          uri += sep;
+          uri += "seed=node" + std::to_string(i) + ":6379";
+          sep = '&';
+        }
+      }
+      uris.push_back(std::move(uri));
+    }
+    const char* name = "REDLOCK_PREVIEW_CONFIRM_REPLICATION";
+    const char* was = std::getenv(name);
+    const std::optional<std::string> saved = was == nullptr ? std::nullopt : std::optional<std::string>(was);
+    if (p_.off == guard_off::replication) ::setenv(name, "0", 1);
+    auto c = wi().make_client(options_for(client), std::move(uris));
+    if (p_.off == guard_off::replication) {
+      if (saved) {
+        ::setenv(name, saved->c_str(), 1);
+      } else {
+        ::unsetenv(name);
+      }
+    }
+    return c;
+  }
   void join(std::size_t client) {
-    clients_[client] = w_->make_client(options_for(client));
+    clients_[client] = make_client(client);
     note(static_cast<int>(client), -1, "joins (a new process: restart_guard_first_sight)");
     for (auto& a : actors_) {
       if (static_cast<std::size_t>(a->client) == client && !stopping_) schedule_next(*a);
@@ -648,6 +742,8 @@ class runner {
   std::vector<bool> begun_;  // per fault: its beginning was applied
   // The fenced resource: per resource, the highest fence it accepted.
   std::map<int, std::uint64_t> fenced_highest_;
+  // Failovers done, by fault index: the old master, which rejoins at the fault's end.
+  std::map<std::size_t, std::size_t> failed_master_;
   // check_orphans: per node, since when it is healthy; per (node, key, value) of
   // a key no successful acquire owns, when it was first seen; the known tokens.
   std::vector<std::int64_t> healthy_since_;
@@ -1060,6 +1156,48 @@ void runner::apply(std::size_t index, bool begin) {
       note_fault(node_name + (on ? " refuses the lock commands (NOPERM)" : " permits the lock commands again"));
       break;
     }
+    case fault::kind::failover: {
+      const auto where = wi().cluster_of(n);
+      if (!where) break;
+      if (!begin) {
+        const auto it = failed_master_.find(index);
+        if (it == failed_master_.end()) break;
+        wi().rejoin(it->second);
+        note_fault("node" + std::to_string(it->second) + " rejoins its shard as a replica (empty, then a full sync)");
+        failed_master_.erase(it);
+        break;
+      }
+      const auto& shard = wi().clusters[where->first].shards[where->second];
+      const std::size_t master = shard.front();
+      std::vector<std::size_t> replicas;
+      for (std::size_t j = 1; j < shard.size(); ++j) {
+        const std::size_t r = shard[j];
+        if (!wi().clusters[where->first].failed[r] && w_->node_up(r)) replicas.push_back(r);
+      }
+      if (replicas.empty()) {
+        begun_[index] = false;
+        note_fault("node" + std::to_string(master) + " failover skipped (its shard has no replica up)");
+        break;
+      }
+      for (std::size_t r : replicas) wi().nodes[r].repl_stalled = true;
+      note_fault("node" + std::to_string(master) + " replication stalls (its replica keeps what it has)");
+      wi().at(now() + f.amount, [this, index, master, replicas] {
+        for (std::size_t r : replicas) wi().nodes[r].repl_stalled = false;
+        if (!wi().failover(master)) {
+          note(-1, -1, "fault [" + std::to_string(index) + "] failover of node" + std::to_string(master) +
+                           " impossible now: replication resumes");
+          return;
+        }
+        failed_master_[index] = master;
+        fault_record fr;
+        fr.t_us = now();
+        fr.text = "node" + std::to_string(master) + " fails over to node" + std::to_string(replicas.front());
+        h_.faults.push_back(fr);
+        note(-1, -1, "fault [" + std::to_string(index) + "] " + fr.text +
+                         " (promoted with what it had received; every map shows it)");
+      });
+      break;
+    }
     case fault::kind::pause_client:
       if (!clients_[f.client]) {
         begun_[index] = false;
@@ -1245,6 +1383,7 @@ run_result runner::go() {
   wo.max_latency_us = p_.max_latency_us;
   wo.persistent_nodes = p_.persistent;
   w_ = std::make_unique<testing::world>(wo);
+  for (const auto& shards : p_.clusters) wi().add_cluster(shards);
   origin_ = w_->now();
   if (o_.verbose != nullptr) *o_.verbose << p_.describe();
   black_holes_.assign(p_.nodes, 0);
@@ -1259,7 +1398,7 @@ run_result runner::go() {
     if (c + 1 == p_.clients && p_.late_join_us >= 0) {
       clients_.emplace_back();  // joins later (join())
     } else {
-      clients_.push_back(w_->make_client(options_for(c)));
+      clients_.push_back(make_client(c));
     }
   }
   wi().on_client_turn = [this](std::size_t client) {
@@ -1414,7 +1553,7 @@ std::vector<corpus_entry> read_corpus(const std::string& path) {
     auto bad = [&](const std::string& why) {
       return std::runtime_error(path + ":" + std::to_string(number) + ": " + why);
     };
-    if (w.size() < 3 || w.size() > 4) throw bad("expected: <scenario> <seed> <expect> [guard-off=<restart|clock>]");
+    if (w.size() < 3 || w.size() > 4) throw bad("expected: <scenario> <seed> <expect> [guard-off=<restart|clock|replication>]");
     corpus_entry e;
     e.line = number;
     e.scenario = w[0];

@@ -33,6 +33,9 @@ enum class guard_off : std::uint8_t {
   none,
   restart,  // restart_quarantine = 0
   clock,    // clock_jump_threshold = 0
+  // replication_confirmation::nowhere (REDLOCK_PREVIEW_CONFIRM_REPLICATION=0 while
+  // the clients are made): a cluster shard's grant counts before its replica has it
+  replication,
 };
 const char* to_string(guard_off g);
 bool parse_guard_off(const std::string& s, guard_off& out);
@@ -52,6 +55,13 @@ struct fault {
     pause_client,  // the client's process stops for dur
     jump_reset,    // node clock stepped by amount ms and its connections reset at once (a VM resumed or migrated)
     deny,          // node answers the lock commands with NOPERM for dur (an ACL change); only a minority of nodes
+    // Cluster scenarios: the shard of `node` (an original shard master) fails over.
+    // Its replication stalls for `amount` us (the replica keeps what it had), then
+    // its master stops and the replica is promoted with only what it received
+    // (every member's map shows it); dur after the fault began, the old master
+    // comes back empty as the new master's replica. Skipped when the shard has no
+    // replica up (an earlier failover's old master not back yet).
+    failover,
   };
   kind what = kind::latency;
   std::int64_t at_us = 0;
@@ -86,6 +96,10 @@ struct plan {
   guard_off off = guard_off::none;
   std::size_t nodes = 3, clients = 2, resources = 1;
   std::vector<bool> persistent;  // per node
+  // Cluster scenarios: the Redlock nodes are Redis Clusters of these world nodes:
+  // per Redlock node, per shard, its master then its replica. Empty: each world
+  // node is a standalone Redlock node.
+  std::vector<std::vector<std::vector<std::size_t>>> clusters;
   std::int64_t max_ttl_ms = 2000;
   std::int64_t run_us = 0;  // the schedule's length; then everything heals
   std::int64_t min_latency_us = 100, max_latency_us = 400;
@@ -155,7 +169,7 @@ std::string replay_command(const run_options& o);
 std::vector<bool> shrink(const run_options& o, const std::string& checker, int budget, int* runs_used = nullptr);
 
 // The regression corpus (tests/sim/seeds.txt): one run a line,
-//   <scenario> <seed> <expect> [guard-off=<restart|clock>]
+//   <scenario> <seed> <expect> [guard-off=<restart|clock|replication>]
 // where <expect> is "pass" or "violation:<checker>"; '#' starts a comment.
 struct corpus_entry {
   std::string scenario;

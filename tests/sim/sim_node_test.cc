@@ -13,6 +13,7 @@
 
 #include "redlock/fencing.h"
 #include "protocol/scripts.h"
+#include "pure/slot.h"
 
 namespace redlock::sim {
 namespace {
@@ -314,6 +315,178 @@ TEST(SimNode, feed_rate) {
   std::printf("sim::node::feed: %zu commands in %.3f s = %.0f commands/s\n", commands, seconds,
               static_cast<double>(commands) / seconds);
   EXPECT_GT(commands, 0u);
+}
+
+// --- cluster mode (issue 23) ---
+
+// Two shards: 0-8191 on node "a" (replica "b"), 8192-16383 on "c" (replica "d").
+std::vector<cluster_shard> two_shards() {
+  cluster_shard low{{{0, 8191}}, {{"a", "node0", 6379, true, false}, {"b", "node1", 6379, false, false}}};
+  cluster_shard high{{{8192, 16383}}, {{"c", "node2", 6379, true, false}, {"d", "node3", 6379, false, false}}};
+  return {low, high};
+}
+
+// A key whose slot is in [lo, hi].
+std::string key_in(int lo, int hi) {
+  for (int i = 0;; ++i) {
+    std::string k = "k" + std::to_string(i);
+    const int slot = detail::key_slot(k);
+    if (slot >= lo && slot <= hi) return k;
+  }
+}
+
+TEST(SimNodeCluster, a_master_serves_its_slots_and_redirects_the_others) {
+  node n({}, 1, kT0);
+  n.set_cluster("a", two_shards());
+  auto s = n.open_session();
+  const std::string mine = key_in(0, 8191), theirs = key_in(8192, 16383);
+  EXPECT_EQ(run(n, *s, {"SET", mine, "v"}), "+OK\r\n");
+  const std::string moved = "-MOVED " + std::to_string(detail::key_slot(theirs)) + " node2:6379\r\n";
+  EXPECT_EQ(run(n, *s, {"SET", theirs, "v"}), moved);
+  EXPECT_EQ(run(n, *s, {"GET", theirs}), moved);
+  // Scripts by their KEYS, not their arguments.
+  EXPECT_EQ(run(n, *s, {"EVAL", detail::kRelease, "1", theirs, mine}), moved);
+  EXPECT_EQ(run(n, *s, {"EVAL", detail::kRelease, "1", mine, "other"}), ":0\r\n");
+  // Hash tags: {tag}x and {tag}y share a slot; a request across slots is refused.
+  const std::string tag = "{" + mine + "}";
+  EXPECT_EQ(run(n, *s, {"DEL", tag + "x", tag + "y"}), ":0\r\n");
+  EXPECT_EQ(run(n, *s, {"DEL", mine, theirs}), "-CROSSSLOT Keys in request don't hash to the same slot\r\n");
+  // Key-less commands run anywhere; the redirect is not counted as a call.
+  EXPECT_EQ(run(n, *s, {"PING"}), "+PONG\r\n");
+  EXPECT_EQ(n.calls("set"), 1u);
+  EXPECT_EQ(run(n, *s, {"CLUSTER", "MYID"}), "$1\r\na\r\n");
+  EXPECT_EQ(run(n, *s, {"ASKING"}), "+OK\r\n");
+  EXPECT_EQ(run(n, *s, {"CLUSTER", "NOPE"}), "-ERR unknown subcommand 'NOPE'. Try CLUSTER HELP.\r\n");
+  // Redirects come after authentication.
+  node_config with_password;
+  with_password.password = "pw";
+  node locked(with_password, 1, kT0);
+  locked.set_cluster("a", two_shards());
+  auto ls = locked.open_session();
+  EXPECT_EQ(run(locked, *ls, {"GET", theirs}), "-NOAUTH Authentication required.\r\n");
+}
+
+TEST(SimNodeCluster, a_slot_without_a_master_is_clusterdown) {
+  auto shards = two_shards();
+  shards[1].members = {{"d", "node3", 6379, false, true}};
+  node n({}, 1, kT0);
+  n.set_cluster("a", shards);
+  auto s = n.open_session();
+  EXPECT_EQ(run(n, *s, {"GET", key_in(8192, 16383)}), "-CLUSTERDOWN Hash slot not served\r\n");
+}
+
+TEST(SimNodeCluster, cluster_shards_has_redis_7_shape) {
+  node n({}, 1, kT0);
+  n.set_cluster("b", two_shards());
+  auto s = n.open_session();
+  auto node_map = [](std::string_view id, std::string_view host, std::string_view role) {
+    return "*14\r\n$2\r\nid\r\n$1\r\n" + std::string(id) + "\r\n$4\r\nport\r\n:6379\r\n$2\r\nip\r\n$5\r\n" +
+           std::string(host) + "\r\n$8\r\nendpoint\r\n$5\r\n" + std::string(host) + "\r\n$4\r\nrole\r\n$" +
+           std::to_string(role.size()) + "\r\n" + std::string(role) +
+           "\r\n$18\r\nreplication-offset\r\n:0\r\n$6\r\nhealth\r\n$6\r\nonline\r\n";
+  };
+  const std::string expected = "*2\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:8191\r\n$5\r\nnodes\r\n*2\r\n" +
+                               node_map("a", "node0", "master") + node_map("b", "node1", "replica") +
+                               "*4\r\n$5\r\nslots\r\n*2\r\n:8192\r\n:16383\r\n$5\r\nnodes\r\n*2\r\n" +
+                               node_map("c", "node2", "master") + node_map("d", "node3", "replica");
+  EXPECT_EQ(run(n, *s, {"CLUSTER", "SHARDS"}), expected);
+  node plain({}, 1, kT0);
+  auto ps = plain.open_session();
+  EXPECT_EQ(run(plain, *ps, {"CLUSTER", "SHARDS"}), "-ERR This instance has cluster support disabled\r\n");
+  EXPECT_EQ(run(plain, *ps, {"ASKING"}), "-ERR This instance has cluster support disabled\r\n");
+}
+
+TEST(SimNodeCluster, a_replica_redirects_every_keyed_command_to_its_master) {
+  node n({}, 1, kT0);
+  n.set_cluster("b", two_shards());
+  n.follow("node0", 6379);
+  auto s = n.open_session();
+  const std::string mine = key_in(0, 8191);
+  EXPECT_EQ(run(n, *s, {"GET", mine}), "-MOVED " + std::to_string(detail::key_slot(mine)) + " node0:6379\r\n");
+}
+
+// --- replication ---
+
+TEST(SimNodeReplication, a_replica_refuses_writes_and_script_writes) {
+  node n({}, 1, kT0);
+  n.follow("node0", 6379);
+  auto s = n.open_session();
+  EXPECT_EQ(run(n, *s, {"SET", "k", "v"}), "-READONLY You can't write against a read only replica.\r\n");
+  EXPECT_EQ(run(n, *s, {"GET", "k"}), "$-1\r\n");
+  const std::string r = run(n, *s, {"EVAL", detail::kAcquire, "1", "k", "tok", "1000"});
+  EXPECT_EQ(r.rfind("-READONLY You can't write against a read only replica. script: ", 0), 0u) << r;
+  EXPECT_EQ(run(n, *s, {"WAIT", "1", "10"}).rfind("-ERR WAIT cannot be used with replica instances.", 0), 0u);
+  const std::string info = run(n, *s, {"INFO", "replication"});
+  EXPECT_NE(info.find("\r\nrole:slave\r\nmaster_host:node0\r\nmaster_port:6379\r\n"), std::string::npos) << info;
+  n.promote();
+  EXPECT_EQ(run(n, *s, {"SET", "k", "v"}), "+OK\r\n");
+}
+
+TEST(SimNodeReplication, each_change_a_master_makes_reaches_its_replica) {
+  node m({}, 1, kT0), r({}, 2, kT0);
+  r.follow("node0", 6379);
+  auto s = m.open_session();
+  EXPECT_EQ(run(m, *s, {"SET", "before", "v"}), "+OK\r\n");
+  EXPECT_TRUE(m.take_writes().empty()) << "no replica attached: nothing recorded";
+  r.load(m);  // the full sync
+  m.attach_replica("r", "node1", 6379);
+  EXPECT_EQ(run(m, *s, {"SET", "lk", "tok", "NX", "PX", "1000", "GET"}), "$-1\r\n");
+  EXPECT_EQ(run(m, *s, {"SET", "lk", "other", "NX", "PX", "1000", "GET"}), "$3\r\ntok\r\n");  // no change
+  EXPECT_EQ(run(m, *s, {"EVAL", detail::kExtend, "1", "lk", "tok", "5000"}), ":1\r\n");
+  EXPECT_EQ(run(m, *s, {"GET", "lk"}), "$3\r\ntok\r\n");
+  auto w = m.take_writes();
+  ASSERT_EQ(w.size(), 2u);  // the SET and the extension's PEXPIRE; neither the refused SET nor the GET
+  EXPECT_EQ(w[1].offset, 2u);
+  EXPECT_EQ(m.repl_offset(), 2u);
+  for (const auto& x : w) r.apply(x);
+  EXPECT_EQ(r.get("lk", kT0), "tok");
+  EXPECT_EQ(r.get("before", kT0), "v");
+  EXPECT_EQ(r.pttl("lk", kT0), 5000);
+  EXPECT_EQ(run(m, *s, {"EVAL", detail::kRelease, "1", "lk", "tok"}), ":1\r\n");
+  w = m.take_writes();
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0].op, node::replicated_write::what::remove);
+  r.apply(w[0]);
+  EXPECT_EQ(r.get("lk", kT0), std::nullopt);
+  EXPECT_EQ(r.repl_offset(), 3u);
+}
+
+TEST(SimNodeReplication, wait_blocks_until_the_replicas_acknowledge_or_its_timeout) {
+  node m({}, 1, kT0);
+  m.attach_replica("r0", "node1", 6379);
+  m.attach_replica("r1", "node2", 6380);
+  auto s = m.open_session();
+  std::string out;
+  // Nothing written yet: every replica has offset 0.
+  ASSERT_TRUE(m.feed(*s, resp({"WAIT", "2", "100"}), kT0, out));
+  EXPECT_EQ(out, ":2\r\n");
+  out.clear();
+  ASSERT_TRUE(m.feed(*s, resp({"SET", "k", "v"}) + resp({"WAIT", "2", "100"}) + resp({"INFO", "replication"}), kT0,
+                     out));
+  EXPECT_EQ(out, "+OK\r\n") << "WAIT blocks, and the INFO after it waits too";
+  EXPECT_TRUE(m.blocked(*s));
+  EXPECT_EQ(m.wait_deadline(*s), kT0 + 100'000);
+  ASSERT_TRUE(m.feed(*s, resp({"PING"}), kT0 + 1, out));  // queued behind the WAIT
+  m.ack("r0", 1);
+  ASSERT_TRUE(m.unblock(*s, kT0 + 2, out));
+  EXPECT_EQ(out, "+OK\r\n") << "one of two: still blocked";
+  m.ack("r1", 1);
+  ASSERT_TRUE(m.unblock(*s, kT0 + 3, out));
+  ASSERT_EQ(out.rfind("+OK\r\n:2\r\n$", 0), 0u) << out;
+  EXPECT_NE(out.find("role:master\r\nconnected_slaves:2\r\nslave0:ip=node1,port=6379,state=online,offset=1,lag=0\r\n"
+                     "slave1:ip=node2,port=6380,state=online,offset=1,lag=0\r\n"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.substr(out.size() - 7), "+PONG\r\n");
+  EXPECT_FALSE(m.blocked(*s));
+  // The timeout: the count acknowledged by then.
+  out.clear();
+  ASSERT_TRUE(m.feed(*s, resp({"SET", "k", "w"}) + resp({"WAIT", "1", "50"}), kT0 + 10, out));
+  ASSERT_TRUE(m.unblock(*s, kT0 + 10 + 49'999, out));
+  EXPECT_EQ(out, "+OK\r\n");
+  ASSERT_TRUE(m.unblock(*s, kT0 + 10 + 50'000, out));
+  EXPECT_EQ(out, "+OK\r\n:0\r\n");
+  EXPECT_EQ(run(m, *s, {"WAIT", "1", "-1"}), "-ERR timeout is negative\r\n");
 }
 
 }  // namespace
