@@ -1427,6 +1427,13 @@ TEST(MonitorView, a_deployment_nodes_members_are_series_with_a_member_label) {
     ++series;
   }
   EXPECT_EQ(series, 64u);
+  // A quorum of plain nodes exports none of these families.
+  const monitor_sample plain_nodes = sample();
+  const std::string plain = monitor_prometheus(&plain_nodes, 2);
+  for (const char* f : {"redlock_monitor_member_up", "redlock_monitor_member_replicas", "redlock_monitor_member_slots",
+                        "redlock_monitor_node_master_changed_seconds"}) {
+    EXPECT_EQ(plain.find(f), std::string::npos) << f;
+  }
 }
 
 TEST(MonitorView, text_line_screen_and_prometheus) {

@@ -338,25 +338,32 @@ std::string monitor_prometheus(const monitor_sample* last, std::uint64_t interva
       }
     }
   };
-  family("redlock_monitor_member_up", "gauge",
-         "Deployment nodes (a Redis Cluster, a Sentinel group): 1 while the monitor's connection to the member "
-         "(a shard master, the master, a sentinel) is up, 0 while not; at most 64 members per node.");
-  per_member("redlock_monitor_member_up", [](const monitor_member& m) { return std::string(m.connected ? "1" : "0"); });
-  family("redlock_monitor_member_replicas", "gauge",
-         "Deployment nodes: the replicas attached to each master member, as its last INFO replication said.");
-  per_member("redlock_monitor_member_replicas",
-             [](const monitor_member& m) { return m.replicas < 0 ? std::string() : std::to_string(m.replicas); });
-  family("redlock_monitor_member_slots", "gauge", "Redis Cluster nodes: the hash slots each shard master serves.");
-  per_member("redlock_monitor_member_slots", [](const monitor_member& m) {
-    return m.role == "shard master" ? std::to_string(m.slots) : std::string();
-  });
-  family("redlock_monitor_node_master_changed_seconds", "gauge",
-         "Deployment nodes: seconds since the monitor's client last saw a master change in the node (a failover); "
-         "absent while it saw none.");
-  per_node("redlock_monitor_node_master_changed_seconds", [&seconds](const monitor_node& n) {
-    return n.master_changed_ms_ago ? seconds(static_cast<std::uint64_t>(std::max<std::int64_t>(0, *n.master_changed_ms_ago)) * 1000)
-                                   : std::string();
-  });
+  // Only when some node is a deployment: a quorum of plain nodes exports none of
+  // these families (the dashboard and the rules do not use them).
+  const bool deployments = std::any_of(last->nodes.begin(), last->nodes.end(),
+                                       [](const monitor_node& n) { return !n.members.empty(); });
+  if (deployments) {
+    family("redlock_monitor_member_up", "gauge",
+           "Deployment nodes (a Redis Cluster, a Sentinel group): 1 while the monitor's connection to the member "
+           "(a shard master, the master, a sentinel) is up, 0 while not; at most 64 members per node.");
+    per_member("redlock_monitor_member_up",
+               [](const monitor_member& m) { return std::string(m.connected ? "1" : "0"); });
+    family("redlock_monitor_member_replicas", "gauge",
+           "Deployment nodes: the replicas attached to each master member, as its last INFO replication said.");
+    per_member("redlock_monitor_member_replicas",
+               [](const monitor_member& m) { return m.replicas < 0 ? std::string() : std::to_string(m.replicas); });
+    family("redlock_monitor_member_slots", "gauge", "Redis Cluster nodes: the hash slots each shard master serves.");
+    per_member("redlock_monitor_member_slots", [](const monitor_member& m) {
+      return m.role == "shard master" ? std::to_string(m.slots) : std::string();
+    });
+    family("redlock_monitor_node_master_changed_seconds", "gauge",
+           "Deployment nodes: seconds since the monitor's client last saw a master change in the node (a failover); "
+           "absent while it saw none.");
+    per_node("redlock_monitor_node_master_changed_seconds", [&seconds](const monitor_node& n) {
+      if (!n.master_changed_ms_ago) return std::string();
+      return seconds(static_cast<std::uint64_t>(std::max<std::int64_t>(0, *n.master_changed_ms_ago)) * 1000);
+    });
+  }
   family("redlock_monitor_warnings", "gauge", "Warnings in the last interval.");
   out += "redlock_monitor_warnings " + std::to_string(last->warnings.size()) + "\n";
   return out;
