@@ -11,6 +11,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <set>
@@ -272,6 +273,7 @@ TEST_F(ClusterEndpoint, a_waiters_subscription_moves_off_a_dead_first_seed) {
   client holder(cluster_options({uri}));
   client_options wo = cluster_options({uri});
   wo.max_ttl = 3000ms;  // should the waiter's client see node 0's replica promoted: a short quarantine
+  wo.notify_idle_close = 2000ms;  // a sweep every second
   client waiter(wo);
   auto held = holder.acquire(r, once(60000ms));
   ASSERT_TRUE(held) << held.report.message();
@@ -293,7 +295,19 @@ TEST_F(ClusterEndpoint, a_waiters_subscription_moves_off_a_dead_first_seed) {
     return n == 1;
   };
   ASSERT_TRUE(eventually(elsewhere, 20000ms)) << "the subscription stayed on the dead seed";
-  std::this_thread::sleep_for(3500ms);  // any quarantine of the waiter's client is over
+  // The waiter's client sees node 0's replica promoted (its sweep asks the map again
+  // every second): its acquires wait out the quarantine (3 s from then), so the
+  // release comes after that.
+  std::optional<std::chrono::steady_clock::time_point> changed;
+  ASSERT_TRUE(eventually(
+      [&] {
+        const probe_result p = waiter.probe();
+        if (p.nodes.size() == 1) changed = p.nodes[0].master_changed_at;
+        return changed.has_value();
+      },
+      20000ms))
+      << "the waiter's client never saw the seed's shard fail over";
+  std::this_thread::sleep_until(*changed + 3500ms);
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_FALSE(held.lock.release().error);
   wait_util::expect_woken_by_the_release(fut, t0);
