@@ -16,6 +16,11 @@
 namespace redlock::detail {
 namespace {
 
+// Why a grant through ASK does not count (request_sink).
+constexpr const char* kAskedGrant =
+    "granted through ASK on the importing node of a slot migration: a failover of the slot's source shard "
+    "would hide it, so it does not count until the slot has moved";
+
 // A map refresh after a MOVED: at most this often.
 constexpr std::uint64_t kRefreshIntervalMs = 1000;
 
@@ -58,8 +63,15 @@ class cluster_endpoint::request_sink final : public sink, public std::enable_sha
     // A grant from a node whose shard's master changed (this request was sent there
     // by a MOVED to a node no map named a master, or it arrives within a master
     // change's quarantine) does not count (plan item 5).
-    const bool exclude = ev.status == node_status::pending && ev.excluded_by.empty() && acquires(w_->script()) &&
-                         (moved_to_new_master_ || ep_.master_change_quarantined());
+    // Nor does one an ASK sent to a slot's importing node (a reshard in progress):
+    // the migration is the source master's own state, not replicated, so a failover
+    // of the source shard before the slot's SETSLOT NODE leaves a promoted owner that
+    // never asks the importing node, and the confirmed grant there is invisible to
+    // the next acquire (adversarial pass, stop 34). It is rolled back like any
+    // excluded grant; the resource can be acquired on this node once the slot moved.
+    // (An extension through ASK still counts: the key is the holder's already.)
+    const bool acquire = ev.status == node_status::pending && ev.excluded_by.empty() && acquires(w_->script());
+    const bool exclude = acquire && (moved_to_new_master_ || asked_ || ep_.master_change_quarantined());
     if (redirects_ == 0 && !exclude) {
       target->on_reply(ep_.index_, tag_, ev);
       return;
@@ -69,7 +81,12 @@ class cluster_endpoint::request_sink final : public sink, public std::enable_sha
     if (redirects_ > 0 && ev.status == node_status::pending) {
       e.latency = std::chrono::duration_cast<std::chrono::microseconds>(ep_.host_.now() - submitted_);
     }
-    if (exclude) e.excluded_by = ep_.master_change_;
+    if (exclude) {
+      // (excluded_by is a view: of the endpoint's string, or of a literal.)
+      e.excluded_by = asked_ && !moved_to_new_master_ && !ep_.master_change_quarantined()
+                          ? std::string_view(kAskedGrant)
+                          : std::string_view(ep_.master_change_);
+    }
     target->on_reply(ep_.index_, tag_, e);
   }
 

@@ -23,7 +23,10 @@
 // connection if new), refreshes the map in the background (at most once a
 // second; a refresh never holds back a request) and resends, at most 3 times
 // per request, then the MOVED is delivered as the error it is; ASK sends ASKING
-// and the request, pipelined on the target's connection, once. TRYAGAIN and
+// and the request, pipelined on the target's connection, once. An acquire granted
+// through ASK (on a slot's importing node, mid-reshard) does not count: the
+// migration state is the source master's alone, so its failover would hide the
+// grant (excluded_by; rolled back). Extensions through ASK count. TRYAGAIN and
 // CLUSTERDOWN are delivered as the error votes they are. A resent request gets
 // the command timeout again on its new connection (its latency counts from the
 // first submission): a request redirected 3 times may take up to 4 command

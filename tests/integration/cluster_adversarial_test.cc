@@ -429,5 +429,99 @@ TEST_F(ClusterAdversarial, holds_no_extension_counted_around_a_takeover_outlives
   (void)held.lock.release();
 }
 
+// Attack 34a (a failover of the SOURCE shard in the middle of a reshard): R's slot is
+// MIGRATING from S to I (IMPORTING on I), the way redis-cli --cluster reshard leaves it
+// between its SETSLOTs. A acquires R: S answers ASK (R is not on S), A's grant lands on
+// I, confirmed by I's replica (WAIT). S's replica S' then takes over (CLUSTER FAILOVER
+// TAKEOVER, S alive). The MIGRATING state is S's own (not replicated): S' owns the slot
+// and answers for R as if no migration were open, so R's key on I is invisible to it.
+// A fresh client B is granted R on S' while A holds R, its grant confirmed on every
+// replica of its shard. (Not "a replica not attached at the grant": I's replica had
+// it, and S' is not where the key was.)
+// `how`: "TAKEOVER", or "" for a graceful CLUSTER FAILOVER (S' catches up first: a
+// rolling restart's step).
+// Now the grant through ASK does not count (excluded, rolled back): A's acquire fails
+// on this one-node quorum, and B's succeeds with nobody else holding R. (A lock held
+// before the reshard, its key MIGRATEd to I, is the MIGRATE-copy gap of docs/safety.md;
+// its reproduction is on branch adv34.)
+void source_failover_mid_reshard(const std::string& how) {
+  redis_cluster_deployment cl(3, 1, {}, 1000ms);
+  const std::string r = "midreshard";
+  const int slot = key_slot(tagged(r));
+  const int si = cl.master_of(slot);
+  ASSERT_GE(si, 0);
+  const std::size_t src = static_cast<std::size_t>(si);
+  std::size_t imp = src;
+  for (std::size_t i = 0; i < cl.size(); ++i) {
+    if (i != src && is_master_at(cl[i].port())) {
+      imp = i;
+      break;
+    }
+  }
+  ASSERT_NE(imp, src);
+  const std::vector<std::size_t> src_reps = cl.replicas_of(src);
+  ASSERT_EQ(src_reps.size(), 1u);
+  ASSERT_TRUE(streaming(cl, src, 1));
+  ASSERT_TRUE(streaming(cl, imp, 1));
+  const std::string s = std::to_string(slot);
+  client a(adv_options({uri_of(cl)}));
+  acquire_result held;
+  ASSERT_EQ(cl[imp].command({"CLUSTER", "SETSLOT", s, "IMPORTING", my_id(cl[src].port())}), "OK");
+  ASSERT_EQ(cl[src].command({"CLUSTER", "SETSLOT", s, "MIGRATING", my_id(cl[imp].port())}), "OK");
+  const std::vector<std::size_t> imp_reps = cl.replicas_of(imp);
+  ASSERT_EQ(imp_reps.size(), 1u);
+  held = a.acquire(r, once(60000ms));
+  // The grant on I came through ASK: it does not count, and was rolled back.
+  EXPECT_FALSE(held) << "a grant through ASK counted: " << held.report.message();
+  EXPECT_NE(held.report.message().find("through ASK"), std::string::npos) << held.report.message();
+  ASSERT_TRUE(eventually([&] { return raw_command(cl[imp].port(), {"CLUSTER", "COUNTKEYSINSLOT", s})->integer == 0; },
+                         5000ms))
+      << "the excluded grant's key was not rolled back on I";
+
+  std::cout << "A granted R: " << held.report.message() << "\n";
+  std::cout << "keys of R's slot on I's replica: "
+            << raw_command(cl[imp_reps[0]].port(), {"CLUSTER", "COUNTKEYSINSLOT", s})->integer << "\n";
+
+  // A long-lived client that knew the map before the failover (shown, not asserted).
+  client c(adv_options({uri_of(cl)}));
+  ASSERT_TRUE(wait_connected(c));
+  const int promoted_port = cl[src_reps[0]].port();
+  if (how.empty()) {
+    raw_command(promoted_port, {"CLUSTER", "FAILOVER"});
+  } else {
+    raw_command(promoted_port, {"CLUSTER", "FAILOVER", how});
+  }
+  ASSERT_TRUE(eventually([&] { return is_master_at(promoted_port); }, 20000ms));
+  ASSERT_TRUE(eventually([&] { return cl.master_of(slot, src_reps[0]) == static_cast<int>(src_reps[0]); }, 10000ms))
+      << "slot owner by the promoted node: " << cl.master_of(slot, src_reps[0]) << ", by I: " << cl.master_of(slot, imp);
+  std::cout << "S' promoted, owns the slot; R on S': " << value_at(promoted_port, tagged(r)) << "; keys of the slot on I: "
+            << raw_command(cl[imp].port(), {"CLUSTER", "COUNTKEYSINSLOT", s})->integer << "\n";
+
+  {
+    auto tc = c.acquire(r, once(10000ms));
+    std::cout << "C (long-lived): " << (tc ? "GRANTED" : "refused") << ": " << tc.report.message() << "\n";
+    if (tc) (void)tc.lock.release();
+  }
+  client b(adv_options({uri_of(cl)}));
+  auto t = b.acquire(r, once(10000ms));
+  if (!t) std::cout << "B refused: " << t.report.message() << "\n";
+  if (t) {
+    std::cout << "B granted R (token " << t.lock.info().token.substr(0, 8) << ") while A owns_lock()="
+              << held.lock.owns_lock() << ", A's remaining validity " << held.lock.remaining_validity().count()
+              << " ms; B: " << t.report.message() << "\n";
+  }
+  EXPECT_FALSE(t && held.lock.owns_lock()) << "two holders of R: A (its key on I) and B (on the promoted S')";
+  if (t) (void)t.lock.release();
+  (void)held.lock.release();
+}
+
+TEST_F(ClusterAdversarial, holds_a_grant_through_ask_mid_reshard_does_not_count_so_a_source_takeover_cannot_hide_it) {
+  source_failover_mid_reshard("TAKEOVER");
+}
+
+TEST_F(ClusterAdversarial, holds_a_grant_through_ask_mid_reshard_does_not_count_so_a_graceful_source_failover_cannot_hide_it) {
+  source_failover_mid_reshard("");
+}
+
 }  // namespace
 }  // namespace redlock::test
