@@ -443,7 +443,7 @@ TEST_F(ClusterAdversarial, holds_no_extension_counted_around_a_takeover_outlives
 // Now the grant through ASK does not count (excluded, rolled back): A's acquire fails
 // on this one-node quorum, and B's succeeds with nobody else holding R. (A lock held
 // before the reshard, its key MIGRATEd to I, is the MIGRATE-copy gap of docs/safety.md;
-// its reproduction is on branch adv34.)
+// its reproduction is in tests/repro/adversarial_open_gaps_34.cc.txt.)
 void source_failover_mid_reshard(const std::string& how) {
   redis_cluster_deployment cl(3, 1, {}, 1000ms);
   const std::string r = "midreshard";
