@@ -3,7 +3,7 @@
 # and installs the library and the CLI into a temporary prefix, moves the prefix
 # (the installed files must not depend on where they were installed), then
 # builds tests/consumer/consumer.cc against it through find_package and
-# pkg-config, and once more with redlock as a subproject (add_subdirectory of
+# pkg-config, and (static) once more with redlock as a subproject (add_subdirectory of
 # this source tree), and runs each: it takes and releases a lock on three real
 # redis-server nodes (and in a simulated world). Also: each installed header
 # compiles alone as C++17, the shared library exports its whole public API
@@ -216,7 +216,8 @@ variant() { # static|shared
   b="$tmp/build-$v"
   if ! build_library "$v" "$b" "$tmp/installed-$v" >"$tmp/log/library-$v.log" 2>&1; then
     bad "library $v (build and install)" "$tmp/log/library-$v.log"
-    failed=$((failed + 6)) # the checks below that need it
+    failed=$((failed + 5)) # the checks below that need it
+    [ "$v" = static ] && failed=$((failed + 1)) # and the subproject
     return 0
   fi
   mv "$tmp/installed-$v" "$prefix" # relocation: everything below uses the moved prefix
@@ -225,7 +226,12 @@ variant() { # static|shared
   check "find_package $v (moved prefix)" consumer_find_package "$v" "$prefix" "$tmp/fp-$v"
   check "pkg-config $v (moved prefix)" consumer_pkg_config "$v" "$prefix" "$tmp/pc-$v"
   check "readme $v (README's first C++ block, README's pkg-config command)" readme_example "$prefix" "$tmp/readme-$v"
-  check "subproject $v" consumer_subproject "$v" "$tmp/sub-$v"
+  # The subproject once, static (FetchContent's usual case; BUILD_SHARED_LIBS is the
+  # parent's, and the shared library is proven by the package builds): its build is
+  # the library's third, and CI's time is budgeted (issue 20).
+  if [ "$v" = static ]; then
+    check "subproject $v" consumer_subproject "$v" "$tmp/sub-$v"
+  fi
   if [ "$v" = shared ]; then
     check "cli shared (moved prefix, RPATH)" bash -c "[ \"\$('$prefix/bin/redlock' --version)\" = 'redlock $version' ]"
   else
