@@ -24,12 +24,6 @@ constexpr const char* kAskedGrant =
 // A map refresh after a MOVED: at most this often.
 constexpr std::uint64_t kRefreshIntervalMs = 1000;
 
-// ASKING's reply: nothing to do (the request pipelined behind it carries the vote).
-class discard_sink final : public sink {
- public:
-  void on_reply(std::size_t, std::uint32_t, const reply_event&) override {}
-};
-
 }  // namespace
 
 // Between a shard's connection and the request's sink: follows redirects, and

@@ -62,6 +62,13 @@ class sink {
   virtual void on_reply(std::size_t node, std::uint32_t tag, const reply_event& ev) = 0;
 };
 
+// A sink for a reply nobody reads: ASKING's, a SUBSCRIBE sent again on a handshake,
+// the notifier sweep's PING (whose silence trips the stall detector).
+class discard_sink final : public sink {
+ public:
+  void on_reply(std::size_t, std::uint32_t, const reply_event&) override {}
+};
+
 // A subscriber connection's listener (ops/notify_subscriptions.cc): pushed messages, and the
 // connection coming up (every handshake's end) or going down (subscriptions lost).
 class push_listener {

@@ -17,11 +17,6 @@
 namespace redlock::detail {
 namespace {
 
-class discard_sink final : public sink {
- public:
-  void on_reply(std::size_t, std::uint32_t, const reply_event&) override {}
-};
-
 bool is_error_with(const reply_event& ev, std::string_view prefix) {
   return ev.status == node_status::pending && ev.reply != nullptr && ev.reply->type == REDIS_REPLY_ERROR &&
          std::string_view(ev.reply->str, ev.reply->len).substr(0, prefix.size()) == prefix;

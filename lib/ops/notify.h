@@ -178,8 +178,7 @@ class notifier final : public service, private push_listener {
 
   core& c_;
   std::vector<std::unique_ptr<connection>> subs_;
-  std::vector<std::string> sub_at_;  // "host:port" each subscriber connection was made to
-  std::vector<node_address> sub_addr_;  // and the address itself
+  std::vector<node_address> sub_addr_;  // where each subscriber connection was made to
   std::vector<bool> refused_;   // the node refused SUBSCRIBE on this connection
   std::unordered_map<std::string, channel> channels_;
   std::uint64_t sweep_timer_ = 0;

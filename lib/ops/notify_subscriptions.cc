@@ -49,12 +49,10 @@ bool is_token(std::string_view p) {
                      [](char ch) { return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'); });
 }
 
-// A sweep's PING on a subscriber: its answer (["pong", ""] in subscribed mode) says
-// only that the server is alive, and its absence trips the stall detector.
-class ignore_sink final : public sink {
- public:
-  void on_reply(std::size_t, std::uint32_t, const reply_event&) override {}
-};
+// Where a subscriber connection goes: "host:port", or a Unix socket's path.
+std::string where(const node_address& a) {
+  return a.type == node_address::kind::unix_socket ? a.path : host_port_text(a.host, a.port);
+}
 
 }  // namespace
 
@@ -93,7 +91,6 @@ class notifier::reply_sink final : public sink {
 notifier::notifier(core& c)
     : c_(c),
       subs_(c.size()),
-      sub_at_(c.size()),
       sub_addr_(c.size()),
       refused_(c.size(), false),
       ping_wire_(plain_wire({"PING"})) {}
@@ -119,7 +116,6 @@ connection& notifier::sub_conn(std::size_t node) {
 }
 
 void notifier::open_sub(std::size_t node, const node_address& a) {
-  sub_at_[node] = a.type == node_address::kind::unix_socket ? a.path : host_port_text(a.host, a.port);
   sub_addr_[node] = a;
   subs_[node] = std::make_unique<connection>(c_, node, a);
   subs_[node]->set_push_listener(this);
@@ -265,12 +261,13 @@ void notifier::sweep() {
     const node_address& was = sub_addr_[i];
     const bool deaf = was.type != node_address::kind::unix_socket && !ep.hears_releases_at(was.host, was.port);
     if (subs_[i]->ready() && !deaf) {
-      subs_[i]->submit(ping_wire_, false, std::make_shared<ignore_sink>(), 0);
+      subs_[i]->submit(ping_wire_, false, std::make_shared<discard_sink>(), 0);
       subs_[i]->flush();
       continue;
     }
-    const std::optional<node_address> at = ep.subscriber_address(c_.nodes()[i], sub_at_[i]);
-    if (!at || at->type == node_address::kind::unix_socket || host_port_text(at->host, at->port) == sub_at_[i]) continue;
+    const std::string was_at = where(was);
+    const std::optional<node_address> at = ep.subscriber_address(c_.nodes()[i], was_at);
+    if (!at || at->type == node_address::kind::unix_socket || where(*at) == was_at) continue;
     subs_[i]->shutdown();
     c_.forget_conn(subs_[i].get());
     subs_[i].reset();
