@@ -134,7 +134,8 @@ cluster_endpoint::cluster_endpoint(node_host& host, std::size_t index, node_addr
       waiting_(host, index, "cluster slot map", [this] { return discovery_errors_; }),
       shards_wire_(plain_wire({"CLUSTER", "SHARDS"})),
       slots_wire_(plain_wire({"CLUSTER", "SLOTS"})),
-      asking_wire_(plain_wire({"ASKING"})) {
+      asking_wire_(plain_wire({"ASKING"})),
+      node_timeout_wire_(plain_wire({"CONFIG", "GET", "cluster-node-timeout"})) {
   seeds_.push_back(host_port{address_.host, address_.port});
   seeds_.insert(seeds_.end(), address_.seeds.begin(), address_.seeds.end());
 }
@@ -209,6 +210,7 @@ void cluster_endpoint::on_map_reply(bool refresh, std::size_t seed, const std::s
     const bool parsed = shards ? parse_cluster_shards(ev.reply, via_host, map, error)
                                : parse_cluster_slots(ev.reply, via_host, map, error);
     if (parsed && install(map, error, asked_ms)) {
+      ask_node_timeout(via);
       if (refresh) {
         refreshing_ = false;
         return;
@@ -228,6 +230,22 @@ void cluster_endpoint::on_map_reply(bool refresh, std::size_t seed, const std::s
     return;
   }
   discovery_failed(seed, std::move(why));
+}
+
+void cluster_endpoint::ask_node_timeout(connection& via) {
+  const std::uint64_t now = host_.now_ms();
+  if (node_timeout_asked_ && now - node_timeout_asked_ms_ < kNodeTimeoutIntervalMs) return;
+  node_timeout_asked_ = true;
+  node_timeout_asked_ms_ = now;
+  via.submit(node_timeout_wire_, false, reply_fn([this](const reply_event& ev) {
+               if (ev.status != node_status::pending) return;
+               // Refused (a managed service's renamed CONFIG), or another shape: as it was.
+               const auto t = parse_node_timeout(ev.reply);
+               if (!t) return;
+               node_timeout_ms_ = node_timeout_learned_ ? std::max(node_timeout_ms_, *t) : *t;
+               node_timeout_learned_ = true;
+             }),
+             0);
 }
 
 void cluster_endpoint::discovery_failed(std::size_t seed, std::string why) {
@@ -275,11 +293,12 @@ bool cluster_endpoint::install(const slot_map& map, std::string& error, std::uin
     connection& c = connection_to(m.host, m.port);
     if (std::find(masters.begin(), masters.end(), &c) == masters.end()) masters.push_back(&c);
     // The map, asked at asked_ms, names it master of some slots and online: a drop of
-    // its replicas seen before no longer holds its writes back (connection::confirm_master).
+    // its replicas seen settle_ms() or more before no longer holds its writes back
+    // (connection::confirm_master).
     // A master listed without slots, or not online (a failed old master others still
     // list), confirms nothing.
     if (!m.shard->ranges.empty() && m.shard->nodes[static_cast<std::size_t>(m.shard->master)].online) {
-      c.confirm_master(asked_ms);
+      c.confirm_master(asked_ms, settle_ms());
     }
     for (const auto& [lo, hi] : m.shard->ranges) {
       for (int s = lo; s <= hi; ++s) owner[static_cast<std::size_t>(s)] = &c;

@@ -132,6 +132,17 @@ class cluster_endpoint final : public endpoint {
   static constexpr int kMaxRedirects = 3;
   // Connections made at most (a redirect to a further address is delivered as the error it is).
   static constexpr std::size_t kMaxConnections = 1024;
+  // A shard master whose replicas dropped is confirmed by a map asked this long after
+  // the drop or later (connection::confirm_master): a replica's failover attempt
+  // ends within about four node timeouts of its master becoming unreachable to it
+  // (failure detection, the election's delay, its vote timeout of twice the node
+  // timeout), plus a margin for the new configuration to reach the node asked.
+  // The node timeout is CONFIG GET's, Redis's default until a node answers.
+  static constexpr std::uint64_t kDefaultNodeTimeoutMs = 15000;
+  static constexpr std::uint64_t kSettleMarginMs = 10000;
+  std::uint64_t settle_ms() const noexcept { return 4 * node_timeout_ms_ + kSettleMarginMs; }
+  // How often the node timeout is asked again (with a map refresh).
+  static constexpr std::uint64_t kNodeTimeoutIntervalMs = 60000;
 
  private:
   class request_sink;
@@ -209,6 +220,14 @@ class cluster_endpoint final : public endpoint {
   std::shared_ptr<const wire> shards_wire_;
   std::shared_ptr<const wire> slots_wire_;
   std::shared_ptr<const wire> asking_wire_;
+  std::shared_ptr<const wire> node_timeout_wire_;
+  // The cluster's node timeout (CONFIG GET, the largest a node gave; Redis's default
+  // until one answers or when CONFIG is refused) and when it was last asked.
+  std::uint64_t node_timeout_ms_ = kDefaultNodeTimeoutMs;
+  bool node_timeout_learned_ = false;
+  bool node_timeout_asked_ = false;
+  std::uint64_t node_timeout_asked_ms_ = 0;
+  void ask_node_timeout(connection& via);
   std::optional<std::chrono::steady_clock::time_point> none_;  // restarted_at / jumped_at without masters
   std::string empty_;
 };

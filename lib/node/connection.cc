@@ -597,7 +597,8 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
       if (excluded.empty()) {
         excluded = "written, but its replicas dropped from " + std::to_string(replicas_mark_) + " to " +
                    std::to_string(attached) +
-                   " (a failover?): no write counts until its master is confirmed again";
+                   " (a failover?): no write counts until as many are attached again, or until its master is "
+                   "confirmed by a query sent once a failover begun before the drop would have ended";
       }
     } else if (k < needed) {
       ev.unreplicated = true;
@@ -785,8 +786,8 @@ void connection::shutdown() {
   }
 }
 
-void connection::confirm_master(std::uint64_t asked_ms) noexcept {
-  if (!replicas_dropped_ || asked_ms < dropped_at_ms_) return;
+void connection::confirm_master(std::uint64_t asked_ms, std::uint64_t settle_ms) noexcept {
+  if (!replicas_dropped_ || asked_ms < dropped_at_ms_ + settle_ms) return;
   replicas_dropped_ = false;
   replicas_mark_ = replicas_;
 }

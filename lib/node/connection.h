@@ -81,10 +81,15 @@ class connection final : public endpoint, private link_events {
   // since its handshake. A count below it (a replica gone: maybe to follow a
   // promoted master) makes every write unreplicated ("its replicas dropped from m
   // to n") until as many are attached again, or until the endpoint learns, from a
-  // query it sent at `asked_ms` (now_ms) or later than the drop was seen, that this
-  // server is still the master (a sentinel naming it, a slot map listing it): then
-  // the mark is the current count. A drop seen after the query is not cleared.
-  void confirm_master(std::uint64_t asked_ms) noexcept;
+  // query it sent at `asked_ms` (now_ms), `settle_ms` or more after the drop was
+  // seen, that this server is still the master (a sentinel naming it, a slot map
+  // listing it): then the mark is the current count. The settling time is the
+  // deployment's bound on a failover begun before the drop (Sentinel's
+  // failover-timeout and the time its sentinels take to tell each other): a
+  // sentinel asked sooner may not know yet of a failover under way (the adversarial
+  // pass: one asked 0.3 s after the promoted replica left re-admitted the old
+  // master). A drop seen after the query is not cleared.
+  void confirm_master(std::uint64_t asked_ms, std::uint64_t settle_ms) noexcept;
 
   // The owner's flush list (node_host::want_flush): whether this connection is on
   // it. flush() takes it off.

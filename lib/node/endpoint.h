@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "protocol/resp.h"
@@ -68,6 +69,24 @@ class discard_sink final : public sink {
  public:
   void on_reply(std::size_t, std::uint32_t, const reply_event&) override {}
 };
+
+// A sink that hands the reply to a function: an endpoint's own queries (a
+// sentinel's SENTINEL SENTINELS and SENTINEL MASTER, a cluster node's CONFIG GET).
+// The function may capture the endpoint: every request is answered (or cancelled)
+// before its endpoint is destroyed.
+template <typename F>
+class reply_fn_sink final : public sink {
+ public:
+  explicit reply_fn_sink(F f) : f_(std::move(f)) {}
+  void on_reply(std::size_t, std::uint32_t, const reply_event& ev) override { f_(ev); }
+
+ private:
+  F f_;
+};
+template <typename F>
+std::shared_ptr<sink> reply_fn(F f) {
+  return std::make_shared<reply_fn_sink<F>>(std::move(f));
+}
 
 // A subscriber connection's listener (ops/notify_subscriptions.cc): pushed messages, and the
 // connection coming up (every handshake's end) or going down (subscriptions lost).

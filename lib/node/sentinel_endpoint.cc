@@ -83,16 +83,6 @@ class sentinel_endpoint::request_sink final : public sink {
   bool extend_;
 };
 
-// SENTINEL SENTINELS' answer: the group's other sentinels.
-class sentinel_endpoint::peers_sink final : public sink {
- public:
-  explicit peers_sink(sentinel_endpoint& ep) : ep_(ep) {}
-  void on_reply(std::size_t, std::uint32_t, const reply_event& ev) override { ep_.on_peers(ev); }
-
- private:
-  sentinel_endpoint& ep_;
-};
-
 // SENTINEL GET-MASTER-ADDR-BY-NAME's answer.
 class sentinel_endpoint::answer_sink final : public sink {
  public:
@@ -123,7 +113,8 @@ sentinel_endpoint::sentinel_endpoint(node_host& host, std::size_t index, node_ad
                [this] { return errors_; }),
       ask_wire_(plain_wire({"SENTINEL", "GET-MASTER-ADDR-BY-NAME", address_.master_name})),
       subscribe_wire_(plain_wire({"SUBSCRIBE", "+switch-master"})),
-      peers_wire_(plain_wire({"SENTINEL", "SENTINELS", address_.master_name})) {
+      peers_wire_(plain_wire({"SENTINEL", "SENTINELS", address_.master_name})),
+      master_info_wire_(plain_wire({"SENTINEL", "MASTER", address_.master_name})) {
   sentinels_.push_back(host_port{address_.host, address_.port});
   sentinels_.insert(sentinels_.end(), address_.seeds.begin(), address_.seeds.end());
   // Room for the sentinels discovered later, reserved once: the vectors never
@@ -245,13 +236,16 @@ void sentinel_endpoint::on_answer(std::size_t sentinel, std::uint64_t asked_ms, 
     errors_.clear();
     tried_ = 0;
     subscribe_at(sentinel);
-    // The group's other sentinels, from this one: at the first answer, then once a
-    // minute (a sentinel added to the group, or the URI listing only one).
+    // The group's other sentinels and its failover-timeout, from this one: at the
+    // first answer, then once a minute (a sentinel added to the group, or the URI
+    // listing only one; a failover-timeout changed).
     const std::uint64_t now = host_.now_ms();
     if (!peers_asked_ || now - peers_asked_ms_ >= kPeersIntervalMs) {
       peers_asked_ = true;
       peers_asked_ms_ = now;
-      query_link(sentinel).submit(peers_wire_, false, std::make_shared<peers_sink>(*this), 0);
+      connection& q = query_link(sentinel);
+      q.submit(peers_wire_, false, reply_fn([this](const reply_event& e) { on_peers(e); }), 0);
+      q.submit(master_info_wire_, false, reply_fn([this](const reply_event& e) { on_master_info(e); }), 0);
     }
     return use_master(m->address, sentinel_text(sentinel), asked_ms);
   }
@@ -281,15 +275,27 @@ void sentinel_endpoint::on_peers(const reply_event& ev) {
   }
 }
 
+void sentinel_endpoint::on_master_info(const reply_event& ev) {
+  if (ev.status != node_status::pending) return;
+  // A refusal (an ACL without SENTINEL MASTER), or another shape: as it was.
+  const auto timeout = parse_failover_timeout(ev.reply);
+  if (!timeout) return;
+  // The first answer replaces Sentinel's default; later ones only raise it (the
+  // sentinels of one group may be configured apart: the longest bounds them all).
+  failover_timeout_ms_ = failover_timeout_learned_ ? std::max(failover_timeout_ms_, *timeout) : *timeout;
+  failover_timeout_learned_ = true;
+}
+
 void sentinel_endpoint::use_master(const host_port& at, const std::string& how, std::uint64_t asked_ms) {
   if (state_ == state::closed) return;
   if (find_link(at) == nullptr && masters_.size() >= kMaxMasters) return;  // the master known stays in use
   connection* before = master_;
   connection& c = master_link(at);
   master_ = &c;
-  // Named master by a sentinel asked at asked_ms: a drop of its replicas seen before
-  // that no longer holds its writes back (connection::confirm_master).
-  c.confirm_master(asked_ms);
+  // Named master by a sentinel asked at asked_ms: a drop of its replicas seen
+  // settle_ms() or more before that no longer holds its writes back
+  // (connection::confirm_master).
+  c.confirm_master(asked_ms, settle_ms());
   if (before != nullptr && before != &c) {
     master_changed_at_ = host_.now();
     master_change_ = "the master of '" + address_.master_name + "' changed: " + how + " names " +

@@ -35,9 +35,11 @@
 // restart quarantine (max_ttl by default) from when it was seen: at an attempt's
 // start (acquire_exclusion) and for every acquire reply in that time, and neither a
 // grant nor an extension from a master Sentinel no longer names counts. A master
-// whose replicas dropped below the most it had counts no write until a sentinel,
-// asked after the drop, names it again (connection::confirm_master): its other
-// replicas may be about to follow a promoted one and drop what they confirmed. A client that never saw the
+// whose replicas dropped below the most it had counts no write until as many are
+// attached again, or until a sentinel asked a failover-timeout (plus a margin,
+// settle_ms) after the drop names it again (connection::confirm_master): its other
+// replicas may be about to follow a promoted one and drop what they confirmed, and
+// a sentinel asked sooner may not know yet of the failover under way. A client that never saw the
 // master before the change (a fresh process) cannot tell; a replica that was not
 // attached at the grant and is promoted later can lose a lock (docs/safety.md).
 //
@@ -108,15 +110,22 @@ class sentinel_endpoint final : public endpoint {
   static constexpr std::size_t kMaxSentinels = 16;
   // How often the sentinel that answers is asked for the group's other sentinels.
   static constexpr std::uint64_t kPeersIntervalMs = 60000;
+  // A master whose replicas dropped is confirmed by a sentinel asked this long after
+  // the drop or later (connection::confirm_master): the group's failover-timeout
+  // (SENTINEL MASTER's, the largest any sentinel gave; Sentinel's default until one
+  // answers), within which a failover under way promotes its replica or is aborted,
+  // plus the margin for the leader's new configuration to reach the other sentinels
+  // (hello messages every 2 s).
+  static constexpr std::uint64_t kDefaultFailoverTimeoutMs = 180000;
+  static constexpr std::uint64_t kSettleMarginMs = 5000;
+  std::uint64_t settle_ms() const noexcept { return failover_timeout_ms_ + kSettleMarginMs; }
 
  private:
   class request_sink;
   class answer_sink;
-  class peers_sink;
   class listener;
   friend class request_sink;
   friend class answer_sink;
-  friend class peers_sink;
   friend class listener;
 
   enum class state { idle, discovering, ready, down, closed };
@@ -152,6 +161,8 @@ class sentinel_endpoint final : public endpoint {
   void on_answer(std::size_t sentinel, std::uint64_t asked_ms, const reply_event& ev);
   // SENTINEL SENTINELS' answer: the sentinels not known yet join sentinels_.
   void on_peers(const reply_event& ev);
+  // SENTINEL MASTER's answer: the group's failover-timeout (settle_ms).
+  void on_master_info(const reply_event& ev);
   // Sentinel named `at` (how: "SENTINEL GET-MASTER-ADDR-BY-NAME", "+switch-master"),
   // as of asked_ms (now_ms).
   void use_master(const host_port& at, const std::string& how, std::uint64_t asked_ms);
@@ -197,6 +208,9 @@ class sentinel_endpoint final : public endpoint {
   std::shared_ptr<const wire> ask_wire_;
   std::shared_ptr<const wire> subscribe_wire_;
   std::shared_ptr<const wire> peers_wire_;
+  std::shared_ptr<const wire> master_info_wire_;
+  std::uint64_t failover_timeout_ms_ = kDefaultFailoverTimeoutMs;
+  bool failover_timeout_learned_ = false;
   std::optional<std::chrono::steady_clock::time_point> none_;
   std::string empty_;
 };

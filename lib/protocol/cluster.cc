@@ -242,4 +242,12 @@ bool parse_cluster_slots(const redisReply* reply, std::string_view answered_host
   return true;
 }
 
+std::optional<std::uint64_t> parse_node_timeout(const redisReply* reply) {
+  if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY || reply->elements != 2) return std::nullopt;
+  if (text(reply->element[0]) != "cluster-node-timeout") return std::nullopt;
+  long long ms = 0;
+  if (!integer(reply->element[1], 1LL << 40, ms) || ms <= 0) return std::nullopt;
+  return static_cast<std::uint64_t>(ms);
+}
+
 }  // namespace redlock::detail

@@ -77,4 +77,9 @@ bool parse_cluster_shards(const redisReply* reply, std::string_view answered_hos
 bool parse_cluster_slots(const redisReply* reply, std::string_view answered_host, slot_map& out,
                          std::string& error);
 
+// CONFIG GET cluster-node-timeout: ["cluster-node-timeout", "<ms>"] (milliseconds,
+// 1..2^40). Nothing for another shape (a refusal: managed services often rename or
+// forbid CONFIG) or a value out of range.
+std::optional<std::uint64_t> parse_node_timeout(const redisReply* reply);
+
 }  // namespace redlock::detail

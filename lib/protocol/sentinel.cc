@@ -58,6 +58,17 @@ std::optional<std::vector<host_port>> parse_sentinels(const redisReply* reply, s
   return out;
 }
 
+std::optional<std::uint64_t> parse_failover_timeout(const redisReply* reply) {
+  if (reply == nullptr || reply->type != REDIS_REPLY_ARRAY || reply->elements % 2 != 0) return std::nullopt;
+  for (std::size_t k = 0; k + 1 < reply->elements; k += 2) {
+    if (text(reply->element[k]) != "failover-timeout") continue;
+    long long ms = 0;
+    if (!integer(reply->element[k + 1], 1LL << 40, ms) || ms <= 0) return std::nullopt;
+    return static_cast<std::uint64_t>(ms);
+  }
+  return std::nullopt;
+}
+
 std::optional<switch_master> parse_switch_master(std::string_view payload) {
   std::vector<std::string_view> words;
   while (!payload.empty() && words.size() <= 5) {

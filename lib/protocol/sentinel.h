@@ -5,6 +5,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,6 +30,10 @@ std::optional<master_addr> parse_master_addr(const redisReply* reply);
 // ip/port do not parse is left out; the shape wrong (not an array of arrays of an
 // even length): nothing.
 std::optional<std::vector<host_port>> parse_sentinels(const redisReply* reply, std::size_t max);
+
+// SENTINEL MASTER <name>: a flat [field, value, ...] array; its "failover-timeout"
+// (milliseconds, 1..2^40). Nothing for another shape or a value out of range.
+std::optional<std::uint64_t> parse_failover_timeout(const redisReply* reply);
 
 // The payload of a +switch-master message (channel "+switch-master"):
 // "<name> <old-ip> <old-port> <new-ip> <new-port>". Nothing when malformed.

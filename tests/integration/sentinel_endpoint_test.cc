@@ -467,6 +467,54 @@ TEST_F(SentinelEndpoint, min_replicas_to_write_makes_a_master_without_its_replic
   EXPECT_EQ(value_on(group.server(0), kPrefix + "minrep"), "<nil>");
 }
 
+// A replica that dies (no failover: its master is fine) drops the master's count
+// from 2 to 1: no write counts there until a sentinel asked the group's
+// failover-timeout (the harness's 5 s, learned from SENTINEL MASTER; Sentinel's
+// default 180 s would hold it back for minutes) plus the margin after the drop
+// still names it; from then on the master counts again with one replica. Asked
+// sooner, a sentinel may not know yet of a failover under way (the adversarial
+// pass's old master, re-admitted 0.3 s after its replica left).
+TEST_F(SentinelEndpoint, a_master_whose_replica_died_counts_again_once_a_sentinel_names_it_past_the_failover_timeout) {
+  redis_sentinel_deployment group("se-drop", 2, 1, {}, kDownAfter);
+  client c(sentinel_options({group.uri()}));
+  auto a = c.acquire("drop", once(20000ms));
+  ASSERT_TRUE(a) << a.report.message();
+  ASSERT_FALSE(a.lock.release().error);
+  group.server(2).kill();
+  // The master sees its replica's link close at once; the next write counts it.
+  std::string last;
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto b = c.acquire("drop", once(20000ms));
+        last = b.report.message();
+        if (b) (void)b.lock.release();
+        return !b && last.find("replicas dropped from 2 to 1") != std::string::npos;
+      },
+      10000ms))
+      << "the drop was never seen; last: " << last;
+  const auto dropped = std::chrono::steady_clock::now();
+  EXPECT_EQ(value_on(group.server(0), kPrefix + "drop"), "<nil>") << "the refused grant was not rolled back";
+  auto counted_after = std::chrono::milliseconds::zero();
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto b = c.acquire("drop", once(20000ms));
+        last = b.report.message();
+        if (!b) {
+          std::this_thread::sleep_for(50ms);
+          return false;
+        }
+        counted_after = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - dropped);
+        (void)b.lock.release();
+        return true;
+      },
+      30000ms))
+      << "the master never counted again; last: " << last;
+  std::cerr << "[drop] counted again " << counted_after.count() << " ms after the drop was first refused\n";
+  // Not before the failover-timeout (5 s) and the margin (5 s) from when the
+  // client saw the drop (which was before the refusal measured from).
+  EXPECT_GE(counted_after.count(), 9000) << "confirmed before a failover under way would have been visible";
+}
+
 // A waiter on a Sentinel node subscribes on the master Sentinel names (not on a
 // sentinel), so the release wakes it, not its fallback timer.
 TEST_F(SentinelEndpoint, a_waiter_on_a_sentinel_node_is_woken_by_the_release) {

@@ -232,11 +232,14 @@ TEST(NegativeControl, fresh_seeds_find_the_violation_within_a_small_budget) {
 
 TEST(NegativeControl, fresh_cluster_seeds_find_the_unreplicated_grant_within_a_small_budget) {
   // Rarer than the others: it takes a grant during a stalled shard's replication,
-  // that shard's failover within the grant's TTL, and the late joiner then (about
-  // one seed in 30).
+  // that shard's failover within the grant's TTL, and a client then that takes the
+  // lock (two holders) or a fence from the counter the failover set back (a fence
+  // going backwards, which the checker usually sees first: 7 of the 9 violations in
+  // seeds 1..200; about one seed in 25 fires).
   std::size_t fired = 0;
-  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
-    fired += meets(run_seed("cluster", seed, guard_off::replication), "violation:mutual_exclusion") ? 1 : 0;
+  for (std::uint64_t seed = 1; seed <= 60; ++seed) {
+    const run_result r = run_seed("cluster", seed, guard_off::replication);
+    fired += meets(r, "violation:mutual_exclusion") || meets(r, "violation:fence_order") ? 1 : 0;
   }
   EXPECT_GE(fired, 2u) << "cluster with the replication confirmation off";
 }

@@ -2,6 +2,7 @@
 // (MOVED/ASK redirects, CLUSTER SHARDS and CLUSTER SLOTS into a slot map).
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 
 #include "parse_resp.h"
@@ -93,6 +94,22 @@ TEST(Redirect, AnythingElseIsNoRedirect) {
 }
 
 // --- CLUSTER SHARDS ---
+
+TEST(NodeTimeout, ConfigGetIsRead) {
+  auto r = parse_resp(arr({bulk("cluster-node-timeout"), bulk("15000")}));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(parse_node_timeout(r.get()), std::optional<std::uint64_t>(15000));
+  for (const std::string& wire :
+       {arr({}), arr({bulk("cluster-node-timeout")}), arr({bulk("maxmemory"), bulk("15000")}),
+        arr({bulk("cluster-node-timeout"), bulk("0")}), arr({bulk("cluster-node-timeout"), bulk("x")}),
+        arr({bulk("cluster-node-timeout"), bulk("1"), bulk("x"), bulk("2")}), num(15000),
+        std::string("-ERR unknown command 'CONFIG'\r\n")}) {
+    auto bad = parse_resp(wire);
+    ASSERT_TRUE(bad);
+    EXPECT_FALSE(parse_node_timeout(bad.get())) << wire;
+  }
+  EXPECT_FALSE(parse_node_timeout(nullptr));
+}
 
 TEST(ClusterShards, ThreeShardsWithReplicas) {
   const std::string wire = arr({

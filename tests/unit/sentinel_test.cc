@@ -62,6 +62,23 @@ TEST(SentinelPeers, TheOtherSentinelsThatAreUp) {
   EXPECT_FALSE(parse_sentinels(nullptr, 16));
 }
 
+TEST(SentinelMaster, FailoverTimeoutIsRead) {
+  auto r = parse_resp(arr({bulk("name"), bulk("m"), bulk("ip"), bulk("127.0.0.1"), bulk("failover-timeout"),
+                           bulk("5000"), bulk("parallel-syncs"), bulk("1")}));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(parse_failover_timeout(r.get()), std::optional<std::uint64_t>(5000));
+  for (const std::string& wire :
+       {arr({bulk("name"), bulk("m")}), arr({bulk("failover-timeout")}), arr({bulk("failover-timeout"), bulk("0")}),
+        arr({bulk("failover-timeout"), bulk("-1")}), arr({bulk("failover-timeout"), bulk("5s")}),
+        arr({bulk("failover-timeout"), bulk("99999999999999999999")}), bulk("failover-timeout"), num(5000),
+        std::string("-ERR unknown command\r\n")}) {
+    auto bad = parse_resp(wire);
+    ASSERT_TRUE(bad);
+    EXPECT_FALSE(parse_failover_timeout(bad.get())) << wire;
+  }
+  EXPECT_FALSE(parse_failover_timeout(nullptr));
+}
+
 TEST(SentinelMasterAddr, OtherShapesAreNothing) {
   for (const std::string& wire : {arr({bulk("127.0.0.1")}), arr({bulk("127.0.0.1"), bulk("0")}),
                                   arr({bulk("127.0.0.1"), bulk("70000")}), arr({bulk("h st"), bulk("1")}),
