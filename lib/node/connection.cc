@@ -178,18 +178,8 @@ void connection::on_handshake_reply(redisReply* r) {
     no_vote_ = a.no_vote;
     // The mark survives a reconnect to the same server (its run_id): a drop while the
     // link was down is a drop too. Another server (or the first handshake) starts
-    // from its own count; a restart is the restart guard's.
-    if (guards_.run_id() != mark_run_id_) {
-      mark_run_id_ = guards_.run_id();
-      replicas_mark_ = a.replicas;
-      replicas_dropped_ = false;
-    } else if (a.replicas >= replicas_mark_) {
-      replicas_mark_ = a.replicas;
-      replicas_dropped_ = false;
-    } else if (!replicas_dropped_) {
-      replicas_dropped_ = true;
-      dropped_at_ms_ = host_.now_ms();
-    }
+    // its own mark; a restart is the restart guard's.
+    if (a.no_vote.empty()) mark_.observe(guards_.run_id(), info_replicas(a.text, a.replicas), host_.now_ms());
   } else if (a.carries == handshake::answer::content::server_time) {
     // Compared with the sample from before the reconnect (if any): a jump while
     // the connection was down is a jump too.
@@ -578,27 +568,21 @@ void connection::on_request_reply(std::unique_ptr<redisReply, reply_deleter> own
     // Fewer replicas than this master had: one may have left it to follow a promoted
     // one (a failover, whose other replicas Sentinel or the cluster moves one by one
     // and which then drop what only this master gave them). No write counts until
-    // as many are attached again or the endpoint confirms this server is still the
-    // master (confirm_master).
+    // every one is attached again or the endpoint confirms this server is still the
+    // master (confirm_master, replica_mark).
     if (not_master.empty()) {
-      if (attached >= replicas_mark_) {
-        replicas_mark_ = attached;
-        replicas_dropped_ = false;
-      } else if (!replicas_dropped_) {
-        replicas_dropped_ = true;
-        dropped_at_ms_ = host_.now_ms();
-      }
+      mark_.observe(guards_.run_id(),
+                    info_replicas(std::string_view(count_reply->str, count_reply->len), attached), host_.now_ms());
     }
     if (!not_master.empty()) {
       ev.unreplicated = true;
       if (excluded.empty()) excluded = not_master;
-    } else if (replicas_dropped_) {
+    } else if (mark_.dropped()) {
       ev.unreplicated = true;
       if (excluded.empty()) {
-        excluded = "written, but its replicas dropped from " + std::to_string(replicas_mark_) + " to " +
-                   std::to_string(attached) +
-                   " (a failover?): no write counts until as many are attached again, or until its master is "
-                   "confirmed by a query sent once a failover begun before the drop would have ended";
+        excluded = "written, but " + mark_.drop_text() +
+                   " (a failover?): no write counts until every replica it had is attached again, or until its "
+                   "master is confirmed by a query sent once a failover begun before the drop would have ended";
       }
     } else if (k < needed) {
       ev.unreplicated = true;
@@ -786,10 +770,8 @@ void connection::shutdown() {
   }
 }
 
-void connection::confirm_master(std::uint64_t asked_ms, std::uint64_t settle_ms) noexcept {
-  if (!replicas_dropped_ || asked_ms < dropped_at_ms_ + settle_ms) return;
-  replicas_dropped_ = false;
-  replicas_mark_ = replicas_;
+void connection::confirm_master(std::uint64_t asked_ms, std::uint64_t settle_ms) {
+  mark_.confirm(asked_ms, settle_ms);
 }
 
 }  // namespace redlock::detail

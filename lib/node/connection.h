@@ -77,19 +77,20 @@ class connection final : public endpoint, private link_events {
   void set_no_auth() noexcept { no_auth_ = true; }
   // The replicas the next write waits for (INFO replication's count after the last one).
   int replicas() const noexcept { return replicas_; }
-  // Confirmation also keeps a mark: the most replicas this connection's server had
-  // since its handshake. A count below it (a replica gone: maybe to follow a
-  // promoted master) makes every write unreplicated ("its replicas dropped from m
-  // to n") until as many are attached again, or until the endpoint learns, from a
-  // query it sent at `asked_ms` (now_ms), `settle_ms` or more after the drop was
-  // seen, that this server is still the master (a sentinel naming it, a slot map
-  // listing it): then the mark is the current count. The settling time is the
+  // Confirmation also keeps a mark (replica_mark): the replicas, by address, this
+  // connection's server had since this client first saw it. One of them missing (a
+  // replica gone: maybe to follow a promoted master) makes every write
+  // unreplicated ("its replica h:p left it: replicas dropped from m to n") until
+  // every one is attached again (a new replica does not stand in for it), or until
+  // the endpoint learns, from a query it sent at `asked_ms` (now_ms), `settle_ms` or
+  // more after the drop was seen, that this server is still the master (a sentinel
+  // naming it, a slot map listing it): then the mark is the replicas attached now. The settling time is the
   // deployment's bound on a failover begun before the drop (Sentinel's
   // failover-timeout and the time its sentinels take to tell each other): a
   // sentinel asked sooner may not know yet of a failover under way (the adversarial
   // pass: one asked 0.3 s after the promoted replica left re-admitted the old
   // master). A drop seen after the query is not cleared.
-  void confirm_master(std::uint64_t asked_ms, std::uint64_t settle_ms) noexcept;
+  void confirm_master(std::uint64_t asked_ms, std::uint64_t settle_ms);
 
   // The owner's flush list (node_host::want_flush): whether this connection is on
   // it. flush() takes it off.
@@ -221,10 +222,7 @@ class connection final : public endpoint, private link_events {
   bool evalsha_refused_ = false;  // EVALSHA refused (ACL or renamed) on this connection: EVAL with the body
   bool scripts_refused() const noexcept { return scripts_unknown_ || scripts_refused_by_acl_; }
   int replicas_ = 0;        // what writes wait for (INFO replication's connected_slaves)
-  int replicas_mark_ = 0;   // the most replicas seen since the handshake (confirm_master)
-  bool replicas_dropped_ = false;  // a count below the mark was seen, not confirmed since
-  std::uint64_t dropped_at_ms_ = 0;  // when (now_ms)
-  std::string mark_run_id_;          // the server the mark is of
+  replica_mark mark_;       // the replicas its server had (confirm_master)
   std::string no_vote_;                  // why no write of this server counts (not a master); "" = it may
   std::chrono::steady_clock::time_point time_sent_;  // the handshake's TIME, for its sample's date
   // Observer events only: a node_down was sent and no node_up since; the cleared timer.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <utility>
 
 #include "protocol/info.h"
@@ -159,6 +160,51 @@ std::chrono::steady_clock::time_point node_guards::quarantine_end() const {
   if (restarted_at_ && q.count() > 0) end = *restarted_at_ + q;
   if (jumped_at_) end = std::max(end, *jumped_at_ + std::max(q, s_.max_ttl));
   return end;
+}
+
+void replica_mark::observe(const std::string& run_id, std::vector<std::string> attached, std::uint64_t now_ms) {
+  if (!seen_ || run_id != run_id_) {
+    seen_ = true;
+    run_id_ = run_id;
+    mark_ = attached;
+    attached_ = std::move(attached);
+    dropped_ = false;
+    return;
+  }
+  attached_ = std::move(attached);
+  const bool all_there = std::includes(attached_.begin(), attached_.end(), mark_.begin(), mark_.end());
+  if (!all_there && !dropped_) {
+    dropped_ = true;
+    dropped_at_ms_ = now_ms;
+  } else if (all_there) {
+    dropped_ = false;
+  }
+  // Whoever attached since joins the mark: its leaving is a drop too.
+  std::vector<std::string> joined;
+  std::set_union(mark_.begin(), mark_.end(), attached_.begin(), attached_.end(), std::back_inserter(joined));
+  mark_ = std::move(joined);
+}
+
+std::string replica_mark::drop_text() const {
+  std::vector<std::string> gone;
+  std::set_difference(mark_.begin(), mark_.end(), attached_.begin(), attached_.end(), std::back_inserter(gone));
+  std::size_t present = mark_.size() - gone.size();
+  std::string t;
+  if (gone.empty()) {
+    // Attached again since the last write's count, not yet observed as such.
+    t = "a replica left it";
+  } else {
+    const bool named = gone.front()[0] != '#';
+    t = named ? "its replica " + gone.front() + " left it" : "a replica left it";
+    if (gone.size() > 1) t += " (and " + std::to_string(gone.size() - 1) + " more)";
+  }
+  return t + ": replicas dropped from " + std::to_string(mark_.size()) + " to " + std::to_string(present);
+}
+
+void replica_mark::confirm(std::uint64_t asked_ms, std::uint64_t settle_ms) {
+  if (!dropped_ || asked_ms < dropped_at_ms_ + settle_ms) return;
+  dropped_ = false;
+  mark_ = attached_;
 }
 
 }  // namespace redlock::detail

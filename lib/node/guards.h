@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "redlock/client.h"
 #include "redlock/observer.h"
@@ -155,6 +156,41 @@ class node_guards {
   std::string maxmemory_policy_;
   std::string maxmemory_;
   quarantine_reason last_reason_ = quarantine_reason::restart;
+};
+
+// The failover guard of a node whose writes need their replicas (issue 23): the
+// replicas its server had since this client first saw that server (its run_id),
+// by address (info_replicas). One of them missing — gone, maybe to follow a
+// promoted master, whose other replicas Sentinel or the cluster then moves one by
+// one and which drop what only this master gave them — is a drop: no write of
+// this server counts until every replica of the mark is attached again, or until
+// confirm(). By address, not by count: a replica that attached since (a new one,
+// synced from this master) does not stand in for the one that left, which may be
+// the master now. Pure; loop thread only.
+class replica_mark {
+ public:
+  // INFO replication of server `run_id` (the restart guard's; "" when unknown)
+  // listed `attached` (sorted) at `now_ms`. Another server than the mark's (or the
+  // first sight) starts a new mark with no drop: a restart is the restart guard's.
+  void observe(const std::string& run_id, std::vector<std::string> attached, std::uint64_t now_ms);
+  // A replica of the mark was missing at an observation and nothing cleared it since.
+  bool dropped() const noexcept { return dropped_; }
+  // The exclusion's reason, while dropped(): which replica left, and the counts
+  // ("its replica 127.0.0.1:7004 left it: replicas dropped from 2 to 1").
+  std::string drop_text() const;
+  // The endpoint learned, from a query it sent at `asked_ms`, that this server is
+  // still the master: the drop is over if that query was sent `settle_ms` or more
+  // after the drop was seen (connection::confirm_master); the mark is then the
+  // replicas attached now.
+  void confirm(std::uint64_t asked_ms, std::uint64_t settle_ms);
+
+ private:
+  std::string run_id_;
+  bool seen_ = false;
+  std::vector<std::string> mark_;      // sorted: every replica seen since the mark began
+  std::vector<std::string> attached_;  // sorted: at the last observation
+  bool dropped_ = false;
+  std::uint64_t dropped_at_ms_ = 0;
 };
 
 }  // namespace redlock::detail

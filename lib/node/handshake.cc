@@ -106,7 +106,8 @@ handshake::answer handshake::take(const redisReply& reply) {
     // or a cluster's seed) stays connected, for what it can answer (a cluster's
     // slot map, redirects), but none of its writes is a vote (a writable replica
     // would grant what no failover keeps).
-    a.replicas = replicas_of(std::string_view(r->str, r->len), a.no_vote);
+    a.text = std::string_view(r->str, r->len);
+    a.replicas = replicas_of(a.text, a.no_vote);
     a.carries = answer::content::replicas;
   }
   if (steps_.empty()) a.verdict = answer::next::ready;

@@ -53,7 +53,8 @@ class handshake {
     std::string detail;
     bool permanent = false;
     // What the reply carried for the guards (not on fail): the INFO text of
-    // `INFO server` or `INFO memory` (valid during the reply), or the TIME sample.
+    // `INFO server`, `INFO memory` or `INFO replication` (valid during the reply),
+    // or the TIME sample.
     enum class content { nothing, server_info, memory_info, server_time, replicas };
     content carries = content::nothing;
     std::string_view text;

@@ -2,6 +2,8 @@
 // kind of a script (info.h).
 #include "protocol/info.h"
 
+#include <algorithm>
+
 #include "protocol/reply.h"
 
 namespace redlock::detail {
@@ -30,6 +32,36 @@ std::string info_field(std::string_view info, std::string_view name) {
     }
     from = at + 1;
   }
+}
+
+std::vector<std::string> info_replicas(std::string_view info, int count) {
+  std::vector<std::string> names;
+  names.reserve(static_cast<std::size_t>(count));
+  // "slaveK:ip=127.0.0.1,port=7004,state=online,offset=5,lag=0"
+  const auto attribute = [](std::string_view line, std::string_view key) -> std::string_view {
+    std::size_t from = 0;
+    while (from <= line.size()) {
+      const std::size_t end = std::min(line.find(',', from), line.size());
+      const std::string_view item = line.substr(from, end - from);
+      if (item.size() > key.size() && item.substr(0, key.size()) == key && item[key.size()] == '=') {
+        return item.substr(key.size() + 1);
+      }
+      from = end + 1;
+    }
+    return {};
+  };
+  for (int k = 0; k < count; ++k) {
+    const std::string line = info_field(info, "slave" + std::to_string(k));
+    const std::string_view ip = attribute(line, "ip");
+    const std::string_view port = attribute(line, "port");
+    if (ip.empty() || port.empty()) {
+      names.push_back("#" + std::to_string(k));
+    } else {
+      names.push_back(printable_line(std::string(ip) + ":" + std::string(port)));
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 eviction_risk eviction_risk_of(std::string_view policy) {

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "protocol/scripts.h"
 #include "redlock/observer.h"
@@ -14,6 +15,13 @@ namespace redlock::detail {
 
 // The value of field `name` in an INFO reply ("" if absent).
 std::string info_field(std::string_view info, std::string_view name);
+
+// The `count` replicas a master's INFO replication lists (connected_slaves), each
+// named by its address, "ip:port" from its slaveK line (the address the replica
+// announced or connected from, and its listening port: stable across its
+// reconnects), or "#k" where line k is missing or unreadable (then the names are
+// only a count). Sorted.
+std::vector<std::string> info_replicas(std::string_view info, int count);
 
 // What a node's maxmemory-policy may evict when memory runs out.
 enum class eviction_risk {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "node/guards.h"
 
@@ -256,6 +257,81 @@ TEST(NodeGuards, the_quarantine_ends_at_the_later_of_restart_and_jump) {
   EXPECT_EQ(g.quarantine_end(), at_ms(75'000));
   g.note_reported(quarantine_reason::restart);
   EXPECT_EQ(g.last_reason(), quarantine_reason::restart);
+}
+
+// The failover guard (replica_mark): a replica of the mark missing is a drop until
+// every one is back or a confirmation asked late enough; by address, not by count.
+
+TEST(ReplicaMark, a_replica_that_left_is_a_drop_until_it_is_attached_again) {
+  replica_mark m;
+  m.observe("r1", {"127.0.0.1:7004", "127.0.0.1:7005"}, 1000);
+  EXPECT_FALSE(m.dropped());
+  m.observe("r1", {"127.0.0.1:7005"}, 2000);
+  ASSERT_TRUE(m.dropped());
+  EXPECT_EQ(m.drop_text(), "its replica 127.0.0.1:7004 left it: replicas dropped from 2 to 1");
+  m.observe("r1", {"127.0.0.1:7004", "127.0.0.1:7005"}, 3000);
+  EXPECT_FALSE(m.dropped()) << "the same replica back: nothing was lost";
+}
+
+TEST(ReplicaMark, a_new_replica_does_not_stand_in_for_the_one_that_left) {
+  replica_mark m;
+  m.observe("r1", {"127.0.0.1:7004", "127.0.0.1:7005"}, 1000);
+  m.observe("r1", {"127.0.0.1:7005"}, 2000);
+  // The count is back at 2, but 7004 (maybe the promoted master now) is not.
+  m.observe("r1", {"127.0.0.1:7005", "127.0.0.1:7006"}, 3000);
+  ASSERT_TRUE(m.dropped());
+  EXPECT_EQ(m.drop_text(), "its replica 127.0.0.1:7004 left it: replicas dropped from 3 to 2");
+  // And the newcomer's leaving is a drop too, once 7004 is back.
+  m.observe("r1", {"127.0.0.1:7004", "127.0.0.1:7005", "127.0.0.1:7006"}, 4000);
+  EXPECT_FALSE(m.dropped());
+  m.observe("r1", {"127.0.0.1:7004", "127.0.0.1:7005"}, 5000);
+  EXPECT_TRUE(m.dropped());
+  m.observe("r1", {}, 5100);
+  EXPECT_EQ(m.drop_text(), "its replica 127.0.0.1:7004 left it (and 2 more): replicas dropped from 3 to 0");
+}
+
+TEST(ReplicaMark, a_confirmation_asked_a_settling_time_after_the_drop_clears_it_and_starts_a_new_mark) {
+  replica_mark m;
+  m.observe("r1", {"a:1", "b:2"}, 1000);
+  m.observe("r1", {"b:2"}, 2000);  // the drop is seen at 2000
+  m.confirm(2000 + 9999, 10000);
+  EXPECT_TRUE(m.dropped()) << "asked before a failover begun before the drop would have ended";
+  m.confirm(2000 + 10000, 10000);
+  EXPECT_FALSE(m.dropped());
+  // The mark is what is attached now: b alone; its leaving is the next drop, and
+  // a's return is just a new replica.
+  m.observe("r1", {"a:1", "b:2"}, 13000);
+  EXPECT_FALSE(m.dropped());
+  m.observe("r1", {"a:1"}, 14000);
+  EXPECT_TRUE(m.dropped());
+  // A later drop dates from when it was seen: an earlier query does not clear it.
+  m.confirm(13500, 0);
+  EXPECT_TRUE(m.dropped());
+  m.confirm(14000, 0);
+  EXPECT_FALSE(m.dropped());
+  // Confirming with no drop changes nothing.
+  m.confirm(20000, 0);
+  EXPECT_FALSE(m.dropped());
+}
+
+TEST(ReplicaMark, another_server_starts_its_own_mark_and_a_reconnect_to_the_same_one_keeps_it) {
+  replica_mark m;
+  m.observe("r1", {"a:1", "b:2"}, 1000);
+  m.observe("r1", {"a:1"}, 2000);  // e.g. seen by the reconnect's handshake
+  EXPECT_TRUE(m.dropped());
+  m.observe("r2", {"c:3"}, 3000);  // a restarted server: the restart guard's business
+  EXPECT_FALSE(m.dropped());
+  m.observe("r2", {}, 4000);
+  EXPECT_TRUE(m.dropped());
+  EXPECT_EQ(m.drop_text(), "its replica c:3 left it: replicas dropped from 1 to 0");
+  // Replicas known only by count ("#k", no slaveK line): a count below the mark.
+  replica_mark n;
+  n.observe("", {"#0", "#1"}, 1000);
+  n.observe("", {"#0"}, 2000);
+  EXPECT_TRUE(n.dropped());
+  EXPECT_EQ(n.drop_text(), "a replica left it: replicas dropped from 2 to 1");
+  n.observe("", {"#0", "#1"}, 3000);
+  EXPECT_FALSE(n.dropped());
 }
 
 }  // namespace

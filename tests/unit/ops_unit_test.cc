@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "protocol/info.h"
 #include "ops/support.h"
@@ -22,6 +23,23 @@ TEST(InfoField, reads_a_whole_field_name_at_a_line_start) {
   EXPECT_EQ(info_field(kInfo, "absent"), "");
   EXPECT_EQ(info_field("# Memory\nmaxmemory_policy:noeviction", "maxmemory_policy"), "noeviction");
   EXPECT_EQ(info_field("", "maxmemory"), "");
+}
+
+// Issue 23's failover guard names a master's replicas by address.
+TEST(InfoReplicas, names_each_listed_replica_by_ip_and_port_sorted_and_a_missing_line_by_its_index) {
+  const char info[] =
+      "# Replication\r\nrole:master\r\nconnected_slaves:3\r\n"
+      "slave0:ip=127.0.0.1,port=7005,state=online,offset=5,lag=0\r\n"
+      "slave1:ip=127.0.0.2,port=7004,state=wait_bgsave,offset=0,lag=0\r\n"
+      "slave2:state=online,port=7009\r\nmaster_repl_offset:5\r\n";
+  EXPECT_EQ(info_replicas(info, 3), (std::vector<std::string>{"#2", "127.0.0.1:7005", "127.0.0.2:7004"}));
+  EXPECT_EQ(info_replicas(info, 1), (std::vector<std::string>{"127.0.0.1:7005"}));
+  EXPECT_EQ(info_replicas(info, 4).size(), 4u) << "a count beyond the listed lines is still a count";
+  EXPECT_EQ(info_replicas("# Replication\r\nrole:master\r\nconnected_slaves:0\r\n", 0).size(), 0u);
+  // "ip" is matched as a whole attribute name, not inside another.
+  EXPECT_EQ(info_replicas("# Replication\r\nslave0:xip=1.2.3.4,port=1,ip=10.0.0.1\r\n", 1),
+            (std::vector<std::string>{"10.0.0.1:1"}));
+  EXPECT_EQ(info_replicas("# Replication\r\nslave0:xip=1.2.3.4,port=1\r\n", 1), (std::vector<std::string>{"#0"}));
 }
 
 TEST(EvictionRisk, noeviction_and_unknown_are_safe_volatile_evicts_locks_allkeys_everything) {
