@@ -171,13 +171,19 @@ void replica_mark::observe(const std::string& run_id, std::vector<std::string> a
     dropped_ = false;
     return;
   }
+  // A replica attached at the last observation and missing now left since: the
+  // settling time counts from its leaving, also while an earlier drop is pending
+  // (the adversarial pass: a replica dead for 20 s, then the one being promoted
+  // leaving, confirmed from the first drop, re-admitted the old master 3 s into
+  // the failover).
+  const bool left_now = !std::includes(attached.begin(), attached.end(), attached_.begin(), attached_.end());
   attached_ = std::move(attached);
   const bool all_there = std::includes(attached_.begin(), attached_.end(), mark_.begin(), mark_.end());
-  if (!all_there && !dropped_) {
+  if (all_there) {
+    dropped_ = false;
+  } else if (!dropped_ || left_now) {
     dropped_ = true;
     dropped_at_ms_ = now_ms;
-  } else if (all_there) {
-    dropped_ = false;
   }
   // Whoever attached since joins the mark: its leaving is a drop too.
   std::vector<std::string> joined;

@@ -180,8 +180,9 @@ class replica_mark {
   std::string drop_text() const;
   // The endpoint learned, from a query it sent at `asked_ms`, that this server is
   // still the master: the drop is over if that query was sent `settle_ms` or more
-  // after the drop was seen (connection::confirm_master); the mark is then the
-  // replicas attached now.
+  // after the drop was last seen to grow — the latest observation at which a
+  // replica attached at the one before was missing (connection::confirm_master);
+  // the mark is then the replicas attached now.
   void confirm(std::uint64_t asked_ms, std::uint64_t settle_ms);
 
  private:

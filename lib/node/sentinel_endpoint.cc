@@ -243,9 +243,7 @@ void sentinel_endpoint::on_answer(std::size_t sentinel, std::uint64_t asked_ms, 
     if (!peers_asked_ || now - peers_asked_ms_ >= kPeersIntervalMs) {
       peers_asked_ = true;
       peers_asked_ms_ = now;
-      connection& q = query_link(sentinel);
-      q.submit(peers_wire_, false, reply_fn([this](const reply_event& e) { on_peers(e); }), 0);
-      q.submit(master_info_wire_, false, reply_fn([this](const reply_event& e) { on_master_info(e); }), 0);
+      query_link(sentinel).submit(peers_wire_, false, reply_fn([this](const reply_event& e) { on_peers(e); }), 0);
     }
     return use_master(m->address, sentinel_text(sentinel), asked_ms);
   }
@@ -260,11 +258,12 @@ void sentinel_endpoint::on_answer(std::size_t sentinel, std::uint64_t asked_ms, 
 }
 
 void sentinel_endpoint::on_peers(const reply_event& ev) {
-  if (state_ == state::closed || ev.status != node_status::pending || ev.reply == nullptr) return;
+  if (state_ == state::closed) return;
   // A refusal (a proxy, an ACL), or another shape: the sentinels known stay as they are.
-  const auto peers = parse_sentinels(ev.reply, max_sentinels_);
-  if (!peers) return;
-  for (const host_port& p : *peers) {
+  const auto peers = ev.status == node_status::pending && ev.reply != nullptr
+                         ? parse_sentinels(ev.reply, max_sentinels_)
+                         : std::nullopt;
+  for (const host_port& p : peers ? *peers : std::vector<host_port>{}) {
     if (sentinels_.size() >= max_sentinels_) break;
     const bool known = std::any_of(sentinels_.begin(), sentinels_.end(),
                                    [&](const host_port& s) { return s.host == p.host && s.port == p.port; });
@@ -273,17 +272,30 @@ void sentinel_endpoint::on_peers(const reply_event& ev) {
     sentinels_.push_back(p);
     sentinel_links_.emplace_back();
   }
+  // Every known sentinel's failover-timeout (settle_ms): any of them may lead a
+  // failover, with its own.
+  for (std::size_t i = 0; i < sentinels_.size(); ++i) {
+    query_link(i).submit(master_info_wire_, false,
+                         reply_fn([this, i](const reply_event& e) { on_master_info(i, e); }), 0);
+  }
 }
 
-void sentinel_endpoint::on_master_info(const reply_event& ev) {
-  if (ev.status != node_status::pending) return;
+void sentinel_endpoint::on_master_info(std::size_t sentinel, const reply_event& ev) {
+  if (state_ == state::closed || ev.status != node_status::pending || sentinel >= sentinel_links_.size()) return;
   // A refusal (an ACL without SENTINEL MASTER), or another shape: as it was.
   const auto timeout = parse_failover_timeout(ev.reply);
   if (!timeout) return;
-  // The first answer replaces Sentinel's default; later ones only raise it (the
-  // sentinels of one group may be configured apart: the longest bounds them all).
-  failover_timeout_ms_ = failover_timeout_learned_ ? std::max(failover_timeout_ms_, *timeout) : *timeout;
-  failover_timeout_learned_ = true;
+  // Its latest answer (SENTINEL SET may have changed it); settle_ms takes the largest.
+  sentinel_links_[sentinel].failover_timeout_ms = *timeout;
+}
+
+std::uint64_t sentinel_endpoint::settle_ms() const noexcept {
+  std::uint64_t longest = 0;
+  for (const sentinel_links& l : sentinel_links_) {
+    // One that has not told its own: it may lead with Sentinel's default.
+    longest = std::max(longest, l.failover_timeout_ms.value_or(kDefaultFailoverTimeoutMs));
+  }
+  return (sentinel_links_.empty() ? kDefaultFailoverTimeoutMs : longest) + kSettleMarginMs;
 }
 
 void sentinel_endpoint::use_master(const host_port& at, const std::string& how, std::uint64_t asked_ms) {

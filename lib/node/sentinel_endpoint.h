@@ -111,14 +111,16 @@ class sentinel_endpoint final : public endpoint {
   // How often the sentinel that answers is asked for the group's other sentinels.
   static constexpr std::uint64_t kPeersIntervalMs = 60000;
   // A master whose replicas dropped is confirmed by a sentinel asked this long after
-  // the drop or later (connection::confirm_master): the group's failover-timeout
-  // (SENTINEL MASTER's, the largest any sentinel gave; Sentinel's default until one
-  // answers), within which a failover under way promotes its replica or is aborted,
-  // plus the margin for the leader's new configuration to reach the other sentinels
-  // (hello messages every 2 s).
+  // the drop or later (connection::confirm_master): the group's failover-timeout,
+  // within which a failover under way promotes its replica or is aborted, plus the
+  // margin for the leader's new configuration to reach the other sentinels (hello
+  // messages every 2 s). Each sentinel has its own failover-timeout and any of them
+  // may lead a failover, so it is the largest that every known sentinel gave
+  // (SENTINEL MASTER, asked of each on the peers cadence), and Sentinel's default
+  // while one of them has not answered yet (down, refused, just discovered).
   static constexpr std::uint64_t kDefaultFailoverTimeoutMs = 180000;
   static constexpr std::uint64_t kSettleMarginMs = 5000;
-  std::uint64_t settle_ms() const noexcept { return failover_timeout_ms_ + kSettleMarginMs; }
+  std::uint64_t settle_ms() const noexcept;
 
  private:
   class request_sink;
@@ -145,6 +147,8 @@ class sentinel_endpoint final : public endpoint {
     std::unique_ptr<connection> query;
     std::unique_ptr<listener> subscriber_listener;
     std::unique_ptr<connection> subscriber;
+    // Its SENTINEL MASTER's failover-timeout, once it answered one (settle_ms).
+    std::optional<std::uint64_t> failover_timeout_ms;
   };
 
   // A non-voting link to sentinels_[sentinel], started.
@@ -161,8 +165,8 @@ class sentinel_endpoint final : public endpoint {
   void on_answer(std::size_t sentinel, std::uint64_t asked_ms, const reply_event& ev);
   // SENTINEL SENTINELS' answer: the sentinels not known yet join sentinels_.
   void on_peers(const reply_event& ev);
-  // SENTINEL MASTER's answer: the group's failover-timeout (settle_ms).
-  void on_master_info(const reply_event& ev);
+  // SENTINEL MASTER's answer from sentinels_[sentinel]: its failover-timeout (settle_ms).
+  void on_master_info(std::size_t sentinel, const reply_event& ev);
   // Sentinel named `at` (how: "SENTINEL GET-MASTER-ADDR-BY-NAME", "+switch-master"),
   // as of asked_ms (now_ms).
   void use_master(const host_port& at, const std::string& how, std::uint64_t asked_ms);
@@ -209,8 +213,6 @@ class sentinel_endpoint final : public endpoint {
   std::shared_ptr<const wire> subscribe_wire_;
   std::shared_ptr<const wire> peers_wire_;
   std::shared_ptr<const wire> master_info_wire_;
-  std::uint64_t failover_timeout_ms_ = kDefaultFailoverTimeoutMs;
-  bool failover_timeout_learned_ = false;
   std::optional<std::chrono::steady_clock::time_point> none_;
   std::string empty_;
 };

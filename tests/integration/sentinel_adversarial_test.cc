@@ -614,5 +614,350 @@ TEST_F(SentinelAdversarial, holds_a_stopped_first_sentinel_is_skipped_for_the_se
   stalled.resume();
 }
 
+
+// The adversarial pass on the replica mark (stop 36, 4f75438) broke it twice, both
+// fixed since: the settling time came from the one sentinel the client asked
+// (the leader of a failover may have a longer failover-timeout), and a pending
+// drop kept the time of the first replica that left (a second one leaving, the
+// one being promoted, did not restart it). Each test below gave two holders (or
+// a count too early) before its fix; the reconnect one held already.
+// Acquires `r` once at a time (releasing what is granted) until one is refused
+// with `why`, within `within`.
+bool adv36_refused_with(client& c, const std::string& r, const std::string& why, std::string& last,
+                        std::chrono::milliseconds within = 10000ms) {
+  return eventually(
+      [&] {
+        auto b = c.acquire(r, once(20000ms));
+        last = b.report.message();
+        if (b) (void)b.lock.release();
+        return !b && last.find(why) != std::string::npos;
+      },
+      within);
+}
+
+// How long after `from` the first counted grant of `r` comes (nullopt: none within `within`).
+std::optional<std::chrono::milliseconds> adv36_counted_after(client& c, const std::string& r,
+                                                             std::chrono::steady_clock::time_point from,
+                                                             std::chrono::milliseconds within, std::string& last) {
+  std::optional<std::chrono::milliseconds> at;
+  (void)eventually(
+      [&] {
+        auto b = c.acquire(r, once(20000ms));
+        last = b.report.message();
+        if (!b) {
+          std::this_thread::sleep_for(50ms);
+          return false;
+        }
+        at = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - from);
+        (void)b.lock.release();
+        return true;
+      },
+      within);
+  return at;
+}
+
+// The settle bound is the group's failover-timeout, the largest any sentinel gave
+// (docs/safety.md): SENTINEL MASTER is asked of every known sentinel, not only of
+// the one that answered GET-MASTER-ADDR-BY-NAME (before the fix a group whose
+// other sentinels, any of which may lead the next failover, had a longer
+// failover-timeout got the short one's bound: counted again after 10 s).
+TEST_F(SentinelAdversarial, holds_the_settling_time_is_the_longest_failover_timeout_of_any_sentinel) {
+  redis_sentinel_deployment group("adv36-ft", 2, 3, {}, kDownAfter);
+  // Sentinels 1 and 2 (a majority: either may lead) have a 60 s failover-timeout;
+  // sentinel 0, the only one the client's URI names, keeps the harness's 5 s.
+  for (std::size_t s : {std::size_t{1}, std::size_t{2}}) {
+    const owned_reply ok =
+        raw_command(group.sentinel_port(s), {"SENTINEL", "SET", group.master_name(), "failover-timeout", "60000"});
+    ASSERT_EQ(ok->type, REDIS_REPLY_STATUS) << "SENTINEL SET refused";
+  }
+  client c(adv_options({sentinel_uri(group, 0)}));
+  auto a = c.acquire("ft", once(20000ms));
+  ASSERT_TRUE(a) << a.report.message();
+  ASSERT_FALSE(a.lock.release().error);
+  group.server(2).kill();
+  std::string last;
+  ASSERT_TRUE(adv36_refused_with(c, "ft", "replicas dropped from 2 to 1", last)) << "no drop seen; last: " << last;
+  const auto dropped = std::chrono::steady_clock::now();
+  const auto at = adv36_counted_after(c, "ft", dropped, 25000ms, last);
+  std::cerr << "[adv36] counted again "
+            << (at ? std::to_string(at->count()) + " ms" : std::string("never (25 s)")) << " after the drop; last: "
+            << last << "\n";
+  // The group's largest failover-timeout is 60 s: 65 s is the documented bound.
+  EXPECT_FALSE(at.has_value()) << "the old master's writes counted again " << at->count()
+                               << " ms after the drop, below the group's largest failover-timeout (60 s) + 5 s";
+}
+
+// A reconnect of the client's master connection while a drop is pending (the
+// server kills the client's connections): the mark is kept (same run_id), the
+// drop still holds every write back.
+TEST_F(SentinelAdversarial, holds_a_pending_drop_survives_a_reconnect_of_the_master_connection) {
+  redis_sentinel_deployment group("adv36-rc", 2, 1, {}, kDownAfter);
+  client c(adv_options({group.uri()}));
+  auto a = c.acquire("rc", once(20000ms));
+  ASSERT_TRUE(a) << a.report.message();
+  ASSERT_FALSE(a.lock.release().error);
+  group.server(2).kill();
+  std::string last;
+  ASSERT_TRUE(adv36_refused_with(c, "rc", "replicas dropped from 2 to 1", last)) << "no drop seen; last: " << last;
+  const auto dropped = std::chrono::steady_clock::now();
+  int refused = 0, counted = 0;
+  for (int i = 0; i < 5; ++i) {
+    const owned_reply killed =
+        raw_command(group.server(0).port(), {"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+    ASSERT_EQ(killed->type, REDIS_REPLY_INTEGER);
+    std::cerr << "[adv36] CLIENT KILL closed " << killed->integer << " connections\n";
+    ASSERT_GE(killed->integer, 1);
+    std::this_thread::sleep_for(100ms);
+    auto b = c.acquire("rc", once(20000ms));
+    last = b.report.message();
+    if (b) {
+      ++counted;
+      (void)b.lock.release();
+    } else {
+      ++refused;
+    }
+    std::cerr << "[adv36] after reconnect " << i << ": " << (b ? "COUNTED" : "refused") << ": " << last << "\n";
+  }
+  ASSERT_LT(std::chrono::steady_clock::now() - dropped, 8000ms) << "too slow for the check to mean anything";
+  EXPECT_EQ(counted, 0) << "a reconnect cleared the pending drop";
+}
+
+
+// Two holders from the same gap: the failover's leader (sentinel 1, failover-
+// timeout 60 s) has sent REPLICAOF NO ONE and the promoted replica P left the old
+// master, but P stalls (SIGSTOP) before the leader sees it promoted: the leader
+// waits for it up to its 60 s. Client B asks only sentinel 0 (failover-timeout
+// 5 s): its settle is 10 s, after which sentinel 0 (which knows nothing of the
+// failover) confirms the old master, and B's grant there counts, confirmed by the
+// other replica Q. P resumes at 14 s: the leader completes the failover, Q
+// resyncs from P and drops B's key, and a fresh client A is granted R on P while
+// B still holds it. (Before the fix; now B learns the 60 s from sentinels 1 and 2
+// and nothing it is granted on the old master counts in the window.)
+struct adv36_outcome {
+  bool b_granted = false;
+  bool two_holders = false;
+};
+
+void adv36_leader_window(adv36_outcome& out) {
+  redis_sentinel_deployment group("adv36-two", 2, 3, {}, kDownAfter);
+  for (std::size_t s : {std::size_t{1}, std::size_t{2}}) {
+    const owned_reply ok =
+        raw_command(group.sentinel_port(s), {"SENTINEL", "SET", group.master_name(), "failover-timeout", "60000"});
+    ASSERT_EQ(ok->type, REDIS_REPLY_STATUS) << "SENTINEL SET refused";
+  }
+  constexpr auto kTtl = 60000ms;
+  client_options ob = adv_options({sentinel_uri(group, 0)});
+  ob.max_ttl = kTtl;
+  client b(ob);
+  {
+    auto warm = b.acquire("warm", once(20000ms));
+    ASSERT_TRUE(warm) << warm.report.message();
+    ASSERT_FALSE(warm.lock.release().error);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const owned_reply fo = raw_command(group.sentinel_port(1), {"SENTINEL", "FAILOVER", group.master_name()});
+  ASSERT_EQ(fo->type, REDIS_REPLY_STATUS) << (fo->type == REDIS_REPLY_ERROR ? std::string(fo->str, fo->len) : "?");
+  int p = -1;
+  for (int i = 0; i < 5000 && p < 0; ++i) {
+    for (std::size_t k = 1; k <= 2; ++k) {
+      try {
+        const owned_reply info = raw_command(group.server(k).port(), {"INFO", "replication"});
+        const std::string t = info->type == REDIS_REPLY_STRING ? std::string(info->str, info->len) : "";
+        if (t.find("role:master") != std::string::npos) {
+          group.server(k).pause();
+          p = static_cast<int>(k);
+          break;
+        }
+      } catch (...) {
+      }
+    }
+    if (p < 0) std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_GE(p, 1) << "no replica was promoted";
+  const std::size_t q = p == 1 ? 2 : 1;
+  std::cerr << "[adv36] " << secs_since(t0) << " s: server " << p << " promoted and paused; old master: "
+            << replication_info(group.server(0).port()) << "\n";
+  // B, on the old master, until a grant counts there.
+  std::optional<acquire_result> held;
+  std::string last;
+  int dropped = 0;
+  for (int i = 0; i < 2000 && secs_since(t0) < 13.5; ++i) {
+    auto x = b.acquire("R", once(kTtl));
+    last = x.report.message();
+    if (x) {
+      held.emplace(std::move(x));
+      break;
+    }
+    if (last.find("replicas dropped") != std::string::npos) ++dropped;
+    std::this_thread::sleep_for(50ms);
+  }
+  std::cerr << "[adv36] " << secs_since(t0) << " s: B " << (held ? "GRANTED R (counted)" : "not granted") << " after "
+            << dropped << " refusals for the drop; last: " << last << "\n";
+  out.b_granted = held.has_value();
+  if (!held) {
+    group.server(static_cast<std::size_t>(p)).resume();
+    return;
+  }
+  std::cerr << "[adv36] R on the old master: " << value_on(group.server(0), kPrefix + "R") << ", on Q: "
+            << value_on(group.server(q), kPrefix + "R") << "\n";
+  while (secs_since(t0) < 14) std::this_thread::sleep_for(50ms);
+  group.server(static_cast<std::size_t>(p)).resume();
+  std::cerr << "[adv36] " << secs_since(t0) << " s: P resumed\n";
+  const int p_port = group.server(static_cast<std::size_t>(p)).port();
+  const bool switched = eventually([&] { return group.named_master_port(0) == p_port; }, 20000ms);
+  std::cerr << "[adv36] " << secs_since(t0) << " s: sentinel 0 names P: " << switched << "\n";
+  ASSERT_TRUE(switched) << group.sentinel(1).log_tail(30);
+  // Q follows P (and drops what the old master gave it).
+  (void)eventually([&] { return replication_info(group.server(q).port()).find(std::to_string(p_port)) != std::string::npos; },
+                   20000ms);
+  std::cerr << "[adv36] R on P: " << value_on(group.server(static_cast<std::size_t>(p)), kPrefix + "R") << "\n";
+  client_options oa = adv_options({group.uri()});
+  oa.max_ttl = kTtl;
+  client a(oa);
+  bool two = false;
+  for (int i = 0; i < 200 && held->lock.owns_lock(); ++i) {
+    auto x = a.acquire("R", once(kTtl));
+    last = x.report.message();
+    if (x) {
+      two = held->lock.owns_lock();
+      std::cerr << "[adv36] " << secs_since(t0) << " s: A granted R: " << last
+                << "; B's validity left: " << held->lock.remaining_validity().count() << " ms\n";
+      (void)x.lock.release();
+      break;
+    }
+    if (x.report.error == errc::contended) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  std::cerr << "[adv36] A's last: " << last << "\n";
+  out.two_holders = two;
+}
+
+TEST_F(SentinelAdversarial, holds_a_leader_with_a_longer_failover_timeout_than_the_clients_sentinel_gives_no_second_holder) {
+  adv36_outcome o;
+  adv36_leader_window(o);
+  EXPECT_FALSE(o.b_granted) << "B's grant on the old master counted 10 s after its replica left (settle from "
+                               "sentinel 0's 5 s failover-timeout, the leader's is 60 s)";
+  EXPECT_FALSE(o.two_holders) << "A and B both hold R";
+}
+
+
+
+// A drop pending when a second replica leaves: replica_mark::observe keeps the
+// first drop's time (dropped_at_ms_ is set only when no drop is pending), so the
+// settle counts from the earlier, unrelated departure. Every sentinel has the same
+// failover-timeout (15 s: settle 20 s). Replica 3 dies at T0 (B sees the drop).
+// At T0+17 s sentinel 1 forces a failover; its promoted replica P leaves the old
+// master and stalls (SIGSTOP) before the leader sees it promoted. At T0+20 s
+// sentinel 0 (which knows nothing of the failover under way) names the old master
+// to B: the drop is "settled" (20 s after T0, only 3 s after P left) and B's grant
+// there counts, confirmed by the other replica Q. P resumes 7 s after it left
+// (within the leader's 15 s): the failover completes, Q resyncs from P, and a
+// fresh client A is granted R on P while B holds it (before the fix; now the
+// settling time counts from P's leaving). Without the earlier death (the
+// adversarial pass's control) nothing counted either.
+void adv36_second_departure(adv36_outcome& out) {
+  redis_sentinel_deployment group("adv36-two2", 3, 3, {}, kDownAfter);
+  for (std::size_t s = 0; s < 3; ++s) {
+    const owned_reply ok =
+        raw_command(group.sentinel_port(s), {"SENTINEL", "SET", group.master_name(), "failover-timeout", "15000"});
+    ASSERT_EQ(ok->type, REDIS_REPLY_STATUS) << "SENTINEL SET refused";
+  }
+  constexpr auto kTtl = 60000ms;
+  client_options ob = adv_options({sentinel_uri(group, 0)});
+  ob.max_ttl = kTtl;
+  client b(ob);
+  {
+    auto warm = b.acquire("warm", once(20000ms));
+    ASSERT_TRUE(warm) << warm.report.message();
+    ASSERT_FALSE(warm.lock.release().error);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string last;
+  group.server(3).kill();
+  ASSERT_TRUE(adv36_refused_with(b, "warm", "replicas dropped from 3 to 2", last)) << "no drop seen: " << last;
+  std::cerr << "[adv36] " << secs_since(t0) << " s: B saw replica 3 gone: " << last << "\n";
+  while (secs_since(t0) < 17) std::this_thread::sleep_for(50ms);
+  const auto t1 = std::chrono::steady_clock::now();
+  const owned_reply fo = raw_command(group.sentinel_port(1), {"SENTINEL", "FAILOVER", group.master_name()});
+  ASSERT_EQ(fo->type, REDIS_REPLY_STATUS) << (fo->type == REDIS_REPLY_ERROR ? std::string(fo->str, fo->len) : "?");
+  int p = -1;
+  for (int i = 0; i < 5000 && p < 0; ++i) {
+    for (std::size_t k = 1; k < group.server_count(); ++k) {
+      if (!group.server(k).running()) continue;
+      try {
+        const owned_reply info = raw_command(group.server(k).port(), {"INFO", "replication"});
+        const std::string t = info->type == REDIS_REPLY_STRING ? std::string(info->str, info->len) : "";
+        if (t.find("role:master") != std::string::npos) {
+          group.server(k).pause();
+          p = static_cast<int>(k);
+          break;
+        }
+      } catch (...) {
+      }
+    }
+    if (p < 0) std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_GE(p, 1) << "no replica was promoted";
+  const std::size_t q = p == 1 ? 2 : 1;  // the one other replica left
+  std::cerr << "[adv36] " << secs_since(t0) << " s: server " << p << " promoted and paused; old master: "
+            << replication_info(group.server(0).port()) << "\n";
+  std::optional<acquire_result> held;
+  int dropped = 0;
+  for (int i = 0; i < 2000 && secs_since(t1) < 6.5; ++i) {
+    auto x = b.acquire("R", once(kTtl));
+    last = x.report.message();
+    if (x) {
+      held.emplace(std::move(x));
+      break;
+    }
+    if (last.find("replicas dropped") != std::string::npos) ++dropped;
+    std::this_thread::sleep_for(50ms);
+  }
+  std::cerr << "[adv36] " << secs_since(t0) << " s: B " << (held ? "GRANTED R (counted)" : "not granted") << " after "
+            << dropped << " refusals for the drop; last: " << last << "\n";
+  out.b_granted = held.has_value();
+  if (held) {
+    std::cerr << "[adv36] R on the old master: " << value_on(group.server(0), kPrefix + "R") << ", on Q: "
+              << value_on(group.server(q), kPrefix + "R") << "\n";
+  }
+  while (secs_since(t1) < 7) std::this_thread::sleep_for(50ms);
+  group.server(static_cast<std::size_t>(p)).resume();
+  std::cerr << "[adv36] " << secs_since(t0) << " s: P resumed\n";
+  if (!held) return;
+  const int p_port = group.server(static_cast<std::size_t>(p)).port();
+  const bool switched = eventually([&] { return group.named_master_port(0) == p_port; }, 20000ms);
+  std::cerr << "[adv36] " << secs_since(t0) << " s: sentinel 0 names P: " << switched << "\n";
+  ASSERT_TRUE(switched) << group.sentinel(1).log_tail(30);
+  (void)eventually(
+      [&] { return replication_info(group.server(q).port()).find(std::to_string(p_port)) != std::string::npos; },
+      20000ms);
+  std::cerr << "[adv36] R on P: " << value_on(group.server(static_cast<std::size_t>(p)), kPrefix + "R") << "\n";
+  client_options oa = adv_options({group.uri()});
+  oa.max_ttl = kTtl;
+  client a(oa);
+  for (int i = 0; i < 200 && held->lock.owns_lock(); ++i) {
+    auto x = a.acquire("R", once(kTtl));
+    last = x.report.message();
+    if (x) {
+      out.two_holders = held->lock.owns_lock();
+      std::cerr << "[adv36] " << secs_since(t0) << " s: A granted R: " << last
+                << "; B's validity left: " << held->lock.remaining_validity().count() << " ms\n";
+      (void)x.lock.release();
+      break;
+    }
+    if (x.report.error == errc::contended) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  std::cerr << "[adv36] A's last: " << last << "\n";
+}
+
+TEST_F(SentinelAdversarial, holds_a_replica_leaving_while_a_drop_is_pending_restarts_the_settling_time) {
+  adv36_outcome o;
+  adv36_second_departure(o);
+  EXPECT_FALSE(o.b_granted) << "B's grant on the old master counted ~3 s after the promoted replica left it "
+                               "(settle counted from the earlier, unrelated replica death)";
+  EXPECT_FALSE(o.two_holders) << "A and B both hold R";
+}
+
 }  // namespace
 }  // namespace redlock::test

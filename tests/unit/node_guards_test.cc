@@ -314,6 +314,30 @@ TEST(ReplicaMark, a_confirmation_asked_a_settling_time_after_the_drop_clears_it_
   EXPECT_FALSE(m.dropped());
 }
 
+// The adversarial pass (stop 36): a replica dead for a while, then the one being
+// promoted leaving: the settling time counts from the second leaving.
+TEST(ReplicaMark, a_replica_leaving_while_a_drop_is_pending_restarts_the_settling_time) {
+  replica_mark m;
+  m.observe("r1", {"a:1", "b:2", "c:3"}, 1000);
+  m.observe("r1", {"a:1", "b:2"}, 2000);  // c dies
+  m.observe("r1", {"a:1", "b:2"}, 5000);  // nothing new: the drop dates from 2000
+  m.confirm(2000 + 9999, 10000);
+  EXPECT_TRUE(m.dropped());
+  m.observe("r1", {"b:2"}, 19000);  // a leaves (promoted?) while the drop is pending
+  m.confirm(2000 + 10000, 10000);
+  EXPECT_TRUE(m.dropped()) << "settled from the first replica's leaving, not the second's";
+  m.confirm(19000 + 9999, 10000);
+  EXPECT_TRUE(m.dropped());
+  m.confirm(19000 + 10000, 10000);
+  EXPECT_FALSE(m.dropped());
+  // A new replica joining while a drop is pending does not restart it.
+  m.observe("r1", {"b:2", "d:4"}, 30000);
+  m.observe("r1", {"d:4"}, 31000);  // b leaves
+  m.observe("r1", {"d:4", "e:5"}, 32000);  // e joins: still dropped from 31000
+  m.confirm(31000 + 100, 100);
+  EXPECT_FALSE(m.dropped());
+}
+
 TEST(ReplicaMark, another_server_starts_its_own_mark_and_a_reconnect_to_the_same_one_keeps_it) {
   replica_mark m;
   m.observe("r1", {"a:1", "b:2"}, 1000);
