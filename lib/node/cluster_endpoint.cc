@@ -237,7 +237,12 @@ void cluster_endpoint::ask_node_timeout(connection& via) {
   if (node_timeout_asked_ && now - node_timeout_asked_ms_ < kNodeTimeoutIntervalMs) return;
   node_timeout_asked_ = true;
   node_timeout_asked_ms_ = now;
-  via.submit(node_timeout_wire_, false, reply_fn([this](const reply_event& ev) {
+  // Each node has its own setting: the node that answered the map and every shard
+  // master are asked, and the largest answer bounds them all (the adversarial pass
+  // of stop 36 on the Sentinel side: a bound read off one member of the group was
+  // too short for a failover that another one led).
+  const auto ask = [this](connection& c) {
+    c.submit(node_timeout_wire_, false, reply_fn([this](const reply_event& ev) {
                if (ev.status != node_status::pending) return;
                // Refused (a managed service's renamed CONFIG), or another shape: as it was.
                const auto t = parse_node_timeout(ev.reply);
@@ -246,6 +251,11 @@ void cluster_endpoint::ask_node_timeout(connection& via) {
                node_timeout_learned_ = true;
              }),
              0);
+  };
+  ask(via);
+  for (connection* m : masters_) {
+    if (m != nullptr && m != &via) ask(*m);
+  }
 }
 
 void cluster_endpoint::discovery_failed(std::size_t seed, std::string why) {

@@ -137,7 +137,8 @@ class cluster_endpoint final : public endpoint {
   // ends within about four node timeouts of its master becoming unreachable to it
   // (failure detection, the election's delay, its vote timeout of twice the node
   // timeout), plus a margin for the new configuration to reach the node asked.
-  // The node timeout is CONFIG GET's, Redis's default until a node answers.
+  // The node timeout is CONFIG GET's (the largest that the node answering a map and
+  // every shard master gave), Redis's default until a node answers.
   static constexpr std::uint64_t kDefaultNodeTimeoutMs = 15000;
   static constexpr std::uint64_t kSettleMarginMs = 10000;
   std::uint64_t settle_ms() const noexcept { return 4 * node_timeout_ms_ + kSettleMarginMs; }

@@ -719,6 +719,74 @@ TEST_F(ClusterEndpoint, a_grant_counts_once_the_shards_replica_has_it) {
   EXPECT_EQ(value_at(running_master, tagged(running_r)), "<nil>");
 }
 
+// A shard master whose replica died counts nothing until a map asked four node
+// timeouts + 10 s after the drop names it again, the node timeout being the largest
+// CONFIG GET gave of the node that answered the map and of every shard master (each
+// shard's failover runs on its own nodes' setting). Node 0, the seed that answers
+// the map, keeps the harness's 1 s; R's master gets 3 s: 22 s, not 14 s (asked of
+// node 0 alone, as before stop 36, it counted again after about 14.5 s).
+TEST_F(ClusterEndpoint, a_dead_replica_holds_its_master_back_for_the_largest_node_timeout_of_the_masters) {
+  redis_cluster_deployment cl(3, 1);
+  std::string r;
+  int m = -1;
+  for (int i = 0; i < 1000 && r.empty(); ++i) {
+    const std::string candidate = "settle-" + std::to_string(i);
+    const int owner = cl.master_of(key_slot(tagged(candidate)));
+    if (owner > 0) {
+      r = candidate;
+      m = owner;
+    }
+  }
+  ASSERT_FALSE(r.empty()) << "no resource off node 0";
+  const std::vector<std::size_t> replicas = cl.replicas_of(static_cast<std::size_t>(m));
+  ASSERT_EQ(replicas.size(), 1u);
+  const owned_reply set = raw_command(cl[static_cast<std::size_t>(m)].port(), {"CONFIG", "SET", "cluster-node-timeout", "3000"});
+  ASSERT_EQ(set->type, REDIS_REPLY_STATUS);
+  client c(cluster_options({cl.uri()}));
+  ASSERT_TRUE(wait_connected(c));
+  std::string last;
+  // Once its replica streams, R counts there.
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto a = c.acquire(r, once(20000ms));
+        last = a.report.message();
+        if (a) (void)a.lock.release();
+        return static_cast<bool>(a);
+      },
+      20000ms))
+      << last;
+  cl[replicas[0]].kill();
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto b = c.acquire(r, once(20000ms));
+        last = b.report.message();
+        if (b) (void)b.lock.release();
+        return !b && last.find("replicas dropped from 1 to 0") != std::string::npos;
+      },
+      10000ms))
+      << "the drop was never seen; last: " << last;
+  const auto dropped = std::chrono::steady_clock::now();
+  std::optional<std::chrono::milliseconds> counted_after;
+  EXPECT_TRUE(eventually(
+      [&] {
+        auto b = c.acquire(r, once(20000ms));
+        last = b.report.message();
+        if (!b) {
+          std::this_thread::sleep_for(50ms);
+          return false;
+        }
+        counted_after = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - dropped);
+        (void)b.lock.release();
+        return true;
+      },
+      45000ms))
+      << "the master never counted again; last: " << last;
+  std::cerr << "[settle] counted again " << (counted_after ? counted_after->count() : -1) << " ms after the drop\n";
+  ASSERT_TRUE(counted_after.has_value());
+  // 4 x 3 s + 10 s from when the client saw the drop (before the refusal measured from).
+  EXPECT_GE(counted_after->count(), 20000) << "settled on node 0's node timeout, not the largest";
+}
+
 // Plan item 5: a long-lived client that sees a shard's master change (the master of
 // R's slot killed, its replica promoted by the cluster) gives the cluster node no
 // acquire vote for the quarantine (max_ttl here), from when it saw the change: the
