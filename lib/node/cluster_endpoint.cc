@@ -209,7 +209,7 @@ void cluster_endpoint::on_map_reply(bool refresh, std::size_t seed, const std::s
     std::string error;
     const bool parsed = shards ? parse_cluster_shards(ev.reply, via_host, map, error)
                                : parse_cluster_slots(ev.reply, via_host, map, error);
-    if (parsed && install(map, error, asked_ms)) {
+    if (parsed && install(map, error, asked_ms, via)) {
       ask_node_timeout(via);
       if (refresh) {
         refreshing_ = false;
@@ -275,7 +275,8 @@ void cluster_endpoint::discovery_failed(std::size_t seed, std::string why) {
   host_.note_quiet();
 }
 
-bool cluster_endpoint::install(const slot_map& map, std::string& error, std::uint64_t asked_ms) {
+bool cluster_endpoint::install(const slot_map& map, std::string& error, std::uint64_t asked_ms,
+                               const connection& via) {
   if (map.covered() == 0) {
     error = "the cluster's map assigns no slot to a master";
     return false;
@@ -306,8 +307,19 @@ bool cluster_endpoint::install(const slot_map& map, std::string& error, std::uin
     // its replicas seen settle_ms() or more before no longer holds its writes back
     // (connection::confirm_master).
     // A master listed without slots, or not online (a failed old master others still
-    // list), confirms nothing.
-    if (!m.shard->ranges.empty() && m.shard->nodes[static_cast<std::size_t>(m.shard->master)].online) {
+    // list), confirms nothing; nor does a map asked of the shard's own nodes: an old
+    // master cut off from its promoted replica (and a replica still following it) is
+    // exactly the node that has not learned of the failover (the adversarial pass of
+    // stop 36: an old master that answered its own map confirmed itself, two holders).
+    const auto asked_inside = [&] {
+      if (&c == &via) return true;
+      const shard_link& v = link_of(&via);
+      return std::any_of(m.shard->nodes.begin(), m.shard->nodes.end(), [&](const cluster_node& n) {
+        return n.host == v.host && (n.port == v.port || n.tls_port == v.port);
+      });
+    };
+    if (!m.shard->ranges.empty() && m.shard->nodes[static_cast<std::size_t>(m.shard->master)].online &&
+        !asked_inside()) {
       c.confirm_master(asked_ms, settle_ms());
     }
     for (const auto& [lo, hi] : m.shard->ranges) {

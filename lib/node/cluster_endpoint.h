@@ -170,8 +170,9 @@ class cluster_endpoint final : public endpoint {
                     bool shards, connection& via, std::uint64_t asked_ms);
   void discovery_failed(std::size_t seed, std::string why);
   // Takes a parsed map: the masters and each slot's owner. False (and `error`) when
-  // it serves no slot or names a master without a usable port.
-  bool install(const slot_map& map, std::string& error, std::uint64_t asked_ms);
+  // it serves no slot or names a master without a usable port. `via`: the node the
+  // map was asked of, which confirms no master of its own shard (confirm_master).
+  bool install(const slot_map& map, std::string& error, std::uint64_t asked_ms, const connection& via);
   void refresh_soon(connection& via, const std::string& via_host);
   // Sends a request (the map known) to its slot's master.
   void route(std::shared_ptr<const wire> w, bool force_eval, std::shared_ptr<sink> s, std::uint32_t tag);

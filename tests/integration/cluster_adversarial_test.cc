@@ -523,5 +523,76 @@ TEST_F(ClusterAdversarial, holds_a_grant_through_ask_mid_reshard_does_not_count_
   source_failover_mid_reshard("");
 }
 
+// The adversarial pass of stop 36 (the replica mark against a stale old master): R's shard master M1
+// has replicas A and B; client C knows the map and M1 (its mark: A and B). M1 and B are
+// then cut off from A (CLUSTER FORGET A on both: for 60 s they ignore A, its pings and
+// every gossip or UPDATE naming it), and A takes over (CLUSTER FAILOVER TAKEOVER). The
+// rest of the cluster follows A; M1 still believes it is master and B still replicates
+// it, confirming every write (WAIT 1 of 1). A fresh client X takes R on A. C then
+// acquires R for longer than the settling time (4 x 1 s + 10 s): its writes on M1 see A
+// missing (a drop), its map refresh asks another master, which names A. No grant may count.
+TEST_F(ClusterAdversarial, holds_an_old_master_cut_off_from_the_promoted_replica_counts_no_grant) {
+  redis_cluster_deployment cl(3, 2, {}, 1000ms);
+  const std::string r = "forgot";
+  const int slot = key_slot(tagged(r));
+  const int m1i = cl.master_of(slot);
+  ASSERT_GE(m1i, 0);
+  const std::size_t m1 = static_cast<std::size_t>(m1i);
+  const std::vector<std::size_t> reps = cl.replicas_of(m1);
+  ASSERT_EQ(reps.size(), 2u);
+  const std::size_t ra = reps[0], rb = reps[1];
+  std::size_t other = cl.size();
+  for (std::size_t i = 0; i < cl.size() && other == cl.size(); ++i) {
+    if (i != m1 && i != ra && i != rb && is_master_at(cl[i].port())) other = i;
+  }
+  ASSERT_LT(other, cl.size());
+  ASSERT_TRUE(streaming(cl, m1, 2));
+  const int m1p = cl[m1].port(), rap = cl[ra].port(), rbp = cl[rb].port();
+  client c(adv_options({uri_of(cl)}));
+  {
+    auto warm = c.acquire(r, once(5000ms));
+    ASSERT_TRUE(warm) << warm.report.message();
+    ASSERT_FALSE(warm.lock.release().error);
+  }
+  std::this_thread::sleep_for(1000ms);  // CONFIG GET cluster-node-timeout answered
+  const std::string a_id = my_id(rap);
+  ASSERT_EQ(cl[m1].command({"CLUSTER", "FORGET", a_id}), "OK");
+  ASSERT_EQ(cl[rb].command({"CLUSTER", "FORGET", a_id}), "OK");
+  raw_command(rap, {"CLUSTER", "FAILOVER", "TAKEOVER"});
+  ASSERT_TRUE(eventually([&] { return is_master_at(rap); }, 20000ms));
+  ASSERT_TRUE(eventually([&] { return cl.master_of(slot, other) == static_cast<int>(ra); }, 10000ms));
+  std::cout << "M1 master: " << is_master_at(m1p) << "; B: " << replication_info(rbp) << "\n";
+  client x(adv_options({uri_of(cl, {m1, rb})}));
+  lock x_lock;
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto t = x.acquire(r, once(60000ms));
+        if (t) x_lock = std::move(t.lock);
+        return static_cast<bool>(x_lock);
+      },
+      20000ms))
+      << "X was never granted R on the promoted A";
+  int granted = 0, attempts = 0;
+  std::string first, last, granted_report;
+  const auto until = std::chrono::steady_clock::now() + 25s;
+  while (std::chrono::steady_clock::now() < until) {
+    auto t = c.acquire(r, once(60000ms));
+    ++attempts;
+    if (first.empty()) first = t.report.message();
+    last = t.report.message();
+    if (t) {
+      ++granted;
+      granted_report = t.report.message();
+      (void)t.lock.release();
+    }
+    std::this_thread::sleep_for(200ms);
+  }
+  std::cout << attempts << " attempts, " << granted << " granted\nfirst: " << first << "\nlast: " << last
+            << "\nM1 master at the end: " << is_master_at(m1p) << "; M1: " << replication_info(m1p) << "\n";
+  EXPECT_EQ(granted, 0) << "C was granted R while X held it: " << granted_report;
+  EXPECT_TRUE(x_lock.owns_lock());
+  (void)x_lock.release();
+}
+
 }  // namespace
 }  // namespace redlock::test
