@@ -311,7 +311,11 @@ bool cluster_endpoint::install(const slot_map& map, std::string& error, std::uin
     // master cut off from its promoted replica (and a replica still following it) is
     // exactly the node that has not learned of the failover (the adversarial pass of
     // stop 36: an old master that answered its own map confirmed itself, two holders).
+    // A cluster of one shard has no node outside it to ask (nor can it fail over by
+    // itself: a replica's election needs a majority of the masters' votes), so its
+    // own nodes confirm, as they did before.
     const auto asked_inside = [&] {
+      if (found.size() < 2) return false;
       if (&c == &via) return true;
       const shard_link& v = link_of(&via);
       return std::any_of(m.shard->nodes.begin(), m.shard->nodes.end(), [&](const cluster_node& n) {

@@ -821,7 +821,7 @@ TEST_F(ClusterEndpoint, a_master_change_the_client_saw_quarantines_the_nodes_acq
   ASSERT_TRUE(wait_connected(b));
   ASSERT_TRUE(wait_connected(d));
   {  // both know the map, R's master included
-    auto warm = b.acquire(r, once(2000ms));
+    auto warm = acquire_once_replicated(b, r, 2000ms);
     ASSERT_TRUE(warm) << warm.report.message();
     ASSERT_FALSE(warm.lock.release().error);
   }
