@@ -769,33 +769,11 @@ TEST_F(ClusterEndpoint, a_dead_replica_holds_its_master_back_for_the_largest_nod
       20000ms))
       << last;
   cl[replicas[0]].kill();
-  ASSERT_TRUE(eventually(
-      [&] {
-        auto b = c.acquire(r, once(20000ms));
-        last = b.report.message();
-        if (b) (void)b.lock.release();
-        return !b && last.find("replicas dropped from 1 to 0") != std::string::npos;
-      },
-      10000ms))
-      << "the drop was never seen; last: " << last;
+  ASSERT_TRUE(refused_with(c, r, "replicas dropped from 1 to 0", last)) << "the drop was never seen; last: " << last;
   const auto dropped = std::chrono::steady_clock::now();
-  std::optional<std::chrono::milliseconds> counted_after;
-  EXPECT_TRUE(eventually(
-      [&] {
-        auto b = c.acquire(r, once(20000ms));
-        last = b.report.message();
-        if (!b) {
-          std::this_thread::sleep_for(50ms);
-          return false;
-        }
-        counted_after = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - dropped);
-        (void)b.lock.release();
-        return true;
-      },
-      45000ms))
-      << "the master never counted again; last: " << last;
-  std::cerr << "[settle] counted again " << (counted_after ? counted_after->count() : -1) << " ms after the drop\n";
-  ASSERT_TRUE(counted_after.has_value());
+  const auto counted_after = first_grant_after(c, r, dropped, 45000ms, last);
+  ASSERT_TRUE(counted_after) << "the master never counted again; last: " << last;
+  std::cerr << "[settle] counted again " << counted_after->count() << " ms after the drop\n";
   // 4 x 3 s + 10 s from when the client saw the drop (before the refusal measured from).
   EXPECT_GE(counted_after->count(), 20000) << "settled on node 0's node timeout, not the largest";
 }

@@ -17,6 +17,7 @@
 #include <cctype>
 #include <mutex>
 #include <cstdlib>
+#include <initializer_list>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -621,41 +622,6 @@ TEST_F(SentinelAdversarial, holds_a_stopped_first_sentinel_is_skipped_for_the_se
 // drop kept the time of the first replica that left (a second one leaving, the
 // one being promoted, did not restart it). Each test below gave two holders (or
 // a count too early) before its fix; the reconnect one held already.
-// Acquires `r` once at a time (releasing what is granted) until one is refused
-// with `why`, within `within`.
-bool adv36_refused_with(client& c, const std::string& r, const std::string& why, std::string& last,
-                        std::chrono::milliseconds within = 10000ms) {
-  return eventually(
-      [&] {
-        auto b = c.acquire(r, once(20000ms));
-        last = b.report.message();
-        if (b) (void)b.lock.release();
-        return !b && last.find(why) != std::string::npos;
-      },
-      within);
-}
-
-// How long after `from` the first counted grant of `r` comes (nullopt: none within `within`).
-std::optional<std::chrono::milliseconds> adv36_counted_after(client& c, const std::string& r,
-                                                             std::chrono::steady_clock::time_point from,
-                                                             std::chrono::milliseconds within, std::string& last) {
-  std::optional<std::chrono::milliseconds> at;
-  (void)eventually(
-      [&] {
-        auto b = c.acquire(r, once(20000ms));
-        last = b.report.message();
-        if (!b) {
-          std::this_thread::sleep_for(50ms);
-          return false;
-        }
-        at = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - from);
-        (void)b.lock.release();
-        return true;
-      },
-      within);
-  return at;
-}
-
 // The settle bound is the group's failover-timeout, the largest any sentinel gave
 // (docs/safety.md): SENTINEL MASTER is asked of every known sentinel, not only of
 // the one that answered GET-MASTER-ADDR-BY-NAME (before the fix a group whose
@@ -676,9 +642,9 @@ TEST_F(SentinelAdversarial, holds_the_settling_time_is_the_longest_failover_time
   ASSERT_FALSE(a.lock.release().error);
   group.server(2).kill();
   std::string last;
-  ASSERT_TRUE(adv36_refused_with(c, "ft", "replicas dropped from 2 to 1", last)) << "no drop seen; last: " << last;
+  ASSERT_TRUE(refused_with(c, "ft", "replicas dropped from 2 to 1", last)) << "no drop seen; last: " << last;
   const auto dropped = std::chrono::steady_clock::now();
-  const auto at = adv36_counted_after(c, "ft", dropped, 25000ms, last);
+  const auto at = first_grant_after(c, "ft", dropped, 25000ms, last);
   std::cerr << "[adv36] counted again "
             << (at ? std::to_string(at->count()) + " ms" : std::string("never (25 s)")) << " after the drop; last: "
             << last << "\n";
@@ -698,7 +664,7 @@ TEST_F(SentinelAdversarial, holds_a_pending_drop_survives_a_reconnect_of_the_mas
   ASSERT_FALSE(a.lock.release().error);
   group.server(2).kill();
   std::string last;
-  ASSERT_TRUE(adv36_refused_with(c, "rc", "replicas dropped from 2 to 1", last)) << "no drop seen; last: " << last;
+  ASSERT_TRUE(refused_with(c, "rc", "replicas dropped from 2 to 1", last)) << "no drop seen; last: " << last;
   const auto dropped = std::chrono::steady_clock::now();
   int refused = 0, counted = 0;
   for (int i = 0; i < 5; ++i) {
@@ -723,6 +689,58 @@ TEST_F(SentinelAdversarial, holds_a_pending_drop_survives_a_reconnect_of_the_mas
 }
 
 
+// SENTINEL SET failover-timeout `ms` on each of `sentinels`; false if one refused.
+bool adv36_set_failover_timeout(redis_sentinel_deployment& group, std::initializer_list<std::size_t> sentinels,
+                                const std::string& ms) {
+  for (std::size_t s : sentinels) {
+    const owned_reply ok =
+        raw_command(group.sentinel_port(s), {"SENTINEL", "SET", group.master_name(), "failover-timeout", ms});
+    if (ok->type != REDIS_REPLY_STATUS) return false;
+  }
+  return true;
+}
+
+// Client B: asks sentinel 0 only, max_ttl `ttl`.
+client_options adv36_long_lived_options(redis_sentinel_deployment& group, std::chrono::milliseconds ttl) {
+  client_options o = adv_options({sentinel_uri(group, 0)});
+  o.max_ttl = ttl;
+  return o;
+}
+
+// One grant and its release: the client knows the master and its replicas.
+bool adv36_warm(client& c) {
+  auto warm = c.acquire("warm", once(20000ms));
+  if (!warm) ADD_FAILURE() << warm.report.message();
+  return warm && !warm.lock.release().error;
+}
+
+// Sentinel 1 starts a failover (SENTINEL FAILOVER); the replica it promotes is
+// paused (SIGSTOP) as soon as it says role:master, before the leader sees it
+// promoted. Its index, or -1 if none was promoted within about 5 s.
+int adv36_fail_over_and_pause_the_promoted(redis_sentinel_deployment& group) {
+  const owned_reply fo = raw_command(group.sentinel_port(1), {"SENTINEL", "FAILOVER", group.master_name()});
+  if (fo->type != REDIS_REPLY_STATUS) {
+    ADD_FAILURE() << "SENTINEL FAILOVER: " << (fo->type == REDIS_REPLY_ERROR ? std::string(fo->str, fo->len) : "?");
+    return -1;
+  }
+  for (int i = 0; i < 5000; ++i) {
+    for (std::size_t k = 1; k < group.server_count(); ++k) {
+      if (!group.server(k).running()) continue;
+      try {
+        const owned_reply info = raw_command(group.server(k).port(), {"INFO", "replication"});
+        const std::string t = info->type == REDIS_REPLY_STRING ? std::string(info->str, info->len) : "";
+        if (t.find("role:master") != std::string::npos) {
+          group.server(k).pause();
+          return static_cast<int>(k);
+        }
+      } catch (...) {
+      }
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  return -1;
+}
+
 // Two holders from the same gap: the failover's leader (sentinel 1, failover-
 // timeout 60 s) has sent REPLICAOF NO ONE and the promoted replica P left the old
 // master, but P stalls (SIGSTOP) before the leader sees it promoted: the leader
@@ -740,39 +758,12 @@ struct adv36_outcome {
 
 void adv36_leader_window(adv36_outcome& out) {
   redis_sentinel_deployment group("adv36-two", 2, 3, {}, kDownAfter);
-  for (std::size_t s : {std::size_t{1}, std::size_t{2}}) {
-    const owned_reply ok =
-        raw_command(group.sentinel_port(s), {"SENTINEL", "SET", group.master_name(), "failover-timeout", "60000"});
-    ASSERT_EQ(ok->type, REDIS_REPLY_STATUS) << "SENTINEL SET refused";
-  }
+  ASSERT_TRUE(adv36_set_failover_timeout(group, {1, 2}, "60000"));
   constexpr auto kTtl = 60000ms;
-  client_options ob = adv_options({sentinel_uri(group, 0)});
-  ob.max_ttl = kTtl;
-  client b(ob);
-  {
-    auto warm = b.acquire("warm", once(20000ms));
-    ASSERT_TRUE(warm) << warm.report.message();
-    ASSERT_FALSE(warm.lock.release().error);
-  }
+  client b(adv36_long_lived_options(group, kTtl));
+  ASSERT_TRUE(adv36_warm(b));
   const auto t0 = std::chrono::steady_clock::now();
-  const owned_reply fo = raw_command(group.sentinel_port(1), {"SENTINEL", "FAILOVER", group.master_name()});
-  ASSERT_EQ(fo->type, REDIS_REPLY_STATUS) << (fo->type == REDIS_REPLY_ERROR ? std::string(fo->str, fo->len) : "?");
-  int p = -1;
-  for (int i = 0; i < 5000 && p < 0; ++i) {
-    for (std::size_t k = 1; k <= 2; ++k) {
-      try {
-        const owned_reply info = raw_command(group.server(k).port(), {"INFO", "replication"});
-        const std::string t = info->type == REDIS_REPLY_STRING ? std::string(info->str, info->len) : "";
-        if (t.find("role:master") != std::string::npos) {
-          group.server(k).pause();
-          p = static_cast<int>(k);
-          break;
-        }
-      } catch (...) {
-      }
-    }
-    if (p < 0) std::this_thread::sleep_for(1ms);
-  }
+  const int p = adv36_fail_over_and_pause_the_promoted(group);
   ASSERT_GE(p, 1) << "no replica was promoted";
   const std::size_t q = p == 1 ? 2 : 1;
   std::cerr << "[adv36] " << secs_since(t0) << " s: server " << p << " promoted and paused; old master: "
@@ -857,46 +848,18 @@ TEST_F(SentinelAdversarial, holds_a_leader_with_a_longer_failover_timeout_than_t
 // adversarial pass's control) nothing counted either.
 void adv36_second_departure(adv36_outcome& out) {
   redis_sentinel_deployment group("adv36-two2", 3, 3, {}, kDownAfter);
-  for (std::size_t s = 0; s < 3; ++s) {
-    const owned_reply ok =
-        raw_command(group.sentinel_port(s), {"SENTINEL", "SET", group.master_name(), "failover-timeout", "15000"});
-    ASSERT_EQ(ok->type, REDIS_REPLY_STATUS) << "SENTINEL SET refused";
-  }
+  ASSERT_TRUE(adv36_set_failover_timeout(group, {0, 1, 2}, "15000"));
   constexpr auto kTtl = 60000ms;
-  client_options ob = adv_options({sentinel_uri(group, 0)});
-  ob.max_ttl = kTtl;
-  client b(ob);
-  {
-    auto warm = b.acquire("warm", once(20000ms));
-    ASSERT_TRUE(warm) << warm.report.message();
-    ASSERT_FALSE(warm.lock.release().error);
-  }
+  client b(adv36_long_lived_options(group, kTtl));
+  ASSERT_TRUE(adv36_warm(b));
   const auto t0 = std::chrono::steady_clock::now();
   std::string last;
   group.server(3).kill();
-  ASSERT_TRUE(adv36_refused_with(b, "warm", "replicas dropped from 3 to 2", last)) << "no drop seen: " << last;
+  ASSERT_TRUE(refused_with(b, "warm", "replicas dropped from 3 to 2", last)) << "no drop seen: " << last;
   std::cerr << "[adv36] " << secs_since(t0) << " s: B saw replica 3 gone: " << last << "\n";
   while (secs_since(t0) < 17) std::this_thread::sleep_for(50ms);
   const auto t1 = std::chrono::steady_clock::now();
-  const owned_reply fo = raw_command(group.sentinel_port(1), {"SENTINEL", "FAILOVER", group.master_name()});
-  ASSERT_EQ(fo->type, REDIS_REPLY_STATUS) << (fo->type == REDIS_REPLY_ERROR ? std::string(fo->str, fo->len) : "?");
-  int p = -1;
-  for (int i = 0; i < 5000 && p < 0; ++i) {
-    for (std::size_t k = 1; k < group.server_count(); ++k) {
-      if (!group.server(k).running()) continue;
-      try {
-        const owned_reply info = raw_command(group.server(k).port(), {"INFO", "replication"});
-        const std::string t = info->type == REDIS_REPLY_STRING ? std::string(info->str, info->len) : "";
-        if (t.find("role:master") != std::string::npos) {
-          group.server(k).pause();
-          p = static_cast<int>(k);
-          break;
-        }
-      } catch (...) {
-      }
-    }
-    if (p < 0) std::this_thread::sleep_for(1ms);
-  }
+  const int p = adv36_fail_over_and_pause_the_promoted(group);
   ASSERT_GE(p, 1) << "no replica was promoted";
   const std::size_t q = p == 1 ? 2 : 1;  // the one other replica left
   std::cerr << "[adv36] " << secs_since(t0) << " s: server " << p << " promoted and paused; old master: "

@@ -445,18 +445,6 @@ TEST_F(SentinelEndpoint, a_lock_held_across_failovers_in_two_of_three_groups_sta
 // master whose only replica is gone — the old master of a failover, once its replica
 // was promoted — then refuses the grant (NOREPLICAS, an error vote) instead of
 // counting it as a standalone master's (nothing to wait for).
-// Acquires `r` once at a time (releasing what is granted) until an attempt is
-// refused with `why` in its report, within 10 s; `last` is the last report.
-bool refused_with(client& c, const std::string& r, const std::string& why, std::string& last) {
-  return eventually(
-      [&] {
-        auto b = c.acquire(r, once(20000ms));
-        last = b.report.message();
-        if (b) (void)b.lock.release();
-        return !b && last.find(why) != std::string::npos;
-      },
-      10000ms);
-}
 
 TEST_F(SentinelEndpoint, min_replicas_to_write_makes_a_master_without_its_replica_refuse_the_grant) {
   node_config cfg;
@@ -491,25 +479,12 @@ TEST_F(SentinelEndpoint, a_master_whose_replica_died_counts_again_once_a_sentine
   ASSERT_TRUE(refused_with(c, "drop", "replicas dropped from 2 to 1", last)) << "the drop was never seen; last: " << last;
   const auto dropped = std::chrono::steady_clock::now();
   EXPECT_EQ(value_on(group.server(0), kPrefix + "drop"), "<nil>") << "the refused grant was not rolled back";
-  auto counted_after = std::chrono::milliseconds::zero();
-  EXPECT_TRUE(eventually(
-      [&] {
-        auto b = c.acquire("drop", once(20000ms));
-        last = b.report.message();
-        if (!b) {
-          std::this_thread::sleep_for(50ms);
-          return false;
-        }
-        counted_after = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - dropped);
-        (void)b.lock.release();
-        return true;
-      },
-      30000ms))
-      << "the master never counted again; last: " << last;
-  std::cerr << "[drop] counted again " << counted_after.count() << " ms after the drop was first refused\n";
+  const auto counted_after = first_grant_after(c, "drop", dropped, 30000ms, last);
+  ASSERT_TRUE(counted_after) << "the master never counted again; last: " << last;
+  std::cerr << "[drop] counted again " << counted_after->count() << " ms after the drop was first refused\n";
   // Not before the failover-timeout (5 s) and the margin (5 s) from when the
   // client saw the drop (which was before the refusal measured from).
-  EXPECT_GE(counted_after.count(), 9000) << "confirmed before a failover under way would have been visible";
+  EXPECT_GE(counted_after->count(), 9000) << "confirmed before a failover under way would have been visible";
 }
 
 // The drop is judged by address, not by count: a new replica attaching to the
@@ -562,20 +537,9 @@ TEST_F(SentinelEndpoint, a_new_replica_does_not_stand_in_for_the_one_that_left) 
   EXPECT_EQ(value_on(group.server(0), kPrefix + "standin"), "<nil>") << "the refused grant was not rolled back";
   // Past the settling time a sentinel names the master again: it counts, now with
   // the new replica in its mark.
-  EXPECT_TRUE(eventually(
-      [&] {
-        auto d = c.acquire("standin", once(20000ms));
-        last = d.report.message();
-        if (!d) {
-          std::this_thread::sleep_for(50ms);
-          return false;
-        }
-        (void)d.lock.release();
-        return true;
-      },
-      30000ms))
-      << "the master never counted again; last: " << last;
-  EXPECT_GE(std::chrono::steady_clock::now() - dropped, 9000ms);
+  const auto counted_after = first_grant_after(c, "standin", dropped, 30000ms, last);
+  ASSERT_TRUE(counted_after) << "the master never counted again; last: " << last;
+  EXPECT_GE(counted_after->count(), 9000);
 }
 
 // A waiter on a Sentinel node subscribes on the master Sentinel names (not on a

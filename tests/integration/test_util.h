@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -56,6 +57,43 @@ inline acquire_options once(std::chrono::milliseconds ttl = 10000ms) {
   o.ttl = ttl;
   o.retry = retry_policy::once();
   return o;
+}
+
+// Acquires `r` once at a time (releasing what is granted) until an attempt is
+// refused with `why` in its report, within `within`; `last` is the last report.
+inline bool refused_with(client& c, const std::string& r, const std::string& why, std::string& last,
+                         std::chrono::milliseconds within = 10000ms) {
+  return eventually(
+      [&] {
+        auto b = c.acquire(r, once(20000ms));
+        last = b.report.message();
+        if (b) (void)b.lock.release();
+        return !b && last.find(why) != std::string::npos;
+      },
+      within);
+}
+
+// Acquires `r` once at a time (every 50 ms, each grant released at once) until one
+// is granted, within `within`: how long after `from` it was (nullopt: none);
+// `last` is the last report.
+inline std::optional<std::chrono::milliseconds> first_grant_after(client& c, const std::string& r,
+                                                                  std::chrono::steady_clock::time_point from,
+                                                                  std::chrono::milliseconds within, std::string& last) {
+  std::optional<std::chrono::milliseconds> at;
+  (void)eventually(
+      [&] {
+        auto b = c.acquire(r, once(20000ms));
+        last = b.report.message();
+        if (!b) {
+          std::this_thread::sleep_for(50ms);
+          return false;
+        }
+        at = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - from);
+        (void)b.lock.release();
+        return true;
+      },
+      within);
+  return at;
 }
 
 }  // namespace redlock::test
