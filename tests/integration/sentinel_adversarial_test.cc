@@ -714,6 +714,28 @@ bool adv36_warm(client& c) {
   return warm && !warm.lock.release().error;
 }
 
+// B acquires R (ttl) every 50 ms until a grant counts or `seconds` passed since
+// `from`; the grant, if any. Logged against `t0`; `last` is the last report.
+std::optional<acquire_result> adv36_until_granted(client& b, std::chrono::milliseconds ttl,
+                                                  std::chrono::steady_clock::time_point from, double seconds,
+                                                  std::chrono::steady_clock::time_point t0, std::string& last) {
+  std::optional<acquire_result> held;
+  int dropped = 0;
+  for (int i = 0; i < 2000 && secs_since(from) < seconds; ++i) {
+    auto x = b.acquire("R", once(ttl));
+    last = x.report.message();
+    if (x) {
+      held.emplace(std::move(x));
+      break;
+    }
+    if (last.find("replicas dropped") != std::string::npos) ++dropped;
+    std::this_thread::sleep_for(50ms);
+  }
+  std::cerr << "[adv36] " << secs_since(t0) << " s: B " << (held ? "GRANTED R (counted)" : "not granted") << " after "
+            << dropped << " refusals for the drop; last: " << last << "\n";
+  return held;
+}
+
 // Sentinel 1 starts a failover (SENTINEL FAILOVER); the replica it promotes is
 // paused (SIGSTOP) as soon as it says role:master, before the leader sees it
 // promoted. Its index, or -1 if none was promoted within about 5 s.
@@ -769,21 +791,8 @@ void adv36_leader_window(adv36_outcome& out) {
   std::cerr << "[adv36] " << secs_since(t0) << " s: server " << p << " promoted and paused; old master: "
             << replication_info(group.server(0).port()) << "\n";
   // B, on the old master, until a grant counts there.
-  std::optional<acquire_result> held;
   std::string last;
-  int dropped = 0;
-  for (int i = 0; i < 2000 && secs_since(t0) < 13.5; ++i) {
-    auto x = b.acquire("R", once(kTtl));
-    last = x.report.message();
-    if (x) {
-      held.emplace(std::move(x));
-      break;
-    }
-    if (last.find("replicas dropped") != std::string::npos) ++dropped;
-    std::this_thread::sleep_for(50ms);
-  }
-  std::cerr << "[adv36] " << secs_since(t0) << " s: B " << (held ? "GRANTED R (counted)" : "not granted") << " after "
-            << dropped << " refusals for the drop; last: " << last << "\n";
+  std::optional<acquire_result> held = adv36_until_granted(b, kTtl, t0, 13.5, t0, last);
   out.b_granted = held.has_value();
   if (!held) {
     group.server(static_cast<std::size_t>(p)).resume();
@@ -864,20 +873,7 @@ void adv36_second_departure(adv36_outcome& out) {
   const std::size_t q = p == 1 ? 2 : 1;  // the one other replica left
   std::cerr << "[adv36] " << secs_since(t0) << " s: server " << p << " promoted and paused; old master: "
             << replication_info(group.server(0).port()) << "\n";
-  std::optional<acquire_result> held;
-  int dropped = 0;
-  for (int i = 0; i < 2000 && secs_since(t1) < 6.5; ++i) {
-    auto x = b.acquire("R", once(kTtl));
-    last = x.report.message();
-    if (x) {
-      held.emplace(std::move(x));
-      break;
-    }
-    if (last.find("replicas dropped") != std::string::npos) ++dropped;
-    std::this_thread::sleep_for(50ms);
-  }
-  std::cerr << "[adv36] " << secs_since(t0) << " s: B " << (held ? "GRANTED R (counted)" : "not granted") << " after "
-            << dropped << " refusals for the drop; last: " << last << "\n";
+  std::optional<acquire_result> held = adv36_until_granted(b, kTtl, t1, 6.5, t0, last);
   out.b_granted = held.has_value();
   if (held) {
     std::cerr << "[adv36] R on the old master: " << value_on(group.server(0), kPrefix + "R") << ", on Q: "
