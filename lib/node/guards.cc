@@ -185,26 +185,24 @@ void replica_mark::observe(const std::string& run_id, std::vector<std::string> a
     dropped_ = true;
     dropped_at_ms_ = now_ms;
   }
-  // Whoever attached since joins the mark: its leaving is a drop too.
-  std::vector<std::string> joined;
-  std::set_union(mark_.begin(), mark_.end(), attached_.begin(), attached_.end(), std::back_inserter(joined));
-  mark_ = std::move(joined);
+  // Whoever attached since joins the mark: its leaving is a drop too. (Usually no
+  // one: every counted write observes, so nothing is allocated then.)
+  if (!std::includes(mark_.begin(), mark_.end(), attached_.begin(), attached_.end())) {
+    std::vector<std::string> joined;
+    std::set_union(mark_.begin(), mark_.end(), attached_.begin(), attached_.end(), std::back_inserter(joined));
+    mark_ = std::move(joined);
+  }
 }
 
 std::string replica_mark::drop_text() const {
   std::vector<std::string> gone;
   std::set_difference(mark_.begin(), mark_.end(), attached_.begin(), attached_.end(), std::back_inserter(gone));
-  std::size_t present = mark_.size() - gone.size();
-  std::string t;
-  if (gone.empty()) {
-    // Attached again since the last write's count, not yet observed as such.
-    t = "a replica left it";
-  } else {
-    const bool named = gone.front()[0] != '#';
-    t = named ? "its replica " + gone.front() + " left it" : "a replica left it";
-    if (gone.size() > 1) t += " (and " + std::to_string(gone.size() - 1) + " more)";
-  }
-  return t + ": replicas dropped from " + std::to_string(mark_.size()) + " to " + std::to_string(present);
+  // dropped(): at least one of the mark is missing from the last observation.
+  const bool named = !gone.empty() && gone.front()[0] != '#';
+  std::string t = named ? "its replica " + gone.front() + " left it" : "a replica left it";
+  if (gone.size() > 1) t += " (and " + std::to_string(gone.size() - 1) + " more)";
+  return t + ": replicas dropped from " + std::to_string(mark_.size()) + " to " +
+         std::to_string(mark_.size() - gone.size());
 }
 
 void replica_mark::confirm(std::uint64_t asked_ms, std::uint64_t settle_ms) {
